@@ -1,0 +1,35 @@
+# tracekit: the two commands of the quick start are `make demo` and `make test`.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip install -q --root-user-action=ignore --disable-pip-version-check
+DEMO_CAPTURE ?= fixtures/captures/slow_start_overrun/sender.pcap
+TEST_TOOLS := tshark:tshark tcptrace:tcptrace tcpdump:tcpdump chromium:chromium
+LAB_TOOLS := tcpdump:tcpdump nft:nftables ethtool:ethtool iperf3:iperf3 tcptrace:tcptrace
+
+.PHONY: install install-test demo test lint typecheck fixtures bench
+
+install:
+	$(PIP) -e .
+
+install-test:
+	$(PIP) -e '.[test]'
+	.ci/system-deps $(TEST_TOOLS)
+
+demo: install
+	tracekit flows $(DEMO_CAPTURE)
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+typecheck:
+	$(PYTHON) -m mypy
+
+test: install-test lint
+	$(PYTHON) -m pytest -n 2 -q
+
+fixtures: install
+	.ci/system-deps $(LAB_TOOLS)
+	$(PYTHON) -m fixtures.lab all
+
+bench: install-test
+	$(PYTHON) bench/ingest.py
