@@ -12,7 +12,11 @@ from cli.status import ExitStatus
 from tracekit.errors import TracekitError
 
 # name -> "module:attribute" of a click command; one line per command.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "flows": "cli.flows:flows",
+    "ingest": "cli.ingest:ingest",
+    "plan": "cli.plan:plan",
+}
 
 
 class LazyGroup(click.Group):

@@ -1,0 +1,34 @@
+"""`tracekit ingest CAPTURE -o table.parquet`: the packet table, for pandas, DuckDB or polars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cli import common
+from tracekit.table_io import write_packet_table
+
+
+@click.command()
+@common.capture_argument
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Parquet file to write (replaced atomically).",
+)
+def ingest(capture: Path, output: Path) -> None:
+    """Read CAPTURE into the packet table and write it as Parquet.
+
+    One row per TCP or UDP packet with connection, direction and relative sequence numbers
+    (columns in docs/tables.md); the connections table rides along in the file's metadata
+    under the key `tracekit.connections`, and as `OUTPUT` with `.connections.parquet`.
+    """
+    conns = common.connections(capture, need_tcp=False)
+    write_packet_table(conns, output)
+    click.echo(
+        f"{output}: {conns.packets.num_rows} packets, {conns.table.num_rows} connections",
+        err=True,
+    )

@@ -1,0 +1,46 @@
+"""Writing stage outputs to Parquet, atomically (a killed run leaves no half-written file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit.connections import Connections
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Write a table to `path` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def connections_path(packets_path: Path) -> Path:
+    """Where the connections table is written beside a packet table."""
+    return packets_path.with_name(packets_path.stem + ".connections.parquet")
+
+
+def write_packet_table(conns: Connections, path: Path) -> None:
+    """Write the packet table to `path` and the connections table beside it.
+
+    The connections also ride in the packet file's metadata (`tracekit.connections`, JSON), so
+    the one file says which address each `conn` is.
+    """
+    meta = {
+        b"tracekit.capture": str(conns.capture.path).encode(),
+        b"tracekit.connections": json.dumps(conns.table.to_pylist()).encode(),
+    }
+    packets = conns.packets.replace_schema_metadata(meta)
+    write_parquet_atomic(conns.table, connections_path(path))
+    write_parquet_atomic(packets, path)
