@@ -251,6 +251,11 @@ def plan_path(
     """Window and buffer requirements of a bottleneck of rate_bps at round-trip time rtt_s."""
     if mss_bytes <= 0:
         raise PhysicsError(f"mss_bytes must be > 0, got {mss_bytes}")
+    if ingress_bps is not None:
+        _array("ingress_bps", ingress_bps, positive=True)
+    for name, value in (("buffer_bytes", buffer_bytes), ("window_bytes", window_bytes)):
+        if value is not None:
+            _array(name, value, positive=False)
     packet = mss_bytes + HEADER_BYTES
     bdp = float(bdp_bytes(rate_bps, rtt_s))
     shift = int(window_scale_shift(bdp)) if bdp <= MAX_WINDOW_BYTES else None
