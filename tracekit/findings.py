@@ -1,0 +1,246 @@
+"""Findings: what a detector concluded about a connection, with the numbers that show it.
+
+A finding is a plain frozen value. `to_dict` gives the JSON form that `tracekit analyze --json`
+prints and `docs/analyze.schema.json` declares; regenerate that file with
+`python -m tracekit.findings > docs/analyze.schema.json` (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+
+SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+DIRECTIONS = ("a2b", "b2a")
+
+EvidenceValue = bool | int | float | str | tuple[int | float, ...]
+
+
+class Severity(StrEnum):
+    """How much a finding matters; `tracekit check` gates on it."""
+
+    INFO = "info"  # worth knowing, not a problem
+    WARNING = "warning"  # held the transfer back
+    ERROR = "error"  # broke it: the transfer cannot reach its rate until fixed
+
+    @property
+    def rank(self) -> int:
+        """0, 1, 2 for info, warning, error: compare severities by rank."""
+        return list(Severity).index(self)
+
+
+def _number(name: str, value: Any) -> int | float:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, int | np.integer):
+        return int(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite (JSON has no NaN or infinity), got {number}")
+    return number
+
+
+def _evidence_value(name: str, value: Any) -> EvidenceValue:
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple | np.ndarray):
+        items = value.ravel().tolist() if isinstance(value, np.ndarray) else value
+        return tuple(_number(f"evidence {name}[{i}]", v) for i, v in enumerate(items))
+    return _number(f"evidence {name}", value)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One conclusion about one connection (and direction) over one time range.
+
+    `start_s` and `end_s` are seconds since the capture's first packet. `evidence` maps names
+    that carry their unit (`buffer_bytes`, `rate_bps`) to numbers, strings, booleans or lists of
+    numbers; numpy values are converted on construction, non-finite numbers are refused.
+    """
+
+    kind: str
+    severity: Severity
+    conn: int
+    direction: str | None
+    start_s: float
+    end_s: float
+    evidence: Mapping[str, EvidenceValue] = field(hash=False)
+    summary: str
+    explanation: str
+    advice: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not SNAKE_CASE.fullmatch(self.kind):
+            raise ValueError(f"kind must be snake_case, got {self.kind!r}")
+        object.__setattr__(self, "severity", Severity(self.severity))
+        conn = _number("conn", self.conn)
+        if not isinstance(conn, int) or conn < 0:
+            raise ValueError(f"conn must be an integer >= 0, got {self.conn!r}")
+        object.__setattr__(self, "conn", conn)
+        if self.direction is not None and self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'a2b', 'b2a' or None, got {self.direction!r}")
+        start, end = float(_number("start_s", self.start_s)), float(_number("end_s", self.end_s))
+        if not 0 <= start <= end:
+            raise ValueError(f"need 0 <= start_s <= end_s, got {start} and {end}")
+        object.__setattr__(self, "start_s", start)
+        object.__setattr__(self, "end_s", end)
+        evidence = {}
+        for name, value in self.evidence.items():
+            if not isinstance(name, str) or not SNAKE_CASE.fullmatch(name):
+                raise ValueError(f"evidence names must be snake_case, got {name!r}")
+            evidence[name] = _evidence_value(name, value)
+        object.__setattr__(self, "evidence", MappingProxyType(evidence))
+        for name in ("summary", "explanation", "advice"):
+            text = getattr(self, name)
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{name} must be a non-empty string")
+        if "\n" in self.summary:
+            raise ValueError("summary must be one line")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: plain str, int, float, bool, list and None only."""
+        return {
+            "kind": self.kind,
+            "severity": self.severity.value,
+            "conn": self.conn,
+            "direction": self.direction,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "evidence": {
+                k: list(v) if isinstance(v, tuple) else v for k, v in self.evidence.items()
+            },
+            "summary": self.summary,
+            "explanation": self.explanation,
+            "advice": self.advice,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """The inverse of `to_dict`, for reading a stored `analyze --json` document."""
+        return cls(**{**data, "severity": Severity(data["severity"])})
+
+
+def _json_type(column: schema.Column) -> dict[str, Any]:
+    t = column.type
+    if pa.types.is_boolean(t):
+        return {"type": "boolean"}
+    if pa.types.is_integer(t):
+        info = np.iinfo(t.to_pandas_dtype())
+        return {"type": "integer", "minimum": int(info.min), "maximum": int(info.max)}
+    if pa.types.is_floating(t):
+        return {"type": "number"}
+    if pa.types.is_string(t):
+        return {"type": "string"}
+    raise ValueError(f"no JSON type for column {column.name} of type {t}")
+
+
+def _connection_schema() -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    columns = {c.name: c for c in schema.CONNECTION_COLUMNS}
+    for column in columns.values():
+        prop = _json_type(column)
+        unit = f" ({column.unit})" if column.unit else ""
+        prop["description"] = column.meaning + unit
+        properties[column.name] = prop
+    # JSON-friendly forms that `tracekit.connections.records` writes: the protocol by name, an
+    # unknown window scale shift as null instead of -1, and the start relative to the first one.
+    properties["proto"] = {
+        "description": properties["proto"]["description"],
+        "anyOf": [{"enum": ["tcp", "udp"]}, _json_type(columns["proto"])],
+    }
+    for name in ("ws_a", "ws_b"):
+        properties[name] = {
+            "description": properties[name]["description"],
+            "anyOf": [{"type": "integer", "minimum": 0, "maximum": 14}, {"type": "null"}],
+        }
+    properties["start_s"] = {
+        "type": "number",
+        "minimum": 0,
+        "description": "start_ns relative to the first connection's, in seconds (optional)",
+    }
+    return {
+        "type": "object",
+        "required": list(columns),
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def _finding_schema() -> dict[str, Any]:
+    seconds = {"type": "number", "minimum": 0}
+    number_list = {"type": "array", "items": {"type": "number"}}
+    return {
+        "type": "object",
+        "required": [
+            "kind",
+            "severity",
+            "conn",
+            "direction",
+            "start_s",
+            "end_s",
+            "evidence",
+            "summary",
+            "explanation",
+            "advice",
+        ],
+        "additionalProperties": False,
+        "properties": {
+            "kind": {"type": "string", "pattern": f"^{SNAKE_CASE.pattern}$"},
+            "severity": {"enum": [s.value for s in Severity]},
+            "conn": {"type": "integer", "minimum": 0},
+            "direction": {"enum": [*DIRECTIONS, None]},
+            "start_s": {**seconds, "description": "seconds since the capture's first packet"},
+            "end_s": {**seconds, "description": "seconds since the capture's first packet"},
+            "evidence": {
+                "type": "object",
+                "propertyNames": {"pattern": f"^{SNAKE_CASE.pattern}$"},
+                "additionalProperties": {
+                    "anyOf": [{"type": ["number", "string", "boolean"]}, number_list]
+                },
+            },
+            "summary": {"type": "string", "minLength": 1, "pattern": "^[^\\n]+$"},
+            "explanation": {"type": "string", "minLength": 1},
+            "advice": {"type": "string", "minLength": 1},
+        },
+    }
+
+
+def analyze_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of `tracekit analyze --json`, as docs/analyze.schema.json."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "tracekit analyze --json",
+        "description": "Connections (tracekit.schema.CONNECTION_COLUMNS) and the findings of "
+        "the detectors (tracekit.findings.Finding.to_dict). Generated by "
+        "`python -m tracekit.findings`.",
+        "type": "object",
+        "required": ["connections", "findings"],
+        "additionalProperties": False,
+        "properties": {
+            "connections": {"type": "array", "items": {"$ref": "#/$defs/connection"}},
+            "findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}},
+        },
+        "$defs": {"connection": _connection_schema(), "finding": _finding_schema()},
+    }
+
+
+def render_schema() -> str:
+    """The text of docs/analyze.schema.json."""
+    return json.dumps(analyze_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_schema(), end="")
