@@ -1,0 +1,561 @@
+"""Decode link, IP, TCP and UDP headers of a chunk of records, and key each packet to its flow.
+
+One compiled pass per record (numba): header chains (VLAN tags, IPv6 extension headers, TCP
+options) are sequential by nature, and a compiled loop writes straight into compact column arrays
+with no per-packet Python object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+# Link types, https://www.tcpdump.org/linktypes.html
+LINK_NULL = 0  # BSD loopback: 4-byte address family in the capturing host's byte order
+LINK_ETHERNET = 1
+LINK_RAW_BSD = 12  # DLT_RAW as most BSDs number it
+LINK_RAW_OPENBSD = 14
+LINK_RAW = 101  # LINKTYPE_RAW: the frame starts with the IPv4 or IPv6 header
+LINK_LOOP = 108  # OpenBSD loopback: address family in network byte order
+LINK_SLL = 113  # Linux cooked capture v1, 16-byte header
+LINK_IPV4 = 228
+LINK_IPV6 = 229
+LINK_SLL2 = 276  # Linux cooked capture v2, 20-byte header
+KNOWN_LINK_TYPES = frozenset(
+    {
+        LINK_NULL,
+        LINK_ETHERNET,
+        LINK_RAW_BSD,
+        LINK_RAW_OPENBSD,
+        LINK_RAW,
+        LINK_LOOP,
+        LINK_SLL,
+        LINK_IPV4,
+        LINK_IPV6,
+        LINK_SLL2,
+    }
+)
+
+ETHERTYPE_IPV4 = 0x0800
+ETHERTYPE_IPV6 = 0x86DD
+# 802.1Q customer tag, 802.1ad service tag (QinQ), and the pre-standard QinQ tag.
+ETHERTYPE_VLAN = 0x8100
+ETHERTYPE_QINQ = 0x88A8
+ETHERTYPE_QINQ_OLD = 0x9100
+
+# Why a record was not kept; index into SKIP_REASONS (0 means kept).
+KEPT = 0
+SKIP_NON_IP = 1
+SKIP_NOT_TCP_UDP = 2
+SKIP_IP_FRAGMENT = 3
+SKIP_SHORT_FRAME = 4
+SKIP_BAD_HEADER = 5
+SKIP_REASONS = ("kept", "non_ip", "not_tcp_udp", "ip_fragment", "short_frame", "bad_header")
+
+# Flow key bytes: version, protocol, then the lower endpoint (16 address bytes, 2 port bytes,
+# big-endian) and the higher one; IPv4 addresses fill the first 4 of their 16 bytes.
+KEY_BYTES = 40
+KEY_USED = 38
+
+STATUS_DONE = 0
+STATUS_GROW = 1  # the flow table is full: grow it and call again from the returned record
+
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@dataclass
+class Columns:
+    """Per-record output arrays of one chunk, sized for `capacity` records."""
+
+    reason: np.ndarray
+    ip_version: np.ndarray
+    proto: np.ndarray
+    ip_id: np.ndarray
+    payload_bytes: np.ndarray
+    tcp_flags: np.ndarray
+    seq: np.ndarray
+    ack: np.ndarray
+    win_raw: np.ndarray
+    opts: np.ndarray
+    mss: np.ndarray
+    wscale: np.ndarray
+    tsval: np.ndarray
+    tsecr: np.ndarray
+    sack_n: np.ndarray
+    sack: np.ndarray  # (capacity, 8): left, right of up to 4 blocks
+    flow: np.ndarray
+    src_end: np.ndarray
+    udp_head_len: np.ndarray
+    udp_head: np.ndarray
+
+    @classmethod
+    def empty(cls, capacity: int) -> Columns:
+        """Uninitialised arrays; the kernel writes every field of every record it decodes."""
+        e = np.empty
+        return cls(
+            reason=e(capacity, np.uint8),
+            ip_version=e(capacity, np.uint8),
+            proto=e(capacity, np.uint8),
+            ip_id=e(capacity, np.uint16),
+            payload_bytes=e(capacity, np.uint16),
+            tcp_flags=e(capacity, np.uint8),
+            seq=e(capacity, np.uint32),
+            ack=e(capacity, np.uint32),
+            win_raw=e(capacity, np.uint16),
+            opts=e(capacity, np.uint8),
+            mss=e(capacity, np.uint16),
+            wscale=e(capacity, np.uint8),
+            tsval=e(capacity, np.uint32),
+            tsecr=e(capacity, np.uint32),
+            sack_n=e(capacity, np.uint8),
+            sack=e((capacity, 8), np.uint32),
+            flow=e(capacity, np.int32),
+            src_end=e(capacity, np.uint8),
+            udp_head_len=e(capacity, np.uint8),
+            udp_head=e(capacity, np.uint64),
+        )
+
+
+class FlowTable:
+    """Open-addressing hash table from flow key bytes to flow id, ids in order of first sight."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.slots = np.full(capacity * 2, -1, np.int32)
+        self.keys = np.zeros((capacity, KEY_BYTES), np.uint8)
+        self.hashes = np.zeros(capacity, np.uint64)
+        self.count = np.zeros(1, np.int64)
+
+    def grow(self) -> None:
+        """Double the capacity and re-insert every flow."""
+        capacity = self.keys.shape[0] * 2
+        n = int(self.count[0])
+        keys = np.zeros((capacity, KEY_BYTES), np.uint8)
+        keys[:n] = self.keys[:n]
+        hashes = np.zeros(capacity, np.uint64)
+        hashes[:n] = self.hashes[:n]
+        self.keys, self.hashes = keys, hashes
+        self.slots = np.full(capacity * 2, -1, np.int32)
+        _rehash(self.slots, self.hashes, n)
+
+
+@njit(cache=True)
+def _rehash(slots: np.ndarray, hashes: np.ndarray, n: int) -> None:
+    mask = slots.shape[0] - 1
+    for flow in range(n):
+        s = np.int64(hashes[flow] & np.uint64(mask))
+        while slots[s] >= 0:
+            s = (s + 1) & mask
+        slots[s] = flow
+
+
+@njit(cache=True)
+def _u16(b: np.ndarray, p: int) -> int:
+    return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
+
+
+@njit(cache=True)
+def _u32(b: np.ndarray, p: int) -> int:
+    return (
+        (np.int64(b[p]) << 24)
+        | (np.int64(b[p + 1]) << 16)
+        | (np.int64(b[p + 2]) << 8)
+        | np.int64(b[p + 3])
+    )
+
+
+@njit(cache=True)
+def _endpoint_less(b: np.ndarray, src: int, dst: int, alen: int, sport: int, dport: int) -> bool:
+    """Whether (src address, src port) <= (dst address, dst port), compared as bytes."""
+    for i in range(alen):
+        if b[src + i] != b[dst + i]:
+            return b[src + i] < b[dst + i]
+    return sport <= dport
+
+
+@njit(cache=True)
+def decode_records(
+    buf: np.ndarray,
+    rec_off: np.ndarray,
+    rec_caplen: np.ndarray,
+    rec_origlen: np.ndarray,
+    rec_iface: np.ndarray,
+    start: int,
+    count: int,
+    link_by_iface: np.ndarray,
+    reason: np.ndarray,
+    ip_version: np.ndarray,
+    proto_out: np.ndarray,
+    ip_id: np.ndarray,
+    payload_out: np.ndarray,
+    tcp_flags: np.ndarray,
+    seq: np.ndarray,
+    ack: np.ndarray,
+    win_raw: np.ndarray,
+    opts: np.ndarray,
+    mss: np.ndarray,
+    wscale: np.ndarray,
+    tsval: np.ndarray,
+    tsecr: np.ndarray,
+    sack_n: np.ndarray,
+    sack: np.ndarray,
+    flow_out: np.ndarray,
+    src_end: np.ndarray,
+    udp_head_len: np.ndarray,
+    udp_head: np.ndarray,
+    slots: np.ndarray,
+    flow_keys: np.ndarray,
+    flow_hashes: np.ndarray,
+    flow_count: np.ndarray,
+) -> tuple[int, int]:
+    """Decode records [start, count); returns (next record, STATUS_*)."""
+    key = np.zeros(KEY_BYTES, np.uint8)
+    mask = slots.shape[0] - 1
+    for i in range(start, count):
+        off = np.int64(rec_off[i])
+        end = off + np.int64(rec_caplen[i])
+        origlen = np.int64(rec_origlen[i])
+        reason[i] = KEPT
+        ip_version[i] = 0
+        proto_out[i] = 0
+        ip_id[i] = 0
+        payload_out[i] = 0
+        tcp_flags[i] = 0
+        seq[i] = 0
+        ack[i] = 0
+        win_raw[i] = 0
+        opts[i] = 0
+        mss[i] = 0
+        wscale[i] = 255
+        tsval[i] = 0
+        tsecr[i] = 0
+        sack_n[i] = 0
+        flow_out[i] = -1
+        src_end[i] = 0
+        udp_head_len[i] = 0
+        udp_head[i] = 0
+
+        # Link layer: find the network header and its version (0: not IP).
+        link = link_by_iface[rec_iface[i]]
+        q = off
+        version = 0
+        if link == LINK_ETHERNET:
+            if end - off < 14:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            ethertype = _u16(buf, off + 12)
+            q = off + 14
+            while ethertype == ETHERTYPE_VLAN or (
+                ethertype in (ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD)
+            ):
+                if q + 4 > end:
+                    break
+                ethertype = _u16(buf, q + 2)
+                q += 4
+            if ethertype == ETHERTYPE_IPV4:
+                version = 4
+            elif ethertype == ETHERTYPE_IPV6:
+                version = 6
+            elif ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ):
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+        elif link in (LINK_SLL, LINK_SLL2):
+            hdr = 16 if link == LINK_SLL else 20
+            if end - off < hdr:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            ethertype = _u16(buf, off + 14) if link == LINK_SLL else _u16(buf, off)
+            q = off + hdr
+            if ethertype == ETHERTYPE_IPV4:
+                version = 4
+            elif ethertype == ETHERTYPE_IPV6:
+                version = 6
+        elif link in (LINK_NULL, LINK_LOOP):
+            if end - off < 4:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            family = _u32(buf, off)
+            if link == LINK_NULL and family > 0xFFFF:
+                # Written in the capturing host's byte order: a little-endian host's AF value.
+                family = (
+                    np.int64(buf[off])
+                    | (np.int64(buf[off + 1]) << 8)
+                    | (np.int64(buf[off + 2]) << 16)
+                    | (np.int64(buf[off + 3]) << 24)
+                )
+            q = off + 4
+            # AF_INET is 2 everywhere; AF_INET6 is 24 (NetBSD/OpenBSD), 28 (FreeBSD), 30 (macOS).
+            if family == 2:
+                version = 4
+            elif family == 24 or family == 28 or family == 30:
+                version = 6
+        elif link == LINK_IPV4:
+            version = 4
+        elif link == LINK_IPV6:
+            version = 6
+        else:  # raw IP: the version nibble says which
+            if end - off < 1:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            nibble = buf[off] >> 4
+            if nibble == 4:
+                version = 4
+            elif nibble == 6:
+                version = 6
+        if version == 0:
+            reason[i] = SKIP_NON_IP
+            continue
+
+        # Network layer. The transport length comes from the IP header so that snaplen-cut
+        # frames keep their true payload size; a zero length field (TSO/GSO super-packets
+        # over 64 KiB, RFC 2675 jumbograms) falls back to the frame's original length.
+        if version == 4:
+            if end - q < 20:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            ihl = np.int64(buf[q] & 15) * 4
+            if buf[q] >> 4 != 4 or ihl < 20:
+                reason[i] = SKIP_BAD_HEADER
+                continue
+            total = _u16(buf, q + 2)
+            if total == 0:
+                total = origlen - (q - off)
+            if total < ihl:
+                reason[i] = SKIP_BAD_HEADER
+                continue
+            if _u16(buf, q + 6) & 0x3FFF:  # MF flag or a fragment offset, RFC 791
+                reason[i] = SKIP_IP_FRAGMENT
+                continue
+            proto = np.int64(buf[q + 9])
+            src = q + 12
+            dst = q + 16
+            alen = 4
+            l4 = q + ihl
+            l4len = total - ihl
+            ip_id[i] = _u16(buf, q + 4)
+        else:
+            if end - q < 40:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            if buf[q] >> 4 != 6:
+                reason[i] = SKIP_BAD_HEADER
+                continue
+            l4len = _u16(buf, q + 4)
+            if l4len == 0:
+                l4len = origlen - (q - off) - 40
+            proto = np.int64(buf[q + 6])
+            src = q + 8
+            dst = q + 24
+            alen = 16
+            l4 = q + 40
+            # Skip extension headers, RFC 8200 4: each is (next header, length) then data.
+            bad = False
+            while (
+                proto == 0
+                or proto == 43
+                or proto == 44
+                or proto == 51
+                or proto == 60
+                or proto == 135
+                or proto == 139
+                or proto == 140
+            ):
+                if end - l4 < 8:
+                    bad = True
+                    reason[i] = SKIP_SHORT_FRAME
+                    break
+                if proto == 44:  # fragment header: only an atomic fragment is whole
+                    if _u16(buf, l4 + 2) & 0xFFF9:
+                        bad = True
+                        reason[i] = SKIP_IP_FRAGMENT
+                        break
+                    ext = np.int64(8)
+                elif proto == 51:  # AH counts its length in 4-byte units, RFC 4302 2.2
+                    ext = (np.int64(buf[l4 + 1]) + 2) * 4
+                else:
+                    ext = (np.int64(buf[l4 + 1]) + 1) * 8
+                proto = np.int64(buf[l4])
+                l4 += ext
+                l4len -= ext
+            if bad:
+                continue
+            if l4len < 0:
+                reason[i] = SKIP_BAD_HEADER
+                continue
+        ip_version[i] = version
+
+        # Transport layer.
+        if proto == 6:
+            if end - l4 < 20:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            doff = np.int64(buf[l4 + 12] >> 4) * 4
+            if doff < 20 or l4len < doff:
+                reason[i] = SKIP_BAD_HEADER
+                continue
+            sport = _u16(buf, l4)
+            dport = _u16(buf, l4 + 2)
+            seq[i] = _u32(buf, l4 + 4)
+            ack[i] = _u32(buf, l4 + 8)
+            tcp_flags[i] = buf[l4 + 13]
+            win_raw[i] = _u16(buf, l4 + 14)
+            payload = l4len - doff
+            # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
+            o = l4 + 20
+            oend = min(l4 + doff, end)
+            bits = 0
+            while o < oend:
+                kind = buf[o]
+                if kind == 0:  # end of option list
+                    break
+                if kind == 1:  # no-operation
+                    o += 1
+                    continue
+                if o + 1 >= oend:
+                    break
+                olen = np.int64(buf[o + 1])
+                if olen < 2 or o + olen > oend:
+                    break
+                if kind == 2 and olen == 4:
+                    mss[i] = _u16(buf, o + 2)
+                    bits |= 0x01
+                elif kind == 3 and olen == 3:
+                    wscale[i] = buf[o + 2]
+                    bits |= 0x02
+                elif kind == 4 and olen == 2:
+                    bits |= 0x04
+                elif kind == 5 and olen >= 10 and (olen - 2) % 8 == 0:
+                    nblocks = min((olen - 2) // 8, 4)
+                    for k in range(nblocks):
+                        sack[i, 2 * k] = _u32(buf, o + 2 + 8 * k)
+                        sack[i, 2 * k + 1] = _u32(buf, o + 6 + 8 * k)
+                    sack_n[i] = nblocks
+                    bits |= 0x10
+                elif kind == 8 and olen == 10:
+                    tsval[i] = _u32(buf, o + 2)
+                    tsecr[i] = _u32(buf, o + 6)
+                    bits |= 0x08
+                o += olen
+            opts[i] = bits
+        elif proto == 17:
+            if end - l4 < 8:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            if l4len < 8:
+                reason[i] = SKIP_BAD_HEADER
+                continue
+            sport = _u16(buf, l4)
+            dport = _u16(buf, l4 + 2)
+            payload = l4len - 8
+            head_len = min(8, payload, end - (l4 + 8))
+            head = np.uint64(0)
+            for k in range(head_len):
+                head |= np.uint64(buf[l4 + 8 + k]) << np.uint64(56 - 8 * k)
+            udp_head[i] = head
+            udp_head_len[i] = head_len
+        else:
+            reason[i] = SKIP_NOT_TCP_UDP
+            continue
+        proto_out[i] = proto
+        payload_out[i] = min(payload, 0xFFFF)
+
+        # Flow key: the unordered 5-tuple with the lower (address, port) endpoint first.
+        key[:] = 0
+        key[0] = version
+        key[1] = proto
+        if _endpoint_less(buf, src, dst, alen, sport, dport):
+            lo, lo_port, hi, hi_port = src, sport, dst, dport
+            src_end[i] = 0
+        else:
+            lo, lo_port, hi, hi_port = dst, dport, src, sport
+            src_end[i] = 1
+        for k in range(alen):
+            key[2 + k] = buf[lo + k]
+            key[20 + k] = buf[hi + k]
+        key[18] = lo_port >> 8
+        key[19] = lo_port & 0xFF
+        key[36] = hi_port >> 8
+        key[37] = hi_port & 0xFF
+        h = FNV_OFFSET
+        for k in range(KEY_USED):
+            h = (h ^ np.uint64(key[k])) * FNV_PRIME
+        s = np.int64(h & np.uint64(mask))
+        flow = -1
+        while slots[s] >= 0:
+            cand = slots[s]
+            if flow_hashes[cand] == h:
+                same = True
+                for k in range(KEY_USED):
+                    if flow_keys[cand, k] != key[k]:
+                        same = False
+                        break
+                if same:
+                    flow = cand
+                    break
+            s = (s + 1) & mask
+        if flow < 0:
+            n = flow_count[0]
+            if n >= flow_keys.shape[0]:
+                return i, STATUS_GROW
+            flow_keys[n, :] = key
+            flow_hashes[n] = h
+            slots[s] = n
+            flow_count[0] = n + 1
+            flow = n
+        flow_out[i] = flow
+    return count, STATUS_DONE
+
+
+def decode_chunk(
+    buf: np.ndarray,
+    rec_off: np.ndarray,
+    rec_caplen: np.ndarray,
+    rec_origlen: np.ndarray,
+    rec_iface: np.ndarray,
+    count: int,
+    link_by_iface: np.ndarray,
+    cols: Columns,
+    flows: FlowTable,
+) -> None:
+    """Decode `count` records into `cols`, growing the flow table as needed."""
+    start = 0
+    while True:
+        start, status = decode_records(
+            buf,
+            rec_off,
+            rec_caplen,
+            rec_origlen,
+            rec_iface,
+            start,
+            count,
+            link_by_iface,
+            cols.reason,
+            cols.ip_version,
+            cols.proto,
+            cols.ip_id,
+            cols.payload_bytes,
+            cols.tcp_flags,
+            cols.seq,
+            cols.ack,
+            cols.win_raw,
+            cols.opts,
+            cols.mss,
+            cols.wscale,
+            cols.tsval,
+            cols.tsecr,
+            cols.sack_n,
+            cols.sack,
+            cols.flow,
+            cols.src_end,
+            cols.udp_head_len,
+            cols.udp_head,
+            flows.slots,
+            flows.keys,
+            flows.hashes,
+            flows.count,
+        )
+        if status == STATUS_DONE:
+            return
+        flows.grow()

@@ -1,0 +1,477 @@
+"""read_capture: a pcap or pcapng file (maybe compressed) to the packet, flow, SACK and UDP tables.
+
+Where a cut tail ends and corruption begins:
+- a cut tail (a capture whose writer was killed) is a last record whose header is plausible
+  (captured length at most 256 KiB, at most the original length and the snapshot length) but whose
+  data runs past the end of the file, or a partial record header at the very end, or a compressed
+  stream without its end marker. Everything before it is read; `stats.truncated_tail` is set and
+  `stats.warnings` says where the cut is.
+- corruption raises CaptureError: a captured length over 256 KiB, over the original length or over
+  the snapshot length; a pcapng block length that is not a multiple of 4, too small, or whose copy
+  at the block's end differs; a packet on an undeclared interface; and a first record that already
+  runs past the end of the file (nothing in the file is a capture then).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.capture.decode import (
+    KNOWN_LINK_TYPES,
+    SKIP_REASONS,
+    Columns,
+    FlowTable,
+    decode_chunk,
+)
+from tracekit.capture.model import Capture, ReadStats
+from tracekit.capture.records import (
+    BLOCK_SHB,
+    MAX_BLOCK,
+    MAX_CAPLEN,
+    TSRES_POW2,
+    TSRES_POW10,
+    WALK_BAD_IFACE,
+    WALK_BLOCK_LENGTH,
+    WALK_BLOCK_TRAILER,
+    WALK_CAPLEN_BLOCK,
+    WALK_CAPLEN_LIMIT,
+    WALK_CAPLEN_ORIGLEN,
+    WALK_CAPLEN_SNAPLEN,
+    WALK_FULL,
+    WALK_META,
+    WALK_NEED_MORE,
+    walk_pcap,
+    walk_pcapng,
+)
+from tracekit.capture.source import ByteSource
+from tracekit.errors import CaptureError
+
+# Bytes of decompressed capture held at once, and records decoded per kernel call: together they
+# bound the reader's working memory whatever the capture's size.
+BUFFER_BYTES = 16 * 1024 * 1024
+RECORDS_PER_CALL = 1 << 18
+
+PCAP_MAGICS = {
+    b"\xa1\xb2\xc3\xd4": (True, False),  # (big-endian, nanosecond timestamps)
+    b"\xd4\xc3\xb2\xa1": (False, False),
+    b"\xa1\xb2\x3c\x4d": (True, True),
+    b"\x4d\x3c\xb2\xa1": (False, True),
+}
+PCAPNG_BOM_BIG = b"\x1a\x2b\x3c\x4d"
+PCAPNG_BOM_LITTLE = b"\x4d\x3c\x2b\x1a"
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+PCAP_HEADER_BYTES = 24
+
+OPT_ENDOFOPT = 0
+IF_TSRESOL = 9  # pcapng 4.2: one byte, 10**-n or (top bit set) 2**-n seconds
+IF_TSOFFSET = 14  # pcapng 4.2: signed seconds to add to every timestamp
+
+_PACKET_NAMES = tuple(c.name for c in schema.PACKET_COLUMNS)
+
+
+def read_capture(
+    path: str | Path, *, progress: Callable[[int, int], None] | None = None
+) -> Capture:
+    """Read a capture into the declared packet, flow, SACK and UDP tables.
+
+    Raises CaptureError for a file that cannot be read as a capture (see the module docstring for
+    where a cut tail ends and corruption begins). `progress(bytes_done, bytes_total)` is called
+    after each chunk, in bytes of the file on disk.
+    """
+    path = Path(path)
+    with ByteSource(path) as source:
+        return _Reader(path, source, progress).read()
+
+
+def require_tcp(capture: Capture) -> None:
+    """Raise CaptureError when the capture holds no TCP packet."""
+    proto = capture.packets.column("proto")
+    if not pa.compute.any(pa.compute.equal(proto, schema.PROTO_TCP)).as_py():
+        raise CaptureError(capture.path, f"no TCP packets in {capture.stats.frames} frames")
+
+
+class _Reader:
+    """The state of one read: buffer, interfaces of the current pcapng section, output chunks."""
+
+    def __init__(
+        self, path: Path, source: ByteSource, progress: Callable[[int, int], None] | None
+    ) -> None:
+        self.path = path
+        self.source = source
+        self.progress = progress
+        self.buf = np.empty(BUFFER_BYTES, np.uint8)
+        self.n = 0
+        self.base = 0  # file offset (decompressed) of buf[0]
+        self.frames = 0
+        self.rows = 0
+        self.link_types: list[int] = []
+        self.flows = FlowTable()
+        self.skipped = np.zeros(len(SKIP_REASONS), np.int64)
+        self.warnings: list[str] = []
+        self.truncated = False
+        self.packet_chunks: dict[str, list[np.ndarray]] = {name: [] for name in _PACKET_NAMES}
+        self.sack_chunks: dict[str, list[np.ndarray]] = {"row": [], "left": [], "right": []}
+        self.udp_chunks: dict[str, list[np.ndarray]] = {"row": [], "head_len": [], "head": []}
+        self.rec_off = np.empty(RECORDS_PER_CALL, np.int64)
+        self.rec_caplen = np.empty(RECORDS_PER_CALL, np.uint32)
+        self.rec_origlen = np.empty(RECORDS_PER_CALL, np.uint32)
+        self.rec_ts = np.empty(RECORDS_PER_CALL, np.int64)
+        self.rec_iface = np.zeros(RECORDS_PER_CALL, np.uint8)
+        # Interfaces of the current pcapng section (one, interface 0, for classic pcap).
+        self.if_link: list[int] = []
+        self.if_snaplen: list[int] = []
+        self.if_ts_kind: list[int] = []
+        self.if_ts_exp: list[int] = []
+        self.if_ts_offset: list[int] = []
+        self.big = False
+        self.last_ts = 0
+
+    # -- the walk -------------------------------------------------------------------------------
+
+    def read(self) -> Capture:
+        self.n = self.source.fill(self.buf, 0)
+        self._report_progress()
+        magic = bytes(self.buf[:4])
+        if self.n < 4:
+            raise CaptureError(self.path, f"too short for a capture ({self.n} bytes)")
+        if magic in PCAP_MAGICS:
+            file_format = "pcap"
+            pos = self._pcap_header(*PCAP_MAGICS[magic])
+        elif magic == PCAPNG_MAGIC:
+            file_format = "pcapng"
+            pos = 0
+        else:
+            raise CaptureError(
+                self.path, f"bad magic 0x{magic.hex()}: not a pcap or pcapng capture"
+            )
+        self._walk(file_format, pos)
+        if self.source.cut_reason:
+            self.truncated = True
+            self.warnings.append(f"capture cut off: {self.source.cut_reason}")
+        self._report_progress(done=True)
+        return self._result(file_format)
+
+    def _pcap_header(self, big: bool, nanos: bool) -> int:
+        if self.n < PCAP_HEADER_BYTES:
+            raise CaptureError(self.path, f"pcap file header cut off ({self.n} of 24 bytes)")
+        order = ">" if big else "<"
+        major, minor, _, _, snaplen, linktype = struct.unpack(
+            order + "HHiIII", bytes(self.buf[4:PCAP_HEADER_BYTES])
+        )
+        if major != 2:
+            raise CaptureError(self.path, f"unsupported pcap version {major}.{minor}")
+        # The top bits of the link-type field carry FCS information (pcap draft 4): not the type.
+        self._add_interface(linktype & 0xFFFF, snaplen, TSRES_POW10, 9 if nanos else 6, 0)
+        self.big = big
+        self.nanos = nanos
+        self.snaplen = snaplen
+        return PCAP_HEADER_BYTES
+
+    def _walk(self, file_format: str, pos: int) -> None:
+        while True:
+            if file_format == "pcap":
+                count, pos, status = walk_pcap(
+                    self.buf,
+                    self.n,
+                    pos,
+                    self.big,
+                    self.nanos,
+                    self.snaplen,
+                    self.rec_off,
+                    self.rec_caplen,
+                    self.rec_origlen,
+                    self.rec_ts,
+                )
+            else:
+                count, pos, status = walk_pcapng(
+                    self.buf,
+                    self.n,
+                    pos,
+                    self.big,
+                    len(self.if_link),
+                    np.array(self.if_snaplen, np.int64),
+                    np.array(self.if_ts_kind, np.int64),
+                    np.array(self.if_ts_exp, np.int64),
+                    np.array(self.if_ts_offset, np.int64),
+                    self.last_ts,
+                    self.rec_off,
+                    self.rec_caplen,
+                    self.rec_origlen,
+                    self.rec_ts,
+                    self.rec_iface,
+                )
+            if count:
+                self._emit(count)
+            if status == WALK_FULL:
+                continue
+            if status == WALK_META:
+                after = self._meta_block(pos)
+                if after is not None:
+                    pos = after
+                    continue
+                status = WALK_NEED_MORE
+            if status != WALK_NEED_MORE:
+                raise CaptureError(self.path, self._corruption(file_format, pos, status))
+            if self.source.eof:
+                if pos < self.n:
+                    self._cut_tail(pos)
+                return
+            rest = self.n - pos
+            self.buf[:rest] = self.buf[pos : self.n]
+            self.base += pos
+            pos = 0
+            self.n = self.source.fill(self.buf, rest)
+            self._report_progress()
+
+    def _cut_tail(self, pos: int) -> None:
+        offset = self.base + pos
+        if self.frames == 0:
+            raise CaptureError(
+                self.path, f"first record (byte {offset}) runs past the end of the file"
+            )
+        self.truncated = True
+        self.warnings.append(
+            f"capture cut off mid-record after frame {self.frames}: "
+            f"{self.n - pos} bytes at byte {offset} ignored"
+        )
+
+    def _corruption(self, file_format: str, pos: int, status: int) -> str:
+        where = f"record {self.frames + 1} (byte {self.base + pos})"
+        order = ">" if self.big else "<"
+
+        def field(at: int) -> int:
+            return int(struct.unpack(order + "I", bytes(self.buf[pos + at : pos + at + 4]))[0])
+
+        caplen_at, origlen_at = (8, 12) if file_format == "pcap" else (20, 24)
+        if status == WALK_CAPLEN_LIMIT:
+            caplen = field(caplen_at) if file_format == "pcap" or field(0) != 3 else field(8)
+            return f"{where}: captured length {caplen} is over 256 KiB ({MAX_CAPLEN})"
+        if status == WALK_CAPLEN_ORIGLEN:
+            return (
+                f"{where}: captured length {field(caplen_at)} is over "
+                f"the original length {field(origlen_at)}"
+            )
+        if status == WALK_CAPLEN_SNAPLEN:
+            return f"{where}: captured length {field(caplen_at)} is over the snapshot length"
+        if status == WALK_BLOCK_LENGTH:
+            return f"{where}: bad block length {field(4)}"
+        if status == WALK_BLOCK_TRAILER:
+            return f"{where}: block length {field(4)} differs from the copy at the block's end"
+        if status == WALK_BAD_IFACE:
+            return f"{where}: packet on interface {field(8)}, which no interface block declared"
+        if status == WALK_CAPLEN_BLOCK:
+            return f"{where}: captured length {field(20)} runs past its block"
+        return f"{where}: corrupt record (walk status {status})"
+
+    # -- pcapng section and interface blocks ----------------------------------------------------
+
+    def _meta_block(self, pos: int) -> int | None:
+        """Parse the SHB or IDB at pos; the position after it, or None if it is not all in."""
+        if pos + 12 > self.n:
+            return None
+        head = bytes(self.buf[pos : pos + 12])
+        if head[:4] == PCAPNG_MAGIC:
+            bom = head[8:12]
+            if bom not in (PCAPNG_BOM_BIG, PCAPNG_BOM_LITTLE):
+                raise CaptureError(
+                    self.path, f"section header at byte {self.base + pos}: bad byte-order magic"
+                )
+            big = bom == PCAPNG_BOM_BIG
+        else:
+            big = self.big
+        order = ">" if big else "<"
+        btype, blen = struct.unpack(order + "II", head[:8])
+        minimum = 28 if btype == BLOCK_SHB else 20
+        if blen < minimum or blen % 4 or blen > MAX_BLOCK:
+            raise CaptureError(
+                self.path, f"block at byte {self.base + pos}: bad block length {blen}"
+            )
+        if pos + blen > self.n:
+            return None
+        block = bytes(self.buf[pos : pos + blen])
+        if struct.unpack(order + "I", block[-4:])[0] != blen:
+            raise CaptureError(
+                self.path,
+                f"block at byte {self.base + pos}: block length {blen} differs from the copy "
+                "at the block's end",
+            )
+        if btype == BLOCK_SHB:
+            major, minor = struct.unpack(order + "HH", block[12:16])
+            if major != 1:
+                raise CaptureError(self.path, f"unsupported pcapng version {major}.{minor}")
+            # A new section: its own byte order and its own interface numbering (pcapng 4.1).
+            self.big = big
+            self.if_link, self.if_snaplen = [], []
+            self.if_ts_kind, self.if_ts_exp, self.if_ts_offset = [], [], []
+        else:
+            self._interface_block(block, order)
+        return pos + blen
+
+    def _interface_block(self, block: bytes, order: str) -> None:
+        linktype, _, snaplen = struct.unpack(order + "HHI", block[8:16])
+        kind, exp, offset_s = TSRES_POW10, 6, 0  # microseconds unless if_tsresol says otherwise
+        at, end = 16, len(block) - 4
+        while at + 4 <= end:
+            code, length = struct.unpack(order + "HH", block[at : at + 4])
+            value = block[at + 4 : at + 4 + length]
+            if code == OPT_ENDOFOPT or len(value) < length:
+                break
+            if code == IF_TSRESOL and length >= 1:
+                kind = TSRES_POW2 if value[0] & 0x80 else TSRES_POW10
+                exp = value[0] & 0x7F
+            elif code == IF_TSOFFSET and length >= 8:
+                offset_s = struct.unpack(order + "q", value[:8])[0]
+            at += 4 + (length + 3) // 4 * 4
+        if len(self.if_link) >= 256:
+            raise CaptureError(self.path, "more than 256 interfaces in one section")
+        self._add_interface(linktype, snaplen, kind, exp, offset_s * 1_000_000_000)
+
+    def _add_interface(self, linktype: int, snaplen: int, kind: int, exp: int, offset: int) -> None:
+        if linktype not in KNOWN_LINK_TYPES:
+            raise CaptureError(self.path, f"unknown link type {linktype}")
+        if linktype not in self.link_types:
+            self.link_types.append(linktype)
+        self.if_link.append(linktype)
+        self.if_snaplen.append(snaplen)
+        self.if_ts_kind.append(kind)
+        self.if_ts_exp.append(exp)
+        self.if_ts_offset.append(offset)
+
+    # -- decoding and output ----------------------------------------------------------------------
+
+    def _emit(self, count: int) -> None:
+        """Decode `count` walked records and keep the TCP and UDP ones."""
+        cols = Columns.empty(count)
+        decode_chunk(
+            self.buf,
+            self.rec_off,
+            self.rec_caplen,
+            self.rec_origlen,
+            self.rec_iface,
+            count,
+            np.array(self.if_link, np.int64),
+            cols,
+            self.flows,
+        )
+        self.last_ts = int(self.rec_ts[count - 1])
+        self.skipped += np.bincount(cols.reason, minlength=len(SKIP_REASONS))
+        kept = np.flatnonzero(cols.reason == 0)
+        if kept.size == 0:
+            self.frames += count
+            return
+        every = kept.size == count
+
+        def pick(values: np.ndarray) -> np.ndarray:
+            return values[:count].copy() if every else values[kept]
+
+        frames = np.arange(self.frames + 1, self.frames + count + 1, dtype=np.uint32)
+        chunk = {
+            "ts_ns": pick(self.rec_ts),
+            "frame": frames if every else frames[kept],
+            "iface": pick(self.rec_iface),
+        }
+        for name in _PACKET_NAMES:
+            if name not in chunk:
+                values = getattr(cols, name)
+                chunk[name] = values if every else values[kept]
+        for name in _PACKET_NAMES:
+            self.packet_chunks[name].append(chunk[name])
+
+        sack_n = chunk["sack_n"]
+        carriers = np.flatnonzero(sack_n)
+        if carriers.size:
+            blocks = sack_n[carriers].astype(np.int64)
+            source_rows = carriers if every else kept[carriers]
+            rep = np.repeat(source_rows, blocks)
+            starts = np.repeat(np.cumsum(blocks) - blocks, blocks)
+            which = np.arange(rep.size) - starts
+            self.sack_chunks["row"].append(
+                (self.rows + np.repeat(carriers, blocks)).astype(np.uint32)
+            )
+            self.sack_chunks["left"].append(cols.sack[rep, 2 * which])
+            self.sack_chunks["right"].append(cols.sack[rep, 2 * which + 1])
+
+        udp = np.flatnonzero(chunk["proto"] == schema.PROTO_UDP)
+        if udp.size:
+            source_rows = udp if every else kept[udp]
+            self.udp_chunks["row"].append((self.rows + udp).astype(np.uint32))
+            self.udp_chunks["head_len"].append(cols.udp_head_len[source_rows])
+            self.udp_chunks["head"].append(cols.udp_head[source_rows])
+
+        self.frames += count
+        self.rows += kept.size
+
+    def _report_progress(self, done: bool = False) -> None:
+        if self.progress is not None:
+            total = self.source.total_bytes
+            self.progress(total if done else self.source.raw_position(), total)
+
+    def _result(self, file_format: str) -> Capture:
+        packets = _table(schema.PACKET_COLUMNS, self.packet_chunks)
+        sack = _table(schema.SACK_COLUMNS, self.sack_chunks)
+        udp = _table(schema.UDP_COLUMNS, self.udp_chunks)
+        skipped = {
+            reason: int(count)
+            for reason, count in zip(SKIP_REASONS, self.skipped, strict=True)
+            if reason != "kept" and count
+        }
+        stats = ReadStats(
+            frames=self.frames,
+            skipped=skipped,
+            truncated_tail=self.truncated,
+            warnings=tuple(self.warnings),
+        )
+        return Capture(
+            path=self.path,
+            file_format=file_format,
+            compression=self.source.compression,
+            link_types=tuple(self.link_types),
+            packets=packets,
+            flows=_flows_table(self.flows),
+            sack=sack,
+            udp=udp,
+            stats=stats,
+        )
+
+
+def _table(columns: tuple[schema.Column, ...], chunks: dict[str, list[np.ndarray]]) -> pa.Table:
+    """A table of the declared schema from per-chunk numpy arrays, without copying them."""
+    arrays = [
+        pa.chunked_array([pa.array(a, type=c.type) for a in chunks[c.name]], type=c.type)
+        for c in columns
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(columns))
+
+
+def _flows_table(flows: FlowTable) -> pa.Table:
+    """One row per flow, its endpoints' addresses as text (the only place they are stored)."""
+    count = int(flows.count[0])
+    keys = flows.keys[:count]
+    version = keys[:, 0]
+    width = np.where(version == 4, 4, 16)
+    addr0 = [_address(keys[i, 2 : 2 + width[i]]) for i in range(count)]
+    addr1 = [_address(keys[i, 20 : 20 + width[i]]) for i in range(count)]
+    port0 = (keys[:, 18].astype(np.uint16) << 8) | keys[:, 19]
+    port1 = (keys[:, 36].astype(np.uint16) << 8) | keys[:, 37]
+    data = {
+        "flow": np.arange(count, dtype=np.int32),
+        "proto": keys[:, 1].copy(),
+        "ip_version": version.copy(),
+        "addr0": addr0,
+        "port0": port0,
+        "addr1": addr1,
+        "port1": port1,
+    }
+    arrays = [pa.array(data[c.name], type=c.type) for c in schema.FLOW_COLUMNS]
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.FLOW_COLUMNS))
+
+
+def _address(raw: np.ndarray) -> str:
+    return str(ipaddress.ip_address(raw.tobytes()))

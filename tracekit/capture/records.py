@@ -1,0 +1,212 @@
+"""Walk the records of classic pcap and the blocks of pcapng inside a byte buffer (numba kernels).
+
+Formats: classic pcap as libpcap writes it (https://www.tcpdump.org/manpages/pcap-savefile.5.html,
+draft-ietf-opsawg-pcap) and pcapng (draft-ietf-opsawg-pcapng). The walk is sequential by nature:
+each record's length says where the next one starts. A kernel stops, and says why, when it needs
+more bytes, meets a block the Python side handles (pcapng section and interface headers), fills its
+output arrays, or finds a corrupt record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# A packet's captured bytes can never exceed this: libpcap's largest snaplen (MAXIMUM_SNAPLEN).
+MAX_CAPLEN = 262144
+# A non-packet pcapng block (name resolution, decryption secrets) larger than this is corrupt.
+MAX_BLOCK = 8 * 1024 * 1024
+
+PCAP_RECORD_HEADER = 16
+
+# Why a walk stopped.
+WALK_FULL = 0  # the output arrays are full
+WALK_NEED_MORE = 1  # the next record runs past the bytes in the buffer
+WALK_META = 2  # a pcapng section header or interface description block starts here
+WALK_CAPLEN_LIMIT = 3  # captured length over MAX_CAPLEN
+WALK_CAPLEN_ORIGLEN = 4  # captured length over the original length
+WALK_CAPLEN_SNAPLEN = 5  # captured length over the snapshot length
+WALK_BLOCK_LENGTH = 6  # pcapng block length not a multiple of 4, too small or too large
+WALK_BLOCK_TRAILER = 7  # pcapng block's trailing length differs from its leading one
+WALK_BAD_IFACE = 8  # pcapng packet on an interface no IDB declared
+WALK_CAPLEN_BLOCK = 9  # pcapng packet data runs past its block
+
+BLOCK_SHB = 0x0A0D0D0A
+BLOCK_IDB = 0x00000001
+BLOCK_OPB = 0x00000002  # obsolete Packet Block, still read by Wireshark
+BLOCK_SPB = 0x00000003
+BLOCK_EPB = 0x00000006
+
+# pcapng timestamp resolution kinds (if_tsresol's top bit, pcapng 4.2).
+TSRES_POW10 = 0
+TSRES_POW2 = 1
+
+
+@njit(cache=True)
+def _rd32(b: np.ndarray, p: int, big: bool) -> int:
+    if big:
+        return (
+            (np.int64(b[p]) << 24)
+            | (np.int64(b[p + 1]) << 16)
+            | (np.int64(b[p + 2]) << 8)
+            | np.int64(b[p + 3])
+        )
+    return (
+        np.int64(b[p])
+        | (np.int64(b[p + 1]) << 8)
+        | (np.int64(b[p + 2]) << 16)
+        | (np.int64(b[p + 3]) << 24)
+    )
+
+
+@njit(cache=True)
+def _rd16(b: np.ndarray, p: int, big: bool) -> int:
+    if big:
+        return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
+    return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
+
+
+@njit(cache=True)
+def walk_pcap(
+    buf: np.ndarray,
+    n: int,
+    pos: int,
+    big: bool,
+    nanos: bool,
+    snaplen: int,
+    out_off: np.ndarray,
+    out_caplen: np.ndarray,
+    out_origlen: np.ndarray,
+    out_ts: np.ndarray,
+) -> tuple[int, int, int]:
+    """Walk classic pcap records from `pos`; returns (records found, stop position, WALK_*)."""
+    cap = out_off.shape[0]
+    k = 0
+    frac_ns = 1 if nanos else 1000
+    while k < cap:
+        if pos + PCAP_RECORD_HEADER > n:
+            return k, pos, WALK_NEED_MORE
+        caplen = _rd32(buf, pos + 8, big)
+        origlen = _rd32(buf, pos + 12, big)
+        if caplen > MAX_CAPLEN:
+            return k, pos, WALK_CAPLEN_LIMIT
+        if caplen > origlen:
+            return k, pos, WALK_CAPLEN_ORIGLEN
+        if snaplen > 0 and caplen > snaplen:
+            return k, pos, WALK_CAPLEN_SNAPLEN
+        if pos + PCAP_RECORD_HEADER + caplen > n:
+            return k, pos, WALK_NEED_MORE
+        out_ts[k] = _rd32(buf, pos, big) * 1_000_000_000 + _rd32(buf, pos + 4, big) * frac_ns
+        out_off[k] = pos + PCAP_RECORD_HEADER
+        out_caplen[k] = caplen
+        out_origlen[k] = origlen
+        k += 1
+        pos += PCAP_RECORD_HEADER + caplen
+    return k, pos, WALK_FULL
+
+
+@njit(cache=True)
+def _ts_ns(raw: int, kind: int, exp: int, offset_ns: int) -> int:
+    """A pcapng timestamp in units of 10**-exp or 2**-exp seconds, as Unix nanoseconds."""
+    if kind == TSRES_POW10:
+        if exp <= 9:
+            return raw * 10 ** (9 - exp) + offset_ns
+        return raw // 10 ** (exp - 9) + offset_ns
+    if exp <= 30:
+        whole = raw >> exp
+        part = raw & ((np.int64(1) << exp) - 1)
+        return whole * 1_000_000_000 + ((part * 1_000_000_000) >> exp) + offset_ns
+    return np.int64(raw / 2.0**exp * 1e9) + offset_ns
+
+
+@njit(cache=True)
+def walk_pcapng(
+    buf: np.ndarray,
+    n: int,
+    pos: int,
+    big: bool,
+    n_iface: int,
+    if_snaplen: np.ndarray,
+    if_ts_kind: np.ndarray,
+    if_ts_exp: np.ndarray,
+    if_ts_offset_ns: np.ndarray,
+    last_ts: int,
+    out_off: np.ndarray,
+    out_caplen: np.ndarray,
+    out_origlen: np.ndarray,
+    out_ts: np.ndarray,
+    out_iface: np.ndarray,
+) -> tuple[int, int, int]:
+    """Walk pcapng blocks of one section from `pos`; returns (packets, stop position, WALK_*)."""
+    cap = out_off.shape[0]
+    k = 0
+    while k < cap:
+        if pos + 12 > n:
+            return k, pos, WALK_NEED_MORE
+        btype = _rd32(buf, pos, big)
+        if btype in (BLOCK_SHB, BLOCK_IDB):
+            return k, pos, WALK_META
+        blen = _rd32(buf, pos + 4, big)
+        if blen < 12 or blen % 4 != 0 or blen > MAX_BLOCK:
+            return k, pos, WALK_BLOCK_LENGTH
+        if btype in (BLOCK_EPB, BLOCK_OPB):
+            if blen < 32:
+                return k, pos, WALK_BLOCK_LENGTH
+            if pos + 28 > n:
+                return k, pos, WALK_NEED_MORE
+            iface = _rd32(buf, pos + 8, big) if btype == BLOCK_EPB else _rd16(buf, pos + 8, big)
+            if iface >= n_iface:
+                return k, pos, WALK_BAD_IFACE
+            caplen = _rd32(buf, pos + 20, big)
+            origlen = _rd32(buf, pos + 24, big)
+            if caplen > MAX_CAPLEN:
+                return k, pos, WALK_CAPLEN_LIMIT
+            if caplen > origlen:
+                return k, pos, WALK_CAPLEN_ORIGLEN
+            if if_snaplen[iface] > 0 and caplen > if_snaplen[iface]:
+                return k, pos, WALK_CAPLEN_SNAPLEN
+            if 28 + caplen + 4 > blen:
+                return k, pos, WALK_CAPLEN_BLOCK
+            if pos + blen > n:
+                return k, pos, WALK_NEED_MORE
+            if _rd32(buf, pos + blen - 4, big) != blen:
+                return k, pos, WALK_BLOCK_TRAILER
+            raw = (_rd32(buf, pos + 12, big) << 32) | _rd32(buf, pos + 16, big)
+            last_ts = _ts_ns(raw, if_ts_kind[iface], if_ts_exp[iface], if_ts_offset_ns[iface])
+            out_ts[k] = last_ts
+            out_off[k] = pos + 28
+            out_caplen[k] = caplen
+            out_origlen[k] = origlen
+            out_iface[k] = iface
+            k += 1
+        elif btype == BLOCK_SPB:
+            if blen < 16:
+                return k, pos, WALK_BLOCK_LENGTH
+            if n_iface == 0:
+                return k, pos, WALK_BAD_IFACE
+            if pos + blen > n:
+                return k, pos, WALK_NEED_MORE
+            if _rd32(buf, pos + blen - 4, big) != blen:
+                return k, pos, WALK_BLOCK_TRAILER
+            origlen = _rd32(buf, pos + 8, big)
+            # The SPB has no captured-length field: the data is the original packet cut to the
+            # first interface's snaplen, and never more than the block holds (pcapng 4.4).
+            caplen = min(origlen, blen - 16)
+            if caplen > MAX_CAPLEN:
+                return k, pos, WALK_CAPLEN_LIMIT
+            if if_snaplen[0] > 0:
+                caplen = min(caplen, if_snaplen[0])
+            # No timestamp either: keep the previous packet's, so time never runs backwards.
+            out_ts[k] = last_ts
+            out_off[k] = pos + 12
+            out_caplen[k] = caplen
+            out_origlen[k] = origlen
+            out_iface[k] = 0
+            k += 1
+        else:
+            if pos + blen > n:
+                return k, pos, WALK_NEED_MORE
+            if _rd32(buf, pos + blen - 4, big) != blen:
+                return k, pos, WALK_BLOCK_TRAILER
+        pos += blen
+    return k, pos, WALK_FULL
