@@ -13,6 +13,13 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.groups import (
+    WRAP,
+    first_index,
+    segment_starts,
+    segmented_cummax_prev,
+    unwrap_where,
+)
 from tracekit.schema import OPT_SACK_PERM, OPT_TS, OPT_WSCALE, PROTO_TCP, TH_ACK, TH_SYN
 
 if TYPE_CHECKING:
@@ -20,8 +27,6 @@ if TYPE_CHECKING:
 
     from tracekit.capture import Capture
 
-_WRAP = np.int64(1 << 32)
-_HALF = np.int64(1 << 31)
 # Without an MSS option in the handshake, RFC 9293 3.7.1 says assume 536 (IPv4) / 1220 (IPv6);
 # real stacks send far more, so flag TSO/GRO only above the largest Ethernet segment.
 _ETHERNET_MSS = {4: 1460, 6: 1440}
@@ -45,68 +50,6 @@ class Connections:
     def frame(self) -> pd.DataFrame:
         """The connections table as a pandas DataFrame."""
         return self.table.to_pandas()
-
-
-def _segment_starts(keys: np.ndarray) -> np.ndarray:
-    """Boolean mask: True where a sorted key column starts a new segment."""
-    starts = np.ones(keys.size, dtype=bool)
-    if keys.size > 1:
-        starts[1:] = keys[1:] != keys[:-1]
-    return starts
-
-
-def _segmented_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Cumulative sum that restarts at every True of `starts` (values already in segment order)."""
-    total = np.cumsum(values)
-    if total.size == 0:
-        return total
-    before = total - values
-    seg_id = np.cumsum(starts) - 1
-    return total - before[np.flatnonzero(starts)][seg_id]
-
-
-def _segmented_cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Running maximum of the earlier values of the same segment (int64 min where none)."""
-    lowest = np.iinfo(np.int64).min
-    out = np.full(values.size, lowest, dtype=np.int64)
-    if values.size < 2:
-        return out
-    # Lift each segment above all earlier ones, so one global running max respects segments.
-    seg_id = np.cumsum(starts) - 1
-    seg_min = np.minimum.reduceat(values, np.flatnonzero(starts))
-    norm = values - seg_min[seg_id]
-    span = np.int64(norm.max()) + 1
-    run = np.maximum.accumulate(norm + seg_id * span)
-    same = np.flatnonzero(~starts)
-    out[same] = run[same - 1] - seg_id[same] * span + seg_min[seg_id[same]]
-    return out
-
-
-def _unwrap(delta: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Unwrap 32-bit sequence offsets (int64 in [0, 2**32)) into a continuous 64-bit line."""
-    step = np.zeros(delta.size, dtype=np.int64)
-    if delta.size > 1:
-        d = np.diff(delta)
-        step[1:] = np.where(d < -_HALF, 1, np.where(d > _HALF, -1, 0))
-    step[starts] = 0
-    return delta + _segmented_cumsum(step, starts) * _WRAP
-
-
-def _unwrap_where(delta: np.ndarray, groups: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Unwrap only the positions where mask holds, group by group; 0 elsewhere."""
-    out = np.zeros(delta.size, dtype=np.int64)
-    pos = np.flatnonzero(mask)
-    out[pos] = _unwrap(delta[pos], _segment_starts(groups[pos]))
-    return out
-
-
-def _first_index(group: np.ndarray, mask: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per group, the smallest position where mask holds (-1 where it never does)."""
-    out = np.full(n_groups, -1, dtype=np.int64)
-    pos = np.flatnonzero(mask)
-    labels, first = np.unique(group[pos], return_index=True)
-    out[labels] = pos[first]
-    return out
 
 
 def build_connections(capture: Capture) -> Connections:
@@ -140,7 +83,7 @@ def build_connections(capture: Capture) -> Connections:
 
     # A pure SYN opens a new incarnation of its 4-tuple (port reuse), unless it resends the
     # previous SYN of that flow (same sender, same ISN).
-    flow_start = _segment_starts(f_s)
+    flow_start = segment_starts(f_s)
     new_conn = flow_start.copy()
     syn_pos = np.flatnonzero(pure_syn_s)
     if syn_pos.size:
@@ -161,8 +104,8 @@ def build_connections(capture: Capture) -> Connections:
     conn_sorted = renumber[conn_sorted]
 
     # Side a sent the first SYN; without one, it is the first packet's source.
-    first_pos = _first_index(conn_sorted, np.ones(n, dtype=bool), n_conn)
-    syn_first = _first_index(conn_sorted, pure_syn_s, n_conn)
+    first_pos = first_index(conn_sorted, np.ones(n, dtype=bool), n_conn)
+    syn_first = first_index(conn_sorted, pure_syn_s, n_conn)
     a_pos = np.where(syn_first >= 0, syn_first, first_pos)
     a_end = end_s[a_pos] if n_conn else np.zeros(0, dtype=np.uint8)
     dir_sorted = (end_s != a_end[conn_sorted]).astype(np.uint8)
@@ -172,7 +115,7 @@ def build_connections(capture: Capture) -> Connections:
     order2 = np.argsort(cd_sorted, kind="stable")
     rows = order[order2]  # original row numbers, grouped by (conn, dir)
     cd = cd_sorted[order2]
-    cd_start = _segment_starts(cd)
+    cd_start = segment_starts(cd)
     n_cd = 2 * n_conn
     g_flags = flags[rows]
     g_seq = seq[rows]
@@ -183,29 +126,29 @@ def build_connections(capture: Capture) -> Connections:
     # ISN per direction: the SYN's sequence number (SYN = 0, first data byte = 1). Without the
     # SYN, the first sequence number seen minus one, so the first data byte is 1 either way.
     g_syn = g_tcp & ((g_flags & TH_SYN) != 0)
-    syn_idx = _first_index(cd, g_syn, n_cd)
-    any_idx = _first_index(cd, g_tcp, n_cd)
+    syn_idx = first_index(cd, g_syn, n_cd)
+    any_idx = first_index(cd, g_tcp, n_cd)
     isn = np.zeros(n_cd, dtype=np.int64)
     has_any = any_idx >= 0
-    isn[has_any] = (g_seq[any_idx[has_any]] - 1) % _WRAP
+    isn[has_any] = (g_seq[any_idx[has_any]] - 1) % WRAP
     has_syn = syn_idx >= 0
     isn[has_syn] = g_seq[syn_idx[has_syn]]
     # A direction that sent nothing takes its base from the first ACK the other side sent.
     g_ackf = g_tcp & ((g_flags & TH_ACK) != 0)
-    ack_idx = _first_index(cd, g_ackf, n_cd)
+    ack_idx = first_index(cd, g_ackf, n_cd)
     other = np.arange(n_cd) ^ 1
     silent = ~has_any & (ack_idx[other] >= 0)
-    isn[silent] = (g_ack[ack_idx[other][silent]] - 1) % _WRAP
+    isn[silent] = (g_ack[ack_idx[other][silent]] - 1) % WRAP
 
-    seq_rel_g = _unwrap_where((g_seq - isn[cd]) % _WRAP, cd, g_tcp)
+    seq_rel_g = unwrap_where((g_seq - isn[cd]) % WRAP, cd, g_tcp)
     # ACK numbers are relative to the other direction's ISN; only packets with ACK set carry one.
-    ack_rel_g = _unwrap_where((g_ack - isn[cd ^ 1]) % _WRAP, cd, g_ackf)
+    ack_rel_g = unwrap_where((g_ack - isn[cd ^ 1]) % WRAP, cd, g_ackf)
 
     # Retransmission: a data segment that starts below the highest byte already sent in its
     # direction (tcptrace counts a segment that resends any byte; RFC 9293 3.10.7.4 SEG.SEQ).
     data = g_tcp & (g_payload > 0)
     seg_end = np.where(data, seq_rel_g + g_payload, seq_rel_g.min(initial=0))
-    high_before = _segmented_cummax_prev(seg_end, cd_start)
+    high_before = segmented_cummax_prev(seg_end, cd_start)
     retrans = data & (seq_rel_g < high_before)
 
     # Back to capture order.
