@@ -1,0 +1,96 @@
+"""Detectors: one module each, found by scanning this package; see `base` for the protocol."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Iterable, Mapping
+
+from tracekit.detectors.base import AnalysisContext, Detector, DetectorError, check_detector
+from tracekit.errors import TracekitError
+from tracekit.findings import Finding
+
+__all__ = [
+    "AnalysisContext",
+    "Detector",
+    "DetectorError",
+    "all_detectors",
+    "discover",
+    "run_detectors",
+]
+
+# Modules of a detector package that hold no detector: the protocol itself. Private modules
+# (a leading underscore) are skipped too, for helpers several detectors share.
+_NOT_DETECTORS = frozenset({"base"})
+
+
+def discover(package: str) -> tuple[type[Detector], ...]:
+    """The detector classes of a package, one per public module, sorted by kind.
+
+    Every public module except `base` must hold exactly one concrete Detector subclass defined
+    in it; kinds must be unique. Import errors propagate as they are: a detector that cannot be
+    imported is a bug to see, not one to skip.
+    """
+    root = importlib.import_module(package)
+    found: dict[str, type[Detector]] = {}
+    for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda m: m.name):
+        if info.name in _NOT_DETECTORS or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        classes = [
+            obj
+            for obj in vars(module).values()
+            if inspect.isclass(obj)
+            and issubclass(obj, Detector)
+            and obj.__module__ == module.__name__
+            and not inspect.isabstract(obj)
+        ]
+        if len(classes) != 1:
+            names = ", ".join(c.__name__ for c in classes) or "none"
+            raise DetectorError(
+                f"{module.__name__}: a detector module holds exactly one Detector class, "
+                f"found {names}"
+            )
+        cls = classes[0]
+        check_detector(cls)
+        if cls.kind in found:
+            raise DetectorError(
+                f"kind {cls.kind!r} is declared by both {found[cls.kind].__module__} and "
+                f"{cls.__module__}"
+            )
+        found[cls.kind] = cls
+    return tuple(found[kind] for kind in sorted(found))
+
+
+def all_detectors() -> tuple[type[Detector], ...]:
+    """Every detector of tracekit, sorted by kind."""
+    return discover(__name__)
+
+
+def run_detectors(
+    ctx: AnalysisContext,
+    detectors: Iterable[type[Detector]] | None = None,
+    configs: Mapping[str, object] | None = None,
+) -> list[Finding]:
+    """Run detectors (all by default) on ctx; findings sorted by connection, time and severity.
+
+    `configs` maps a kind to that detector's Config; an unknown kind is a TracekitError (it comes
+    from the user). A finding of another kind than its detector's is a DetectorError.
+    """
+    classes = tuple(all_detectors() if detectors is None else detectors)
+    configs = configs or {}
+    unknown = sorted(set(configs) - {cls.kind for cls in classes})
+    if unknown:
+        raise TracekitError(f"no detector of kind {', '.join(unknown)}")
+    findings: list[Finding] = []
+    for cls in classes:
+        detector = cls(configs.get(cls.kind))
+        for finding in detector.detect(ctx):
+            if finding.kind != cls.kind:
+                raise DetectorError(
+                    f"{cls.__name__} yielded a finding of kind {finding.kind!r}, not {cls.kind!r}"
+                )
+            findings.append(finding)
+    findings.sort(key=lambda f: (f.conn, f.start_s, -f.severity.rank, f.kind))
+    return findings

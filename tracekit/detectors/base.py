@@ -1,0 +1,186 @@
+"""The detector protocol: what a detector declares, what it reads, what it yields.
+
+A detector is one module in `tracekit.detectors` holding one class derived from `Detector`:
+
+    class SlowStartOverrun(Detector):
+        kind = "slow_start_overrun"          # stable snake_case, the `## kind` of docs/findings.md
+        title = "Slow start overran the bottleneck buffer"
+        severity = Severity.WARNING          # the default; a finding may raise or lower it
+
+        @dataclass(frozen=True)
+        class Config:
+            # Why this default, with its source.
+            min_burst_packets: int = 100
+
+        config: Config                       # for the type checker only
+
+        def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+            ...
+            yield self.finding(conn=..., direction="a2b", start_s=..., end_s=..., ...)
+
+`detect` reads whole columns from the context and yields findings; it never prints, plots or
+opens files. `check_detector` enforces the declarations; `tracekit.detectors.discover` runs it
+on every detector it finds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit import schema
+from tracekit.findings import SNAKE_CASE, EvidenceValue, Finding, Severity
+
+# Suffixes a numeric tunable's name must end with, so its unit is never a guess (STYLE.md:
+# "units in names"). Dimensionless quantities say what they count or compare.
+UNIT_SUFFIXES = (
+    "_s",
+    "_ms",
+    "_us",
+    "_ns",
+    "_bytes",
+    "_bits",
+    "_bps",
+    "_pps",
+    "_packets",
+    "_segments",
+    "_rtts",
+    "_count",
+    "_ratio",
+    "_fraction",
+    "_factor",
+)
+
+# The packet table after the connections stage: the reader's columns with `flow`, `src_end`,
+# `seq` and `ack` replaced by CONNECTION_PACKET_COLUMNS (tracekit/schema.py).
+_REPLACED_BY_CONNECTIONS = frozenset({"flow", "src_end", "seq", "ack"})
+PACKET_COLUMN_NAMES = frozenset(
+    [c.name for c in schema.PACKET_COLUMNS if c.name not in _REPLACED_BY_CONNECTIONS]
+    + [c.name for c in schema.CONNECTION_PACKET_COLUMNS]
+)
+CONNECTION_COLUMN_NAMES = frozenset(c.name for c in schema.CONNECTION_COLUMNS)
+
+
+class DetectorError(Exception):
+    """A detector that breaks the protocol: a bug in tracekit, not bad input."""
+
+
+@dataclass(frozen=True)
+class AnalysisContext:
+    """What every detector reads, built once per analysis.
+
+    `connections` has one row per connection (CONNECTION_COLUMNS); `packets` is the packet table
+    after the connections stage, in capture order; `series` holds the per (conn, dir) series of
+    `tracekit.series`. Missing columns raise ValueError.
+    """
+
+    connections: pd.DataFrame
+    packets: pa.Table
+    series: Any = None
+
+    def __post_init__(self) -> None:
+        missing = sorted(CONNECTION_COLUMN_NAMES - set(self.connections.columns))
+        if missing:
+            raise ValueError(f"connections lack columns {missing}")
+        missing = sorted(PACKET_COLUMN_NAMES - set(self.packets.column_names))
+        if missing:
+            raise ValueError(f"packets lack columns {missing}")
+
+    @property
+    def origin_ns(self) -> int:
+        """Timestamp of the capture's first packet: time zero of every finding (0 if empty)."""
+        if self.packets.num_rows == 0:
+            return 0
+        return int(pc.min(self.packets["ts_ns"]).as_py())
+
+    def seconds(self, ts_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Capture timestamps as seconds since the capture's first packet."""
+        return (np.asarray(ts_ns, dtype=np.int64) - self.origin_ns) / 1e9
+
+
+class Detector(ABC):
+    """Base of every detector: declarations as class attributes, tunables in a nested Config."""
+
+    kind: ClassVar[str]
+    title: ClassVar[str]
+    severity: ClassVar[Severity]
+
+    @dataclass(frozen=True)
+    class Config:
+        """No tunables; a detector that has some declares its own nested Config."""
+
+    def __init__(self, config: Any = None) -> None:
+        config_type = type(self).Config
+        if config is None:
+            config = config_type()
+        elif not isinstance(config, config_type):
+            raise TypeError(f"{type(self).__name__} takes a {config_type.__qualname__}")
+        self.config = config
+
+    @abstractmethod
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        """Yield the findings of this detector for the analysis in ctx."""
+
+    def finding(
+        self,
+        *,
+        conn: int,
+        direction: str | None,
+        start_s: float,
+        end_s: float,
+        evidence: Mapping[str, EvidenceValue | Any],
+        summary: str,
+        explanation: str,
+        advice: str,
+        severity: Severity | None = None,
+    ) -> Finding:
+        """A Finding of this detector's kind, at its default severity unless one is given."""
+        return Finding(
+            kind=self.kind,
+            severity=self.severity if severity is None else severity,
+            conn=conn,
+            direction=direction,
+            start_s=start_s,
+            end_s=end_s,
+            evidence=evidence,
+            summary=summary,
+            explanation=explanation,
+            advice=advice,
+        )
+
+
+def check_detector(cls: type[Detector]) -> None:
+    """Raise DetectorError unless cls declares everything the protocol asks for."""
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if inspect.isabstract(cls):
+        raise DetectorError(f"{name} does not implement detect()")
+    kind = getattr(cls, "kind", None)
+    if not isinstance(kind, str) or not SNAKE_CASE.fullmatch(kind):
+        raise DetectorError(f"{name}.kind must be a snake_case string, got {kind!r}")
+    title = getattr(cls, "title", None)
+    if not isinstance(title, str) or not title.strip() or "\n" in title:
+        raise DetectorError(f"{name}.title must be a one-line string")
+    if not isinstance(getattr(cls, "severity", None), Severity):
+        raise DetectorError(f"{name}.severity must be a Severity")
+    config = cls.Config
+    if not dataclasses.is_dataclass(config) or not config.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise DetectorError(f"{name}.Config must be a frozen dataclass")
+    for f in dataclasses.fields(config):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise DetectorError(f"{name}.Config.{f.name} needs a default")
+        numeric = f.type in ("int", "float", int, float)
+        if numeric and not f.name.endswith(UNIT_SUFFIXES):
+            raise DetectorError(
+                f"{name}.Config.{f.name}: a numeric tunable ends with its unit "
+                f"({', '.join(UNIT_SUFFIXES)})"
+            )
