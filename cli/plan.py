@@ -270,6 +270,7 @@ def render_text(plan: physics.PathPlan) -> str:
 @click.option(
     "--mss",
     type=click.IntRange(1, 65_535),
+    metavar="BYTES",
     default=1448,
     show_default=True,
     help="Segment payload in bytes; packets are MSS + 52 header bytes.",

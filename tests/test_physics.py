@@ -62,10 +62,14 @@ def test_corrected_eq4_for_the_150_ms_example() -> None:
     # 45 Mbps". By hand: 4 M / (f R) = 4 * 4e6 / 1.5e8 = 0.10667, sqrt(0.89333) = 0.94516,
     # s = 500 Mbit/s * (1 -/+ 0.94516) = 27.42 and 972.58 Mbit/s. So the corrected eq. 4 gives
     # 27.4 Mbit/s, not 45: the paper's figure is not reproduced by its own equations (45 Mbit/s
-    # needs 0.955 * 45e6 * R = 4e6 bit, i.e. R = 93 ms for this memory).
+    # needs 0.955 * 45e6 * R = 4e6 bit, i.e. R = 93 ms for this memory). Nor does eq. 2 give it:
+    # for s = 622 Mbit/s it says 1000/378 * 4e6 / 0.15 = 70.5 Mbit/s.
     low, high = physics.loss_free_bottleneck_bounds_bps(0.5 * MB, 1e9, 0.15)
     assert low == pytest.approx(27.42e6, rel=1e-3)
     assert high == pytest.approx(972.58e6, rel=1e-4)
+    assert physics.loss_free_rate_bps(0.5 * MB, 1e9, 622e6, 0.15) == pytest.approx(
+        70.55e6, rel=1e-3
+    )
 
 
 def test_eq4_roots_need_exactly_the_given_buffer() -> None:

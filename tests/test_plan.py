@@ -1,4 +1,7 @@
 import json
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -130,3 +133,13 @@ def test_bad_values_exit_2_with_one_error_line(args: tuple[str, ...]) -> None:
     errors = [line for line in out.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1
     assert "Traceback" not in out
+
+
+def test_examples_in_the_docs_are_real_output() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "commands" / "plan.md").read_text()
+    blocks = re.findall(r"^```\n\$ tracekit plan (.*?)\n(.*?)^```$", doc, re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 3
+    for args, shown in blocks:
+        code, out = run(*shlex.split(args))
+        assert code == 0
+        assert out == shown, args
