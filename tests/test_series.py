@@ -1,0 +1,145 @@
+"""Series on crafted captures whose classes, ACKs, SACKs and RTTs are known by construction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from crafting import CLIENT, SERVER, tcp, write
+
+from tracekit.capture import read_capture
+from tracekit.connections import build_connections
+from tracekit.series import build_series, rate, trains
+
+C_ISN, S_ISN = 1000, 5000
+OPTS = [("MSS", 1000), ("WScale", 0), ("SAckOK", b""), ("Timestamp", (100, 0))]
+
+
+def c2s(t: float, flags: str, rel: int, payload: int = 0, tsval: int = 0) -> object:
+    opts: list[tuple[str, object]] = [("Timestamp", (tsval, 0))]
+    return tcp(t, CLIENT, SERVER, 40000, 80, flags, C_ISN + rel, S_ISN + 1, payload, opts)
+
+
+def s2c(t: float, ack_rel: int, tsecr: int = 0, window: int = 65535, sack=()) -> object:
+    opts: list[tuple[str, object]] = [("Timestamp", (900, tsecr))]
+    if sack:
+        opts.append(("SAck", tuple(C_ISN + e for block in sack for e in block)))
+    return tcp(t, SERVER, CLIENT, 80, 40000, "A", S_ISN + 1, C_ISN + ack_rel, 0, opts, window)
+
+
+def transfer() -> list[object]:
+    return [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C_ISN, 0, 0, OPTS),
+        tcp(0.1, SERVER, CLIENT, 80, 40000, "SA", S_ISN, C_ISN + 1, 0, OPTS),
+        c2s(0.2, "A", 1),
+        # A..E: five segments; C (2001) is lost, the receiver SACKs D and E.
+        c2s(1.000, "A", 1, 1000, 200),
+        c2s(1.001, "A", 1001, 1000, 201),
+        c2s(1.002, "A", 2001, 1000, 202),
+        c2s(1.003, "A", 3001, 1000, 203),
+        c2s(1.004, "A", 4001, 1000, 204),
+        s2c(1.100, 1001, 200),
+        s2c(1.101, 2001, 201),
+        s2c(1.103, 2001, 201, sack=[(3001, 4001)]),
+        s2c(1.104, 2001, 201, sack=[(3001, 5001)]),
+        s2c(1.105, 2001, 201, sack=[(3001, 5001)]),
+        c2s(1.110, "A", 2001, 1000, 210),  # fast retransmit of C
+        s2c(1.210, 5001, 210),
+        # The receiver closes its window; Linux probes with an ACK-only segment below the line.
+        s2c(2.000, 5001, 210, window=0),
+        c2s(2.200, "A", 5000, 0, 220),
+        s2c(2.201, 5001, 220, window=0),
+        s2c(2.600, 5001, 220),
+        c2s(2.700, "A", 5001, 1000, 300),  # F
+        s2c(2.800, 6001, 300),
+        c2s(2.900, "A", 5501, 1000, 310),  # G: half old, half new bytes
+        s2c(3.000, 6501, 310, sack=[(5501, 6001)]),  # D-SACK: below the ACK number
+        c2s(10.0, "A", 6500, 0, 400),  # keepalive: window open
+        s2c(10.1, 6501, 400),
+    ]
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory: pytest.TempPathFactory):
+    path = write(tmp_path_factory.mktemp("series") / "t.pcap", transfer())
+    return build_series(build_connections(read_capture(path))).of(0, 0)
+
+
+def test_segment_classes(series) -> None:
+    seg = series.segments
+    assert seg["kind"].tolist() == [
+        *["new"] * 5,
+        "retransmission",
+        "window_probe",
+        "new",
+        "partial_retransmission",
+        "keepalive",
+    ]
+    assert seg["seq_rel"].tolist() == [1, 1001, 2001, 3001, 4001, 2001, 5000, 5001, 5501, 6500]
+    assert seg["len"].tolist() == [1000] * 6 + [0, 1000, 1000, 0]
+
+
+def test_duplicate_acks_and_their_runs(series) -> None:
+    acks = series.acks
+    dup = acks[acks["dupack"]]
+    assert dup["t_s"].round(3).tolist() == [1.103, 1.104, 1.105]
+    assert dup["dupack_run"].tolist() == [1, 2, 3]
+    # The zero-window ACKs repeat the ACK number but change the window: not duplicates.
+    assert not acks[acks["win_bytes"] == 0]["dupack"].any()
+    assert acks[acks["t_s"].round(3) == 2.0]["edge_rel"].tolist() == [5001]
+
+
+def test_sack_and_dsack_blocks(series) -> None:
+    sk = series.sacks
+    assert list(zip(sk["left_rel"], sk["right_rel"], strict=True)) == [
+        (3001, 4001),
+        (3001, 5001),
+        (3001, 5001),
+        (5501, 6001),
+    ]
+    assert sk["dsack"].tolist() == [False, False, False, True]
+
+
+def test_rtt_samples_follow_karn_and_timestamps(series) -> None:
+    rtt = series.rtt
+    by_seq = rtt[rtt["source"] == "seq"]
+    # A, B, E (exactly acknowledged by 5001) and F; C and its resend give none (Karn), D is
+    # only covered by a later cumulative ACK.
+    assert by_seq["t_s"].round(3).tolist() == [1.1, 1.101, 1.21, 2.8]
+    np.testing.assert_allclose(by_seq["rtt_s"], [0.1, 0.1, 0.206, 0.1], atol=1e-6)
+    by_ts = rtt[rtt["source"] == "ts"]
+    # Every ACK that advanced the line echoes a TSval sent 100 ms before, the resend's too.
+    assert by_ts["t_s"].round(3).tolist() == [1.1, 1.101, 1.21, 2.8, 3.0]
+    np.testing.assert_allclose(by_ts["rtt_s"], 0.1, atol=1e-6)
+
+
+def test_flight_size_against_window(series) -> None:
+    fl = series.flight
+    assert fl["flight_bytes"].tolist() == [1000, 2000, 3000, 4000, 5000, 3000, 1000, 500]
+    assert fl["rwnd_bytes"].tolist() == [65535] * 8
+
+
+def test_out_of_order_arrival_at_the_receiver(tmp_path: Path) -> None:
+    pkts = [
+        *transfer()[:3],
+        c2s(1.0, "A", 1, 1000, 1),
+        c2s(1.1, "A", 2001, 1000, 3),  # jumps over 1001..2001
+        c2s(1.2, "A", 1001, 1000, 2),  # fills the hole: out of order
+        c2s(1.3, "A", 1001, 1000, 2),  # the same bytes again: a retransmission
+    ]
+    seg = build_series(build_connections(read_capture(write(tmp_path / "o.pcap", pkts)))).of(0, 0)
+    assert seg.segments["kind"].tolist() == ["new", "new", "out_of_order", "retransmission"]
+
+
+def test_trains_give_instantaneous_rates(tmp_path: Path) -> None:
+    pkts = transfer()[:3]
+    pkts += [c2s(1.0 + i * 10e-6, "A", 1 + i * 1000, 1000) for i in range(10)]
+    pkts += [c2s(1.05 + i * 100e-6, "A", 10001 + i * 1000, 1000) for i in range(20)]
+    ser = build_series(build_connections(read_capture(write(tmp_path / "tr.pcap", pkts)))).of(0, 0)
+    tr = trains(ser.segments, gap_s=0.01)
+    assert tr["packets"].tolist() == [10, 20]
+    # 9 gaps of 10 us carry 9000 bytes: 800 Mbit/s; 19 gaps of 100 us: 80 Mbit/s.
+    np.testing.assert_allclose(tr["rate_bps"], [800e6, 80e6], rtol=1e-3)
+    r = rate(ser.segments, ser.acks, window_s=0.5)
+    assert r["sent_bps"].sum() * 0.5 / 8 == pytest.approx(30 * 1000)
