@@ -301,6 +301,12 @@ def test_import_errors_propagate(make_package: Callable[[dict[str, str]], str]) 
             ),
             "ends with its unit",
         ),
+        (
+            detector_source(
+                "A", "a_kind", "@dataclass(frozen=True)\nclass Config:\n    gap_s: float = 1.0\n"
+            ),
+            "say why this default",
+        ),
     ],
 )
 def test_protocol_violations_fail(

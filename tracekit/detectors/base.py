@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -159,6 +160,22 @@ class Detector(ABC):
         )
 
 
+def _uncommented_fields(config: type) -> list[str]:
+    """Fields declared in config itself with no comment on their line or the line before."""
+    own = set(vars(config).get("__annotations__", {}))
+    lines, _ = inspect.getsourcelines(config)
+    missing = []
+    for f in dataclasses.fields(config):
+        if f.name not in own:
+            continue
+        for i, line in enumerate(lines):
+            if re.match(rf"\s*{f.name}\s*:", line):
+                if "#" not in line and not (i and lines[i - 1].strip().startswith("#")):
+                    missing.append(f.name)
+                break
+    return missing
+
+
 def check_detector(cls: type[Detector]) -> None:
     """Raise DetectorError unless cls declares everything the protocol asks for."""
     name = f"{cls.__module__}.{cls.__qualname__}"
@@ -184,3 +201,8 @@ def check_detector(cls: type[Detector]) -> None:
                 f"{name}.Config.{f.name}: a numeric tunable ends with its unit "
                 f"({', '.join(UNIT_SUFFIXES)})"
             )
+    uncommented = _uncommented_fields(config)
+    if uncommented:
+        raise DetectorError(
+            f"{name}.Config.{uncommented[0]}: say why this default in a comment above it"
+        )
