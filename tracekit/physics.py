@@ -30,7 +30,7 @@ HEADER_BYTES = 52
 
 
 class PhysicsError(TracekitError):
-    """A physically meaningless input: a negative rate, a zero RTT, an ingress below nothing."""
+    """A physically meaningless input: a negative rate, a zero RTT, a NaN."""
 
 
 def _array(name: str, value: npt.ArrayLike, *, positive: bool) -> npt.NDArray[np.float64]:
