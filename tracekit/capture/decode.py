@@ -57,13 +57,12 @@ SKIP_REASONS = ("kept", "non_ip", "not_tcp_udp", "ip_fragment", "short_frame", "
 # Flow key bytes: version, protocol, then the lower endpoint (16 address bytes, 2 port bytes,
 # big-endian) and the higher one; IPv4 addresses fill the first 4 of their 16 bytes.
 KEY_BYTES = 40
-KEY_USED = 38
 
 STATUS_DONE = 0
 STATUS_GROW = 1  # the flow table is full: grow it and call again from the returned record
 
-FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-FNV_PRIME = np.uint64(0x100000001B3)
+KEY_WORDS = KEY_BYTES // 8
+MIX_PRIME = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, Fibonacci hashing (Knuth 6.4)
 
 
 @dataclass
@@ -167,6 +166,15 @@ def _u32(b: np.ndarray, p: int) -> int:
 
 
 @njit(cache=True)
+def _same_key(words: np.ndarray, table_words: np.ndarray, flow: int) -> bool:
+    # An explicit loop: numba compiles it, not a generator expression inside all().
+    for k in range(KEY_WORDS):  # noqa: SIM110
+        if table_words[flow, k] != words[k]:
+            return False
+    return True
+
+
+@njit(cache=True)
 def _endpoint_less(b: np.ndarray, src: int, dst: int, alen: int, sport: int, dport: int) -> bool:
     """Whether (src address, src port) <= (dst address, dst port), compared as bytes."""
     for i in range(alen):
@@ -212,7 +220,10 @@ def decode_records(
 ) -> tuple[int, int]:
     """Decode records [start, count); returns (next record, STATUS_*)."""
     key = np.zeros(KEY_BYTES, np.uint8)
+    words = key.view(np.uint64)
+    table_words = flow_keys.view(np.uint64)
     mask = slots.shape[0] - 1
+    last = -1
     for i in range(start, count):
         off = np.int64(rec_off[i])
         end = off + np.int64(rec_caplen[i])
@@ -462,7 +473,8 @@ def decode_records(
         payload_out[i] = min(payload, 0xFFFF)
 
         # Flow key: the unordered 5-tuple with the lower (address, port) endpoint first.
-        key[:] = 0
+        for k in range(KEY_WORDS):
+            words[k] = 0
         key[0] = version
         key[1] = proto
         if _endpoint_less(buf, src, dst, alen, sport, dport):
@@ -478,32 +490,32 @@ def decode_records(
         key[19] = lo_port & 0xFF
         key[36] = hi_port >> 8
         key[37] = hi_port & 0xFF
-        h = FNV_OFFSET
-        for k in range(KEY_USED):
-            h = (h ^ np.uint64(key[k])) * FNV_PRIME
+        # Consecutive packets mostly belong to the same flow: try the last one before hashing.
+        if last >= 0 and _same_key(words, table_words, last):
+            flow_out[i] = last
+            continue
+        h = np.uint64(0)
+        for k in range(KEY_WORDS):
+            h = (h ^ words[k]) * MIX_PRIME
+            h ^= h >> np.uint64(29)
         s = np.int64(h & np.uint64(mask))
         flow = -1
         while slots[s] >= 0:
             cand = slots[s]
-            if flow_hashes[cand] == h:
-                same = True
-                for k in range(KEY_USED):
-                    if flow_keys[cand, k] != key[k]:
-                        same = False
-                        break
-                if same:
-                    flow = cand
-                    break
+            if flow_hashes[cand] == h and _same_key(words, table_words, cand):
+                flow = cand
+                break
             s = (s + 1) & mask
         if flow < 0:
             n = flow_count[0]
             if n >= flow_keys.shape[0]:
                 return i, STATUS_GROW
-            flow_keys[n, :] = key
+            table_words[n, :] = words
             flow_hashes[n] = h
             slots[s] = n
             flow_count[0] = n + 1
             flow = n
+        last = flow
         flow_out[i] = flow
     return count, STATUS_DONE
 
