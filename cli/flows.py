@@ -24,8 +24,9 @@ def _si_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _pair(a: Any, b: Any) -> str:
-    return f"{'-' if a in (None, 0) else a}/{'-' if b in (None, 0) else b}"
+def _pair(a: Any, b: Any, missing: Any = 0) -> str:
+    """a/b with '-' for a missing value (an MSS of 0, a window scale of None)."""
+    return f"{'-' if a == missing else a}/{'-' if b == missing else b}"
 
 
 def _text_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -51,7 +52,7 @@ def _text_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
         ]
     ]
     for r in rows:
-        ws = _pair(r["ws_a"], r["ws_b"]) if r["ws_state"] == "known" else str(r["ws_state"])
+        ws = _pair(r["ws_a"], r["ws_b"], None) if r["ws_state"] == "known" else str(r["ws_state"])
         out.append(
             [
                 str(r["conn"]),

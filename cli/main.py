@@ -13,6 +13,7 @@ from tracekit.errors import TracekitError
 
 # name -> "module:attribute" of a click command; one line per command.
 COMMANDS: dict[str, str] = {
+    "analyze": "cli.analyze:analyze",
     "flows": "cli.flows:flows",
     "ingest": "cli.ingest:ingest",
     "plan": "cli.plan:plan",

@@ -1,4 +1,11 @@
+import hashlib
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
+from crafting import write
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from cli.main import COMMANDS, cli
 
@@ -14,3 +21,40 @@ def test_every_registered_command_loads_and_has_help() -> None:
 def test_unknown_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["no-such-command"])
     assert result.exit_code == 2
+
+
+# --- bad input: one line naming the file, exit 2, no traceback, the file unchanged -------------
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
+    empty = tmp / "empty.pcap"
+    empty.write_bytes(b"")
+    junk = tmp / "junk.pcap"
+    junk.write_bytes(b"this is not a capture file at all\n" * 4)
+    udp = write(tmp / "udp.pcap", [Ether() / IP() / UDP(sport=1, dport=2) / b"12345678"])
+    return {
+        "missing": (tmp / "nope.pcap", "no such file"),
+        "empty": (empty, "empty"),
+        "junk": (junk, "magic"),
+        "udp only": (udp, "no TCP"),
+    }
+
+
+@pytest.mark.parametrize("command", ["flows", "analyze", "ingest"])
+@pytest.mark.parametrize("case", ["missing", "empty", "junk", "udp only"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: str, case: str) -> None:
+    path, words = _bad_inputs(tmp_path)[case]
+    if command == "ingest" and case == "udp only":
+        pytest.skip("ingest keeps UDP: a UDP-only capture is valid input there")
+    before = path.read_bytes() if path.exists() else None
+    args = [command, str(path)] + (
+        ["-o", str(tmp_path / "o.parquet")] if command == "ingest" else []
+    )
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(path) in lines[0] and words.lower() in lines[0].lower()
+    assert "Traceback" not in result.output
+    if before is not None:
+        assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(before).digest()

@@ -1,0 +1,39 @@
+"""`tracekit ingest`: the packet table as Parquet that pandas reads back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+from crafting import CLIENT, SERVER, tcp, write
+
+from cli.main import cli
+from tracekit.connections import packet_schema
+
+
+def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:
+    pkts = [
+        tcp(1.0, CLIENT, SERVER, 40000, 80, "S", 2**32 - 1),
+        tcp(1.5, SERVER, CLIENT, 80, 40000, "SA", 50, 0),
+        tcp(2.0, CLIENT, SERVER, 40000, 80, "A", 0, 51, 700),  # crosses the 4 GiB wrap
+    ]
+    capture = write(tmp_path / "in.pcap", pkts)
+    out = tmp_path / "table.parquet"
+    result = CliRunner().invoke(cli, ["ingest", str(capture), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert table.schema.remove_metadata() == packet_schema()
+    df = table.to_pandas()
+    assert df["frame"].tolist() == [1, 2, 3]
+    assert df["dir"].tolist() == [0, 1, 0]
+    assert df["seq_rel"].tolist() == [0, 0, 1]
+    assert df["payload_bytes"].tolist() == [0, 0, 700]
+    assert df["ts_ns"].tolist() == [1_000_000_000, 1_500_000_000, 2_000_000_000]
+    meta = json.loads(table.schema.metadata[b"tracekit.connections"])
+    assert meta[0]["a"] == f"{CLIENT}:40000"
+    conns = pd.read_parquet(tmp_path / "table.connections.parquet")
+    assert conns["b"].tolist() == [f"{SERVER}:80"]
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -1,0 +1,49 @@
+"""The wired pipeline and `tracekit analyze`: its JSON document follows the published schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+from click.testing import CliRunner
+from crafting import CLIENT, SERVER, tcp, write
+
+from cli.main import cli
+from tracekit.pipeline import analyze_paths
+
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parent.parent / "docs" / "analyze.schema.json").read_text()
+)
+
+
+def _capture(tmp: Path) -> Path:
+    opts = [("MSS", 1460), ("WScale", 2)]
+    return write(
+        tmp / "c.pcap",
+        [
+            tcp(0.0, CLIENT, SERVER, 40000, 80, "S", 1, 0, 0, opts),
+            tcp(0.1, SERVER, CLIENT, 80, 40000, "SA", 1, 2, 0, opts),
+            tcp(0.2, CLIENT, SERVER, 40000, 80, "A", 2, 2, 500),
+            tcp(0.3, SERVER, CLIENT, 80, 40000, "A", 2, 502),
+        ],
+    )
+
+
+def test_analysis_document_follows_the_schema(tmp_path: Path) -> None:
+    doc = analyze_paths(_capture(tmp_path)).to_dict()
+    jsonschema.validate(doc, SCHEMA)
+    (conn,) = doc["connections"]
+    assert (conn["bytes_a2b"], conn["ws_a"], conn["ws_b"]) == (500, 2, 2)
+
+
+def test_analyze_json_and_text(tmp_path: Path) -> None:
+    path = _capture(tmp_path)
+    result = CliRunner().invoke(cli, ["analyze", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["connections"][0]["a"] == f"{CLIENT}:40000"
+    text = CliRunner().invoke(cli, ["analyze", str(path)])
+    assert text.exit_code == 0
+    assert f"{CLIENT}:40000 -> {SERVER}:80" in text.stdout
