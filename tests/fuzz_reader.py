@@ -1,0 +1,175 @@
+"""Fuzz tracekit.capture.read_capture with mutated crafted captures (hypothesis).
+
+A mutated or truncated capture must give either a result whose tables hold together or a
+CaptureError; any other exception is a bug. tests/test_capture_fuzz.py runs a bounded number of
+examples in the normal suite; run this file to fuzz for longer:
+
+    python tests/fuzz_reader.py --minutes 15 [--seed 1]
+
+It prints how many inputs it tried and what it found, and saves each failing input to
+bench/data/fuzz-failures/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import pyarrow.compute as pc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tracekit import schema  # noqa: E402
+from tracekit.capture import Capture, read_capture  # noqa: E402
+from tracekit.errors import CaptureError  # noqa: E402
+
+CRAFTED = ROOT / "fixtures" / "crafted"
+SEEDS = (
+    "zoo_ethernet_le_us.pcap",
+    "zoo_ethernet_be_ns.pcap",
+    "zoo_qinq.pcap",
+    "zoo_sll2.pcap",
+    "zoo_null_le.pcap",
+    "zoo_snap96.pcap",
+    "zoo.pcapng",
+    "zoo_gzip.pcap",
+    "zoo_zstd.pcapng",
+)
+# Values that sit on the reader's limits: lengths around 0, 256 KiB, the snaplen, 2**31, 2**32.
+EDGE_VALUES = (0, 1, 3, 4, 11, 12, 16, 20, 28, 32, 96, 128, 262144, 262145, 2**31, 2**32 - 1)
+
+mutation = st.one_of(
+    st.tuples(st.just("byte"), st.integers(0, 1 << 20), st.integers(0, 255)),
+    st.tuples(
+        st.just("u32"),
+        st.integers(0, 1 << 20),
+        st.one_of(st.sampled_from(EDGE_VALUES), st.integers(0, 2**32 - 1)),
+    ),
+    st.tuples(st.just("truncate"), st.integers(0, 1 << 20), st.just(0)),
+    st.tuples(st.just("delete"), st.integers(0, 1 << 20), st.integers(1, 64)),
+    st.tuples(st.just("repeat"), st.integers(0, 1 << 20), st.integers(1, 64)),
+)
+inputs = st.tuples(st.sampled_from(SEEDS), st.lists(mutation, min_size=1, max_size=6))
+
+
+def mutate(data: bytes, mutations: list[tuple[str, int, int]]) -> bytes:
+    out = bytearray(data)
+    for kind, where, value in mutations:
+        if not out:
+            break
+        at = where % len(out)
+        if kind == "byte":
+            out[at] = value
+        elif kind == "u32":
+            order = "<" if value & 1 else ">"
+            out[at : at + 4] = struct.pack(order + "I", value)
+        elif kind == "truncate":
+            del out[at:]
+        elif kind == "delete":
+            del out[at : at + value]
+        else:
+            out[at:at] = out[at : at + value]
+    return bytes(out)
+
+
+def check_consistent(capture: Capture) -> None:
+    """Invariants of a successful read that hold for any input."""
+    packets = capture.packets
+    assert packets.schema == schema.arrow_schema(schema.PACKET_COLUMNS)
+    assert capture.flows.schema == schema.arrow_schema(schema.FLOW_COLUMNS)
+    assert capture.sack.schema == schema.arrow_schema(schema.SACK_COLUMNS)
+    assert capture.udp.schema == schema.arrow_schema(schema.UDP_COLUMNS)
+    n = packets.num_rows
+    assert n + sum(capture.stats.skipped.values()) == capture.stats.frames
+    if n:
+        flows = packets.column("flow")
+        assert pc.min(flows).as_py() >= 0
+        assert pc.max(flows).as_py() < capture.flows.num_rows
+        frames = packets.column("frame").to_numpy()
+        assert frames[0] >= 1 and (frames[1:] > frames[:-1]).all()
+        assert frames[-1] <= capture.stats.frames
+        assert pc.sum(packets.column("sack_n")).as_py() == capture.sack.num_rows
+    for table in (capture.sack, capture.udp):
+        if table.num_rows:
+            assert pc.max(table.column("row")).as_py() < n
+    assert capture.stats.truncated_tail == bool(capture.stats.warnings)
+
+
+def check_one(data: bytes, folder: Path) -> None:
+    """Read one input: a result that holds together, or a CaptureError."""
+    path = folder / "fuzz.cap"
+    path.write_bytes(data)
+    try:
+        capture = read_capture(path)
+    except CaptureError as exc:
+        assert "\n" not in str(exc)
+        return
+    check_consistent(capture)
+
+
+def seed_bytes(name: str) -> bytes:
+    return (CRAFTED / name).read_bytes()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Fuzz read_capture for a while.")
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    failures_dir = ROOT / "bench" / "data" / "fuzz-failures"
+    deadline = time.monotonic() + args.minutes * 60
+    tried = 0
+    failures: list[str] = []
+    seeds = {name: seed_bytes(name) for name in SEEDS}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+
+        # Runs of 1000 examples, one after another until the time is up.
+        @settings(
+            max_examples=1000,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(inputs)
+        def fuzz(case: tuple[str, list[tuple[str, int, int]]]) -> None:
+            nonlocal tried
+            if time.monotonic() > deadline:
+                return
+            tried += 1
+            name, mutations = case
+            data = mutate(seeds[name], mutations)
+            try:
+                check_one(data, folder)
+            except Exception:
+                failures_dir.mkdir(parents=True, exist_ok=True)
+                saved = failures_dir / f"failure-{len(failures)}-{name}"
+                saved.write_bytes(data)
+                failures.append(f"{saved}: {traceback.format_exc().splitlines()[-1]}")
+
+        start = time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                fuzz()
+            except Exception as exc:  # the harness itself broke: report it, stop
+                failures.append(f"harness: {exc!r}")
+                break
+    minutes = (time.monotonic() - start) / 60
+    print(f"fuzz_reader: {tried} inputs in {minutes:.1f} min, {len(failures)} failures")
+    for line in failures:
+        print("  " + line)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
