@@ -10,7 +10,7 @@ from crafting import CLIENT, SERVER, tcp, write
 
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
-from tracekit.series import build_series, rate, trains
+from tracekit.series import build_series, rate, resent, rounds, trains
 
 C_ISN, S_ISN = 1000, 5000
 OPTS = [("MSS", 1000), ("WScale", 0), ("SAckOK", b""), ("Timestamp", (100, 0))]
@@ -143,3 +143,55 @@ def test_trains_give_instantaneous_rates(tmp_path: Path) -> None:
     np.testing.assert_allclose(tr["rate_bps"], [800e6, 80e6], rtol=1e-3)
     r = rate(ser.segments, ser.acks, window_s=0.5)
     assert r["sent_bps"].sum() * 0.5 / 8 == pytest.approx(30 * 1000)
+
+
+def slow_start(iw: int, rounds_n: int, rtt_s: float = 0.1, gap_s: float = 1e-4) -> list[object]:
+    """Textbook slow start: each ACK of one segment releases two, so round r holds iw * 2**r."""
+    pkts = transfer()[:3]
+    send_t = [1.0 + i * gap_s for i in range(iw)]
+    nxt = 1
+    events = []
+    for i, t in enumerate(send_t):
+        events.append((t, 0, c2s(t, "A", nxt + i * 1000, 1000)))
+    nxt += iw * 1000
+    acked = 1
+    for _ in range(rounds_n - 1):
+        released = []
+        for t in send_t:
+            acked += 1000
+            t_ack = t + rtt_s
+            events.append((t_ack, 1, s2c(t_ack, acked)))
+            for j in (1, 2):
+                t_send = t_ack + j * 1e-5
+                events.append((t_send, 2, c2s(t_send, "A", nxt, 1000)))
+                released.append(t_send)
+                nxt += 1000
+        send_t = released
+    return pkts + [p for _, _, p in sorted(events, key=lambda e: (e[0], e[1]))]
+
+
+def test_rounds_double_in_slow_start(tmp_path: Path) -> None:
+    pkts = slow_start(iw=4, rounds_n=4)
+    ser = build_series(build_connections(read_capture(write(tmp_path / "ss.pcap", pkts)))).of(0, 0)
+    r = rounds(ser.segments, ser.acks)
+    # Round 0 is the initial window of 4; each ACK of a segment releases two (crafted so).
+    assert r["packets"].tolist() == [4, 8, 16, 32]
+    assert r["bytes"].tolist() == [4000, 8000, 16000, 32000]
+    # A round starts at the first ACK beyond what was sent when the last one started: round 1
+    # at the ACK of the first segment (1.0 + 0.1), round 2 at the ACK of round 1's first
+    # segment, sent 10 us after round 1 started.
+    np.testing.assert_allclose(r["start_s"][:3], [1.0, 1.1, 1.1 + 1e-5 + 0.1], atol=1e-9)
+    assert r["mark_rel"].tolist()[:3] == [1, 4001, 12001]
+
+
+def test_rounds_of_an_empty_direction(series) -> None:
+    assert rounds(series.segments.iloc[0:0], series.acks).empty
+
+
+def test_resent_marks_lost_and_spurious_first_copies(series) -> None:
+    r = resent(series.segments, series.sacks)
+    # C (2001) was lost and resent; F (5001) is half covered by G's resend, and the D-SACK of
+    # 5501-6001 says that half arrived twice.
+    assert r["resent"].tolist() == [False, False, True, False, False, False, False, True, False,
+                                    False]  # fmt: skip
+    assert r["dsacked"].tolist() == [False] * 7 + [True, True, False]

@@ -529,3 +529,105 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
         }
     )
     return out[out["packets"] >= min_packets].reset_index(drop=True)
+
+
+def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
+    """Round trips of one direction as its sender saw them, the way Linux counts them.
+
+    Round 0 starts with the first data segment. Round r + 1 starts at the first ACK beyond
+    every byte sent before round r started, as HyStart marks its rounds (tcp_cubic.c: a new
+    round when `after(ack, end_seq)`, `end_seq = snd_nxt` at the round's start): round r's ACKs
+    are those of round r - 1's data, and they clock out its segments, so in slow start a round
+    is one flight, about twice the one before. Columns: round, start_s, end_s (the next round's
+    start; the last data segment for the last round), mark_rel (snd_nxt at the round's start:
+    the first ACK beyond it ends the round), packets and bytes (data segments sent in the round,
+    retransmissions included). A loop over rounds, two searches each.
+    """
+    data = segments[segments["len"] > 0]
+    t = data["t_s"].to_numpy()
+    empty = pd.DataFrame(
+        {
+            "round": np.zeros(0, np.int64),
+            "start_s": np.zeros(0),
+            "end_s": np.zeros(0),
+            "mark_rel": np.zeros(0, np.int64),
+            "packets": np.zeros(0, np.int64),
+            "bytes": np.zeros(0, np.int64),
+        }
+    )
+    if t.size == 0:
+        return empty
+    sent_high = np.maximum.accumulate(data["end_rel"].to_numpy())
+    ack_t = acks["t_s"].to_numpy()
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy()) if ack_t.size else ack_t
+    starts = [float(t[0])]
+    marks = [int(data["seq_rel"].iloc[0])]
+    k = -1  # index of the ACK that started the current round (-1: round 0)
+    while True:
+        k = max(int(np.searchsorted(line, marks[-1], side="right")), k + 1)
+        if k >= ack_t.size:
+            break
+        start = float(ack_t[k])
+        before = int(np.searchsorted(t, start, side="left"))
+        if before >= t.size:
+            break  # nothing is sent after this ACK: the transfer is over
+        starts.append(start)
+        marks.append(int(sent_high[before - 1]) if before else marks[-1])
+    start_s = np.asarray(starts)
+    segment_round = np.searchsorted(start_s, t, side="right") - 1
+    n = start_s.size
+    return pd.DataFrame(
+        {
+            "round": np.arange(n),
+            "start_s": start_s,
+            "end_s": np.r_[start_s[1:], t[-1]],
+            "mark_rel": np.asarray(marks, dtype=np.int64),
+            "packets": np.bincount(segment_round, minlength=n),
+            "bytes": np.bincount(
+                segment_round, weights=data["len"].to_numpy().astype(float), minlength=n
+            ).astype(np.int64),
+        }
+    )
+
+
+def _covered(left: np.ndarray, right: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether [lo, hi) overlaps any of the ranges [left, right)."""
+    if left.size == 0:
+        return np.zeros(lo.size, dtype=bool)
+    order = np.argsort(left, kind="stable")
+    left, right = left[order], np.maximum.accumulate(right[order])
+    # Merge overlapping ranges: a range starts a new block past the reach of all before it.
+    new_block = np.r_[True, left[1:] > right[:-1]]
+    block_left = left[new_block]
+    block_right = np.r_[right[np.flatnonzero(new_block)[1:] - 1], right[-1]]
+    j = np.searchsorted(block_left, hi, side="left") - 1
+    return (j >= 0) & (block_right[np.maximum(j, 0)] > lo)
+
+
+def resent(segments: pd.DataFrame, sacks: pd.DataFrame) -> pd.DataFrame:
+    """Which segments of one direction the sender had to send again, and which needlessly.
+
+    Aligned with `segments`: `resent` is True where a later retransmission (full or partial)
+    covers some of a first copy's bytes (False on the retransmissions themselves); `dsacked`
+    where a D-SACK block (RFC 2883) reports some of a segment's bytes received twice, so the
+    first copy arrived and the resend was spurious. A first copy that was resent and not
+    D-SACKed was lost (or so delayed that the sender gave up on it).
+    """
+    kind = segments["kind"].to_numpy()
+    is_again = (kind == "retransmission") | (kind == "partial_retransmission")
+    again = segments[is_again]
+    lo = segments["seq_rel"].to_numpy()
+    hi = segments["end_rel"].to_numpy()
+    dsack = sacks[sacks["dsack"].to_numpy(dtype=bool)] if len(sacks) else sacks
+    return pd.DataFrame(
+        {
+            "resent": _covered(again["seq_rel"].to_numpy(), again["end_rel"].to_numpy(), lo, hi)
+            & (hi > lo)
+            & ~is_again,
+            "dsacked": _covered(
+                dsack["left_rel"].to_numpy(np.int64), dsack["right_rel"].to_numpy(np.int64), lo, hi
+            )
+            & (hi > lo),
+        },
+        index=segments.index,
+    )
