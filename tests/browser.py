@@ -1,0 +1,302 @@
+"""Drive Debian's headless Chromium over the DevTools protocol, for the report's browser tests.
+
+Chromium speaks the protocol over a pair of pipes (`--remote-debugging-pipe`: it reads commands
+from fd 3 and writes replies and events to fd 4, each message JSON ended by a NUL byte), so the
+tests need no websocket client and no browser download: only `/usr/bin/chromium`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+
+# As root Chromium needs --no-sandbox; the rest keep it from reaching for the network, which
+# this machine closes (each refused connection would otherwise show up as noise or delay).
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--hide-scrollbars",
+)
+
+
+def chromium_available() -> bool:
+    """True when the Chromium binary the tests drive is installed."""
+    return Path(CHROMIUM).exists()
+
+
+@dataclass
+class PageResult:
+    """What a page did while it loaded."""
+
+    console_errors: list[str] = field(default_factory=list)
+    exceptions: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    value: Any = None
+    screenshot_png: bytes = b""
+
+
+class Browser:
+    """One headless Chromium process, driven over the pipe transport; use as a context manager."""
+
+    def __init__(self, width: int = 1400, height: int = 1000) -> None:
+        self.width = width
+        self.height = height
+        self._profile = tempfile.mkdtemp(prefix="tk-chromium-")
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        # The child must see the command pipe as fd 3 and the reply pipe as fd 4.
+        self._proc = subprocess.Popen(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={self._profile}",
+                f"--window-size={width},{height}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=_dup_to_3_4(to_browser_r, from_browser_w),
+        )
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._buffer = b""
+        self._next_id = 0
+        self._events: list[dict[str, Any]] = []
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Ask the browser to quit, then make sure it has, and remove its profile."""
+        with contextlib.suppress(OSError):
+            self._send("Browser.close", {})
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        for fd in (self._to_browser, self._from_browser):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self._profile, ignore_errors=True)
+
+    def _send(self, method: str, params: dict[str, Any], session: str | None = None) -> int:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session is not None:
+            message["sessionId"] = session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        return self._next_id
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no message from Chromium before the deadline")
+            chunk = os.read(self._from_browser, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium closed the DevTools pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        message: dict[str, Any] = json.loads(raw)
+        return message
+
+    def call(
+        self, method: str, params: dict[str, Any], session: str | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
+        """Send one command and return its result; events that arrive meanwhile are queued."""
+        call_id = self._send(method, params, session)
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._read_message(deadline)
+            if message.get("id") == call_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message.get("result", {})
+                return result
+            self._events.append(message)
+
+    def wait_event(self, method: str, timeout: float) -> dict[str, Any]:
+        """Return the first queued or incoming event of this method."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, event in enumerate(self._events):
+                if event.get("method") == method:
+                    return self._events.pop(i)
+            self._events.append(self._read_message(deadline))
+
+    def open(
+        self,
+        path: Path,
+        ready_expression: str,
+        value_expression: str,
+        timeout: float = 30,
+        full_page: bool = False,
+        scale: float = 1.0,
+    ) -> PageResult:
+        """Load a file, wait until `ready_expression` is truthy, evaluate `value_expression`.
+
+        A value expression that gives a promise is awaited.
+        Console errors, uncaught exceptions and every non-file request are recorded from the
+        start of the navigation; the screenshot is taken after the page is ready, of the
+        viewport or the whole page, scaled by `scale` (a small one keeps decoding it cheap).
+        """
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.call(f"{domain}.enable", {}, session)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
+        self._events.clear()
+        self.call("Page.navigate", {"url": path.resolve().as_uri()}, session)
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = self.call(
+                "Runtime.evaluate", {"expression": ready_expression, "returnByValue": True}, session
+            )
+            if ready.get("result", {}).get("value"):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"page not ready after {timeout} s: {ready_expression}")
+            time.sleep(0.05)
+        evaluated = self.call(
+            "Runtime.evaluate",
+            {"expression": value_expression, "returnByValue": True, "awaitPromise": True},
+            session,
+        )
+        if "exceptionDetails" in evaluated:
+            raise RuntimeError(f"evaluating the value failed: {evaluated['exceptionDetails']}")
+        value = evaluated["result"].get("value")
+        width, height = self.width, self.height
+        if full_page:
+            metrics = self.call("Page.getLayoutMetrics", {}, session)["cssContentSize"]
+            width, height = metrics["width"], metrics["height"]
+        clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": scale}
+        shot_params = {"format": "png", "clip": clip, "captureBeyondViewport": full_page}
+        shot = self.call("Page.captureScreenshot", shot_params, session)
+        result = PageResult(value=value, screenshot_png=base64.b64decode(shot["data"]))
+        for event in self._events:
+            if event.get("sessionId") != session:
+                continue
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                result.console_errors.append(
+                    " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+                )
+            elif method == "Runtime.exceptionThrown":
+                details = params["exceptionDetails"]
+                result.exceptions.append(
+                    details.get("exception", {}).get("description", details.get("text", ""))
+                )
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                result.console_errors.append(params["entry"].get("text", ""))
+            elif method == "Network.requestWillBeSent":
+                url = params["request"]["url"]
+                if not url.startswith(("file:", "data:", "blob:", "about:")):
+                    result.requests.append(url)
+        self._events.clear()
+        self.call("Target.closeTarget", {"targetId": target})
+        return result
+
+
+def _dup_to_3_4(read_fd: int, write_fd: int) -> Any:
+    def move() -> None:
+        # dup2 onto 3 and 4 in an order that cannot clobber either source descriptor.
+        a, b = os.dup(read_fd), os.dup(write_fd)
+        os.dup2(a, 3)
+        os.dup2(b, 4)
+
+    return move
+
+
+def png_pixels(png: bytes) -> tuple[int, int, bytes]:
+    """Decode an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium writes) to raw RGB rows."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    pos, idat = 8, b""
+    width = height = channels = 0
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind = png[pos + 4 : pos + 8]
+        body = png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or color not in (2, 6) or interlace:
+                raise ValueError(f"unsupported PNG: depth {depth}, color type {color}")
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows = bytearray()
+    prev = bytearray(stride)
+    for r in range(height):
+        start = r * (stride + 1)
+        kind = raw[start]
+        line = bytearray(raw[start + 1 : start + 1 + stride])
+        _unfilter(kind, line, prev, channels)
+        rows += line
+        prev = line
+    if channels == 4:
+        rgb = bytearray()
+        for i in range(0, len(rows), 4):
+            rgb += rows[i : i + 3]
+        rows = rgb
+    return width, height, bytes(rows)
+
+
+def _unfilter(kind: int, line: bytearray, prev: bytearray, bpp: int) -> None:
+    # PNG filter types 0-4, PNG spec section 9.
+    if kind == 0:
+        return
+    for i in range(len(line)):
+        left = line[i - bpp] if i >= bpp else 0
+        up = prev[i]
+        if kind == 1:
+            line[i] = (line[i] + left) & 0xFF
+        elif kind == 2:
+            line[i] = (line[i] + up) & 0xFF
+        elif kind == 3:
+            line[i] = (line[i] + (left + up) // 2) & 0xFF
+        elif kind == 4:
+            up_left = prev[i - bpp] if i >= bpp else 0
+            p = left + up - up_left
+            pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
+            pred = left if pa <= pb and pa <= pc else (up if pb <= pc else up_left)
+            line[i] = (line[i] + pred) & 0xFF
+        else:
+            raise ValueError(f"bad PNG filter {kind}")

@@ -1,0 +1,122 @@
+"""The report in a real headless Chromium: it loads cleanly, draws every plot, links zoom."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from browser import Browser, PageResult, chromium_available, png_pixels
+from test_report_html import HOSTILE, small_report
+
+from tracekit.report.html import Budget, write
+from tracekit.report.model import Report, Table
+from tracekit.report.synthetic import synthetic_report
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not chromium_available(), reason="needs /usr/bin/chromium"),
+]
+
+READY = "window.tracekitStatus && window.tracekitStatus.ready"
+STATUS = "JSON.stringify(window.tracekitStatus)"
+EXPECTED = (
+    "JSON.stringify(Array.from(document.querySelectorAll('details[open] .plot'),"
+    " d => [d.id, +d.dataset.traces]))"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    with Browser(width=1400, height=1000) as b:
+        yield b
+
+
+def load(browser: Browser, path: Path, value: str = STATUS) -> PageResult:
+    return browser.open(path, READY, value, timeout=30, scale=0.25)
+
+
+def test_synthetic_report_loads_draws_every_plot_and_is_not_blank(
+    browser: Browser, tmp_path: Path
+) -> None:
+    path = write(synthetic_report(3_000), tmp_path / "report.html")
+    result = load(browser, path, f"[{STATUS}, {EXPECTED}]")
+    assert result.console_errors == [] and result.exceptions == []
+    assert result.requests == []
+    status, expected = json.loads(result.value[0]), json.loads(result.value[1])
+    assert status["errors"] == []
+    assert len(expected) == 5  # sender TSG, receiver TSG, throughput, RTT, flight
+    assert status["plots"] == {plot_id: n for plot_id, n in expected}
+    width, height, pixels = png_pixels(result.screenshot_png)
+    grey = np.frombuffer(pixels, np.uint8).reshape(height, width, 3).mean(axis=2)
+    assert width == 350 and grey.std() > 10  # text, lines and plots, not a blank page
+    # Plenty of distinct shades: a blank or single-colour page has a handful at most.
+    assert len(np.unique(grey.astype(np.uint8))) > 40
+
+
+def test_hostile_strings_do_not_run(browser: Browser, tmp_path: Path) -> None:
+    path = write(small_report(HOSTILE), tmp_path / "hostile.html")
+    result = load(browser, path, f"[window.pwned === undefined, document.title, {STATUS}]")
+    assert result.console_errors == [] and result.exceptions == []
+    safe, title, status = result.value
+    assert safe is True
+    assert title == f"report {HOSTILE}"  # shown as text, exactly
+    assert json.loads(status)["plots"] == {
+        "plot-0-0-sender": 4,
+        "plot-0-0-receiver": 4,
+        "plot-0-1-sender": 1,
+    }
+
+
+def test_zoom_on_one_plot_moves_the_others(browser: Browser, tmp_path: Path) -> None:
+    path = write(synthetic_report(3_000), tmp_path / "report.html")
+    probe = """new Promise(done => {
+      const tsg = document.getElementById('plot-0-0-sender');
+      Plotly.relayout(tsg, {'xaxis.range': [0.4, 0.7]}).then(() => setTimeout(() => done(
+        JSON.stringify(Array.from(document.querySelectorAll('#conn-0 .plot'),
+          d => d._fullLayout.xaxis.range.map(v => +v.toFixed(3))))), 100));
+    })"""
+    ranges = json.loads(browser.open(path, READY, probe, scale=0.1).value)
+    assert len(ranges) == 5
+    assert all(r == [0.4, 0.7] for r in ranges)
+
+
+def test_table_sorts_by_number_when_a_header_is_clicked(browser: Browser, tmp_path: Path) -> None:
+    base = small_report()
+    # As text "1,000" < "200" < "30,000"; as numbers 200 < 1000 < 30000.
+    rows = ((1, "b", 1000), (2, "a", 200), (3, "c", 30000))
+    table = Table(("#", "peer", "bytes"), rows)
+    report = Report(base.title, table, base.findings, base.connections, (), "0")
+    path = write(report, tmp_path / "table.html")
+    click = """(() => {
+      const table = document.querySelector('table.overview');
+      const column = (c) => Array.from(table.tBodies[0].rows, r => r.cells[c].textContent);
+      const bytes = table.querySelectorAll('th')[2], peer = table.querySelectorAll('th')[1];
+      bytes.click(); const up = column(2);
+      bytes.click(); const down = column(2);
+      peer.click(); const names = column(1);
+      return JSON.stringify([up, down, names, peer.getAttribute('aria-sort'),
+                             bytes.getAttribute('aria-sort')]);
+    })()"""
+    up, down, names, peer_sort, bytes_sort = json.loads(
+        browser.open(path, READY, click, scale=0.1).value
+    )
+    assert up == ["200", "1,000", "30,000"]
+    assert down == ["30,000", "1,000", "200"]
+    assert names == ["a", "b", "c"]
+    assert (peer_sort, bytes_sort) == ("ascending", "none")
+
+
+def test_closed_section_draws_when_opened(browser: Browser, tmp_path: Path) -> None:
+    path = write(
+        synthetic_report(400, n_connections=2), tmp_path / "two.html", Budget(open_connections=1)
+    )
+    script = """new Promise(done => {
+      const before = Object.keys(window.tracekitStatus.plots).length;
+      document.getElementById('conn-1').open = true;
+      setTimeout(() => done([before, Object.keys(window.tracekitStatus.plots).length]), 1500);
+    })"""
+    before, after = browser.open(path, READY, script, scale=0.1).value
+    assert (before, after) == (5, 10)

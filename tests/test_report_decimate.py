@@ -1,0 +1,100 @@
+"""Decimation keeps every marked point and each time slice's extremes, within its budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.report.decimate import allocate, decimate
+
+
+def test_short_series_comes_back_whole() -> None:
+    x = np.array([0.0, 1.0, 2.0])
+    assert decimate(x, x, 8).tolist() == [0, 1, 2]
+
+
+def test_kept_points_survive_and_count_is_bounded() -> None:
+    rng = np.random.default_rng(7)
+    n = 200_000
+    x = np.sort(rng.uniform(0, 50, n))
+    y = rng.normal(size=n)
+    keep = np.zeros(n, bool)
+    marked = rng.choice(n, 300, replace=False)
+    keep[marked] = True
+    idx = decimate(x, y, 4_000, keep)
+    assert set(marked.tolist()) <= set(idx.tolist())
+    assert len(idx) <= 4_000 + 300
+    assert np.all(np.diff(idx) > 0)  # sorted by x, no repeats
+
+
+def test_bucket_extremes_survive() -> None:
+    # 1000 points in 10 equal buckets of x; a spike up and a spike down planted in bucket 3.
+    x = np.arange(1000, dtype=np.float64)
+    y = np.zeros(1000)
+    y[345], y[377] = 9.0, -9.0
+    idx = decimate(x, y, 40)
+    assert {345, 377} <= set(idx.tolist())
+    # First and last point of every bucket (buckets are x // 100 here).
+    for b in range(10):
+        assert {b * 100, b * 100 + 99} <= set(idx.tolist())
+
+
+def test_segment_tops_use_y_end() -> None:
+    x = np.arange(1000, dtype=np.float64)
+    y = np.arange(1000, dtype=np.float64)
+    y_end = y + 1.0
+    y_end[450] = 5_000.0  # one tall bar in the middle of bucket 4
+    assert 450 in decimate(x, y, 40, y_end=y_end).tolist()
+
+
+def test_unsorted_x_comes_back_in_x_order() -> None:
+    x = np.array([5.0, 1.0, 3.0, 2.0, 4.0, 0.0] * 100) + np.repeat(np.arange(100) * 10.0, 6)
+    rng = np.random.default_rng(3)
+    perm = rng.permutation(len(x))
+    xs = x[perm]
+    idx = decimate(xs, xs * 2, 40)
+    assert np.all(np.diff(xs[idx]) >= 0)
+    assert len(idx) <= 40
+
+
+def test_nan_values_are_not_extremes_but_do_not_break() -> None:
+    x = np.arange(100, dtype=np.float64)
+    y = np.full(100, np.nan)
+    y[50] = 1.0
+    idx = decimate(x, y, 8)
+    assert 50 in idx.tolist()
+    assert len(idx) <= 8
+
+
+def test_target_below_one_bucket_is_refused() -> None:
+    with pytest.raises(ValueError):
+        decimate(np.arange(10.0), np.arange(10.0), 3)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    n=st.integers(1, 3_000),
+    target=st.integers(4, 500),
+    seed=st.integers(0, 2**16),
+)
+def test_properties(n: int, target: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, 10, n))
+    y = rng.normal(size=n)
+    keep = rng.random(n) < 0.01
+    idx = decimate(x, y, target, keep)
+    assert np.all(np.diff(idx) > 0)
+    assert set(np.flatnonzero(keep).tolist()) <= set(idx.tolist())
+    assert len(idx) <= target + keep.sum()
+    assert int(np.argmax(y)) in idx.tolist() and int(np.argmin(y)) in idx.tolist()
+
+
+def test_allocate_small_traces_keep_all_big_ones_share() -> None:
+    assert allocate([100, 1_000_000, 1_000_000], 10_100, floor=10) == [100, 5_000, 5_000]
+
+
+def test_allocate_respects_floor() -> None:
+    assert allocate([50_000, 50_000, 50_000], 3_000, floor=2_000) == [2_000, 2_000, 2_000]
+    assert allocate([10, 50_000], 100, floor=2_000) == [10, 2_000]

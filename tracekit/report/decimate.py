@@ -1,0 +1,89 @@
+"""Thin millions of points to what a plot can show, never dropping a point marked to keep.
+
+The method is M4 (Jugel et al., "M4: a visualization-oriented time series data aggregation",
+VLDB 2014): split the x range into equal buckets and keep, per bucket, the first, last, lowest
+and highest point. Drawn at one bucket per pixel column, the lines match those of every point.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# M4 keeps four points per bucket.
+POINTS_PER_BUCKET = 4
+
+
+def decimate(
+    x: np.ndarray,
+    y: np.ndarray,
+    target: int,
+    keep: np.ndarray | None = None,
+    y_end: np.ndarray | None = None,
+) -> np.ndarray:
+    """Indices of the points to draw, in order of x (ties in input order).
+
+    Contract: when len(x) <= target every index comes back. Otherwise x's range is cut into
+    target // 4 equal buckets and each bucket keeps its first and last point in x order, its
+    point of lowest y and its point of highest y_end (y when y_end is None), plus every point
+    where `keep` is True; so at most target + keep.sum() indices, with no repeats. NaN y values
+    are ignored when finding extremes.
+    """
+    n = len(x)
+    if target < POINTS_PER_BUCKET:
+        raise ValueError(f"target must be at least {POINTS_PER_BUCKET} points, not {target}")
+    if n <= target:
+        return np.arange(n, dtype=np.int64)
+    order = None if bool(np.all(x[1:] >= x[:-1])) else np.argsort(x, kind="stable")
+    xs = x if order is None else x[order]
+    lows = y if order is None else y[order]
+    tops = lows if y_end is None else (y_end if order is None else y_end[order])
+
+    n_buckets = target // POINTS_PER_BUCKET
+    span = float(xs[-1]) - float(xs[0])
+    if span > 0:
+        scaled = (xs - xs[0]) * (n_buckets / span)
+        bucket = np.minimum(scaled.astype(np.int64), n_buckets - 1)
+    else:
+        bucket = np.zeros(n, dtype=np.int64)
+    # xs is sorted, so each bucket is one contiguous run.
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    lengths = np.diff(np.r_[starts, n])
+    ordinal = np.repeat(np.arange(len(starts)), lengths)
+
+    selected = np.zeros(n, dtype=np.bool_)
+    selected[starts] = True
+    selected[starts + lengths - 1] = True
+    with np.errstate(invalid="ignore"):
+        bucket_low = np.fmin.reduceat(lows, starts)
+        bucket_top = np.fmax.reduceat(tops, starts)
+        selected[_first_per_bucket(lows == bucket_low[ordinal], ordinal)] = True
+        selected[_first_per_bucket(tops == bucket_top[ordinal], ordinal)] = True
+    if keep is not None:
+        selected |= keep if order is None else keep[order]
+    chosen = np.flatnonzero(selected)
+    return chosen if order is None else order[chosen]
+
+
+def _first_per_bucket(hit: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+    """Index of the first True of `hit` in each bucket that has one."""
+    idx = np.flatnonzero(hit)
+    if len(idx) == 0:
+        return idx
+    owner = ordinal[idx]
+    return idx[np.r_[True, owner[1:] != owner[:-1]]]
+
+
+def allocate(counts: list[int], total: int, floor: int = 2_000) -> list[int]:
+    """Share a point budget among traces: small ones keep every point, big ones split the rest.
+
+    Water-filling: traces are served smallest first, each getting all its points or an equal
+    share of what is left, whichever is less; no trace gets under `floor` (or its own count).
+    """
+    targets = [0] * len(counts)
+    left = total
+    pending = sorted(range(len(counts)), key=lambda i: counts[i])
+    for served, i in enumerate(pending):
+        share = left // (len(pending) - served)
+        targets[i] = min(counts[i], max(share, floor))
+        left = max(0, left - targets[i])
+    return targets

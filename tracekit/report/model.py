@@ -1,0 +1,176 @@
+"""The report's view model: plain arrays and values that the HTML renderer draws as they are.
+
+The glue from series and findings to this model lives elsewhere; the renderer knows nothing of
+packets. Every value is frozen and checked once, here, so `html.render` can trust it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from tracekit.errors import TracekitError
+
+
+class ReportError(TracekitError):
+    """A view model that cannot be drawn (mismatched lengths, a link to no connection, ...)."""
+
+
+class Kind(StrEnum):
+    """How a trace's points are drawn."""
+
+    SEGMENTS = "segments"  # a vertical bar from y to y_end at each x: data segments, SACK blocks
+    LINE = "line"  # points joined in order: throughput, RTT, flight
+    STEP = "step"  # held until the next point: the ACK line and the window edge
+    MARKERS = "markers"  # a symbol at each point: retransmissions, probes, duplicate ACKs
+
+
+@dataclass(frozen=True)
+class Palette:
+    """The colours of a time-sequence graph, after tcptrace's, which its users read at a glance.
+
+    tcptrace draws on a dark background; these keep its hues, darkened to read on a light one.
+    """
+
+    segment: str = "#1f3b73"  # tcptrace: white data segments (here dark blue: light background)
+    ack: str = "#1a9641"  # green ACK line
+    window: str = "#b8a000"  # yellow receive-window edge (olive, to read on white)
+    retransmit: str = "#d7191c"  # red retransmitted segments
+    sack: str = "#8e44ad"  # purple SACK blocks
+    probe: str = "#e66101"  # window probes (tcptrace marks them as segments beyond the window)
+    zero_window: str = "#000000"  # zero-window advertisements
+    dup_ack: str = "#5e3c99"  # duplicate ACK ticks
+    loss: str = "#d7191c"  # a segment seen by the sender but never by the receiver
+    receiver: str = "#2c7bb6"  # the receiver's copy when both views share one axis
+    finding: str = "rgba(215, 25, 28, 0.10)"  # shading of a finding's time range
+
+
+TSG_PALETTE = Palette()
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """One named series of points on a plot.
+
+    `x` is time in seconds (float64); `y` is in the plot's y unit. A SEGMENTS trace also needs
+    `y_end`, the top of each bar. `keep`, when given, marks points that decimation must never
+    drop (retransmissions, losses, probes).
+    """
+
+    name: str
+    kind: Kind
+    x: np.ndarray
+    y: np.ndarray
+    y_end: np.ndarray | None = None
+    color: str = TSG_PALETTE.segment
+    symbol: str = "circle"
+    keep: np.ndarray | None = None
+    width: float = 1.5
+    dash: str = "solid"
+    visible: bool = True  # False: listed in the legend, hidden until clicked
+
+    def __post_init__(self) -> None:
+        n = len(self.x)
+        if np.ndim(self.x) != 1 or np.ndim(self.y) != 1 or len(self.y) != n:
+            raise ReportError(f"trace {self.name!r}: x and y must be 1-D and of one length")
+        if self.kind is Kind.SEGMENTS and self.y_end is None:
+            raise ReportError(f"trace {self.name!r}: a segments trace needs y_end")
+        if self.y_end is not None and (np.ndim(self.y_end) != 1 or len(self.y_end) != n):
+            raise ReportError(f"trace {self.name!r}: y_end must be 1-D and as long as x")
+        if self.keep is not None and (
+            np.ndim(self.keep) != 1 or len(self.keep) != n or self.keep.dtype != np.bool_
+        ):
+            raise ReportError(f"trace {self.name!r}: keep must be a boolean mask as long as x")
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+@dataclass(frozen=True)
+class Shade:
+    """A shaded time range on a plot, with its label: where a finding applies."""
+
+    start_s: float
+    end_s: float
+    label: str
+    color: str = TSG_PALETTE.finding
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.start_s) and np.isfinite(self.end_s)):
+            raise ReportError(f"shade {self.label!r}: start and end must be finite")
+        if self.end_s < self.start_s:
+            raise ReportError(f"shade {self.label!r}: ends before it starts")
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One chart: a title, axis labels that carry their units, traces, and shaded ranges."""
+
+    title: str
+    x_label: str
+    y_label: str
+    traces: tuple[Trace, ...]
+    shades: tuple[Shade, ...] = ()
+    height_px: int = 320
+
+
+Cell = str | int | float | None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of plain values, sortable in the page by clicking a header.
+
+    `links`, when given, holds per row the index of the connection view its first cell links to
+    (or None); numbers sort as numbers, None sorts first.
+    """
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    links: tuple[int | None, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.columns):
+                raise ReportError(f"table row {i} has {len(row)} cells, not {len(self.columns)}")
+        if self.links is not None and len(self.links) != len(self.rows):
+            raise ReportError("table links must give one entry per row")
+
+
+@dataclass(frozen=True)
+class ConnectionView:
+    """One connection: its key facts and its plots, whose time axes zoom and pan together.
+
+    `receiver_plots[i]`, when present, is drawn beside `plots[i]`: the receiver's view of the
+    same thing, on the same (already aligned) time axis.
+    """
+
+    title: str
+    facts: tuple[tuple[str, str], ...]
+    plots: tuple[Plot, ...]
+    receiver_plots: tuple[Plot | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.receiver_plots) > len(self.plots):
+            raise ReportError(f"{self.title!r}: more receiver plots than sender plots")
+
+
+@dataclass(frozen=True)
+class Report:
+    """The whole page: overview, findings, one view per connection, and where it came from."""
+
+    title: str
+    overview: Table
+    findings: Table
+    connections: tuple[ConnectionView, ...]
+    inputs: tuple[str, ...]
+    version: str
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for name, table in (("overview", self.overview), ("findings", self.findings)):
+            for link in table.links or ():
+                if link is not None and not 0 <= link < len(self.connections):
+                    raise ReportError(f"{name} links to connection {link}, which is not shown")
