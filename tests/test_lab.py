@@ -1,0 +1,101 @@
+"""The capture lab end to end: build the namespaces, run a short scenario, check its truth.
+
+Needs root (network namespaces, tc, nftables), like `make fixtures`; CI runs as root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures.lab import SCENARIOS, LabError, run_scenario
+from fixtures.lab.readings import missing_at_receiver, read_frames, tcptrace_retransmissions
+
+TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "tshark", "tcptrace")
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the lab builds network namespaces: needs root"),
+    pytest.mark.skipif(
+        not all(shutil.which(tool) for tool in TOOLS), reason=f"needs all of {TOOLS}"
+    ),
+]
+
+# Both impairments at once, shortened: a bottleneck buffer of 20 kB (a tenth of the BDP) drops in
+# the network while nftables drops every 40th data segment in the receiver.
+SHORT = dataclasses.replace(
+    SCENARIOS["receiver_drops"],
+    name="lab_selftest",
+    path=dataclasses.replace(SCENARIOS["receiver_drops"].path, buffer_bytes=20_000),
+    transfer_bytes=800_000,
+    window_clamp_bytes=None,
+    receiver_drop_every=40,
+    expect_network_drops=(1, None),
+    expect_receiver_drops=(1, None),
+)
+
+
+def namespaces_of(pid: int) -> list[str]:
+    """The lab's namespaces are named tklab<pid><role>: those a given process made."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    return [name for name in names if name in {f"tklab{pid}{role}" for role in "smr"}]
+
+
+def test_a_short_run_agrees_with_the_kernel_and_with_tcptrace(tmp_path: Path) -> None:
+    doc = run_scenario(SHORT, tmp_path)
+    folder = tmp_path / SHORT.name
+    assert json.loads((folder / "truth.json").read_text()) == doc
+    change = doc["counters"]["change"]
+    # The truth is the kernel's counters: tbf drops, nftables drops, TCP retransmissions.
+    assert doc["drops"]["network"] == change["bottleneck_tbf"]["drops"] > 0
+    assert doc["drops"]["receiver"] == change["receiver_nft"]["receiver_drops"] > 0
+    assert doc["retransmissions"]["segments"] == change["sender_snmp"]["Tcp.RetransSegs"]
+    assert doc["transfer"]["receiver"]["bytes"] == SHORT.transfer_bytes
+    # ... and an independent reading of the captures agrees with it.
+    assert tcptrace_retransmissions(folder / "sender.pcap") == doc["retransmissions"]["segments"]
+    sent, received = read_frames(folder / "sender.pcap"), read_frames(folder / "receiver.pcap")
+    assert missing_at_receiver(sent, received) == (doc["drops"]["network"], 0)
+    # A clean close: no RST at either end.
+    assert not (sent.flags & 0x04).any()
+    assert not (received.flags & 0x04).any()
+    assert namespaces_of(os.getpid()) == []
+
+
+def test_a_failed_run_removes_its_namespaces(tmp_path: Path) -> None:
+    broken = dataclasses.replace(SHORT, congestion="no_such_algorithm")
+    with pytest.raises(LabError, match="sender failed"):
+        run_scenario(broken, tmp_path, attempts=1)
+    assert namespaces_of(os.getpid()) == []
+    assert not any(tmp_path.rglob("*.pcap"))
+
+
+def test_ctrl_c_removes_the_namespaces(tmp_path: Path) -> None:
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "fixtures.lab", "clean", "--out", str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while len(namespaces_of(lab.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(namespaces_of(lab.pid)) == 3, "the lab never built its namespaces"
+        lab.send_signal(signal.SIGINT)
+        lab.wait(timeout=30)
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+    assert lab.returncode != 0
+    assert namespaces_of(lab.pid) == []
