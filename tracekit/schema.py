@@ -165,6 +165,59 @@ CONNECTION_COLUMNS: tuple[Column, ...] = (
 )
 
 
+# What became of a data transmission, judged from the sender's and the receiver's captures
+# together (tracekit.merge; docs/two-vantage.md). The code is the index in FATES.
+FATES: tuple[str, ...] = (
+    "delivered",  # arrived at the receiver's capture point and was acknowledged
+    "network_drop",  # in the sender capture, absent from the receiver's: lost between them
+    "receiver_drop",  # arrived, never acknowledged, resent: the receiving host discarded it
+    "sender_capture_gap",  # at the receiver, absent from the sender's capture
+    "receiver_capture_gap",  # acknowledged, yet absent from the receiver's capture
+    "duplicate",  # arrived when the receiver had already acknowledged its bytes
+    "reordered",  # arrived after a segment the sender sent later
+)
+FATE_NONE = 255  # the packet is not a data transmission of a connection in both captures
+
+# The fate column that the merge adds to a packet table (sender's or receiver's).
+FATE_PACKET_COLUMNS: tuple[Column, ...] = (
+    Column("fate", pa.uint8(), "", "index in tracekit.schema.FATES; 255: not judged"),
+)
+
+# One row per data transmission of a connection seen in both captures (Merge.transmissions):
+# the combined time-sequence graph of departures and arrivals (Antony et al. fig. 7).
+TRANSMISSION_COLUMNS: tuple[Column, ...] = (
+    Column("conn", pa.int32(), "", "connection in the sender capture"),
+    Column("dir", pa.uint8(), "", "0: a2b, 1: b2a (the sender capture's sides)"),
+    Column("seq_rel", pa.int64(), "bytes", "first byte, relative to the sender capture's ISN"),
+    Column("end_rel", pa.int64(), "bytes", "sequence number after the last byte"),
+    Column("len", pa.int64(), "bytes", "payload bytes"),
+    Column("sender_frame", pa.int64(), "", "frame in the sender capture (-1: not in it)"),
+    Column("receiver_frame", pa.int64(), "", "first frame in the receiver capture (-1: none)"),
+    Column("sender_t_s", pa.float64(), "s", "departure, s since the sender capture's start"),
+    Column(
+        "receiver_t_s",
+        pa.float64(),
+        "s",
+        "arrival on the sender's clock (offset and skew removed), same origin; NaN: none",
+    ),
+    Column("fate", pa.string(), "", "one of tracekit.schema.FATES"),
+)
+
+# One-way delay of each packet seen at both ends, in the data direction (Merge.delay).
+DELAY_COLUMNS: tuple[Column, ...] = (
+    Column("conn", pa.int32(), "", "connection in the sender capture"),
+    Column("dir", pa.uint8(), "", "0: a2b, 1: b2a"),
+    Column("t_s", pa.float64(), "s", "departure, s since the sender capture's start"),
+    Column("owd_s", pa.float64(), "s", "corrected arrival minus departure: the one-way delay"),
+    Column(
+        "queue_s",
+        pa.float64(),
+        "s",
+        "one-way delay above the path's minimum: time spent queued (the bottleneck's queue)",
+    ),
+)
+
+
 def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema of a declared table."""
     return pa.schema([pa.field(c.name, c.type, nullable=False) for c in columns])
@@ -188,6 +241,13 @@ TABLES: tuple[tuple[str, str, tuple[Column, ...]], ...] = (
         CONNECTION_PACKET_COLUMNS,
     ),
     ("connections", "one row per connection", CONNECTION_COLUMNS),
+    ("fate", "the column the two-capture merge adds to a packet table", FATE_PACKET_COLUMNS),
+    (
+        "transmissions",
+        "one row per data transmission seen from both captures (tracekit.merge)",
+        TRANSMISSION_COLUMNS,
+    ),
+    ("delay", "one-way and queueing delay of packets seen at both ends", DELAY_COLUMNS),
 )
 
 

@@ -1,0 +1,102 @@
+"""What became of each data transmission, judged from both ends of the path.
+
+At the receiver's capture point a segment has either arrived or not. If it arrived, the
+receiver's own ACKs (cumulative, RFC 9293 3.4, and SACK blocks, RFC 2018) say whether its host
+kept it: a segment that is neither acknowledged nor selectively acknowledged before the sender's
+next copy of the same bytes arrives died in the receiving host, after the capture point (the
+"receiver drop" that only two captures can tell from a network drop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Verdicts of the receiver's scan, per arrival.
+ACKED = 0  # a later ACK or SACK block of the receiver covers it: the host kept it
+RESENT_UNACKED = 1  # the same bytes arrived again before any ACK covered them: the host dropped it
+NEVER_ACKED = 2  # the capture ends before either: no verdict
+
+
+@njit(cache=True)
+def _scan(
+    group: np.ndarray,
+    is_data: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    ack: np.ndarray,
+    sack_start: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """For each data event, the verdict of the ACKs after it, and whether it came in already
+    acknowledged (a duplicate). Events are sorted by (group, capture order); ACK event j owns
+    SACK blocks sack_start[j]:sack_start[j + 1]."""
+    n = group.size
+    verdict = np.full(n, -1, dtype=np.int8)
+    duplicate = np.zeros(n, dtype=np.bool_)
+    acked_so_far = np.int64(-(1 << 62))
+    for i in range(n):
+        if i == 0 or group[i] != group[i - 1]:
+            acked_so_far = np.int64(-(1 << 62))
+        if not is_data[i]:
+            if ack[i] > acked_so_far:
+                acked_so_far = ack[i]
+            continue
+        s = left[i]
+        e = right[i]
+        duplicate[i] = e <= acked_so_far
+        v = NEVER_ACKED
+        j = i + 1
+        while j < n and group[j] == group[i]:
+            if is_data[j]:
+                if left[j] <= s and right[j] >= e:
+                    v = RESENT_UNACKED
+                    break
+            else:
+                if ack[j] >= e:
+                    v = ACKED
+                    break
+                covered = False
+                for k in range(sack_start[j], sack_start[j + 1]):
+                    if sack_left[k] <= s and sack_right[k] >= e:
+                        covered = True
+                        break
+                if covered:
+                    v = ACKED
+                    break
+            j += 1
+        verdict[i] = v
+    return verdict, duplicate
+
+
+def receiver_verdicts(
+    group: np.ndarray,
+    is_data: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    ack: np.ndarray,
+    sack_owner: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per event of the receiver's capture (sorted by group, then capture order): the verdict
+    (ACKED, RESENT_UNACKED, NEVER_ACKED; -1 for ACK events) and whether a data arrival was
+    already acknowledged when it came (a duplicate).
+
+    Data events carry their byte range [left, right); ACK events the receiver's cumulative ACK
+    in `ack`. SACK blocks belong to the ACK event at index `sack_owner` (sorted ascending).
+    """
+    counts = np.bincount(sack_owner.astype(np.int64), minlength=group.size)
+    sack_start = np.zeros(group.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=sack_start[1:])
+    return _scan(
+        group.astype(np.int64),
+        is_data.astype(np.bool_),
+        left.astype(np.int64),
+        right.astype(np.int64),
+        ack.astype(np.int64),
+        sack_start,
+        sack_left.astype(np.int64),
+        sack_right.astype(np.int64),
+    )
