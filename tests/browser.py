@@ -161,13 +161,15 @@ class Browser:
         timeout: float = 30,
         full_page: bool = False,
         scale: float = 1.0,
+        clip_selector: str | None = None,
     ) -> PageResult:
         """Load a file, wait until `ready_expression` is truthy, evaluate `value_expression`.
 
         A value expression that gives a promise is awaited.
         Console errors, uncaught exceptions and every non-file request are recorded from the
         start of the navigation; the screenshot is taken after the page is ready, of the
-        viewport or the whole page, scaled by `scale` (a small one keeps decoding it cheap).
+        viewport, the whole page or the element `clip_selector` names, scaled by `scale` (a
+        small one keeps decoding it cheap).
         """
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
@@ -205,6 +207,19 @@ class Browser:
             metrics = self.call("Page.getLayoutMetrics", {}, session)["cssContentSize"]
             width, height = metrics["width"], metrics["height"]
         clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": scale}
+        if clip_selector is not None:
+            rect = self.call(
+                "Runtime.evaluate",
+                {
+                    "expression": "(r => [r.x + scrollX, r.y + scrollY, r.width, r.height])"
+                    f"(document.querySelector({json.dumps(clip_selector)})"
+                    ".getBoundingClientRect())",
+                    "returnByValue": True,
+                },
+                session,
+            )["result"]["value"]
+            clip = dict(zip(("x", "y", "width", "height"), rect, strict=True), scale=scale)
+            full_page = True
         shot_params = {"format": "png", "clip": clip, "captureBeyondViewport": full_page}
         shot = self.call("Page.captureScreenshot", shot_params, session)
         result = PageResult(value=value, screenshot_png=base64.b64decode(shot["data"]))

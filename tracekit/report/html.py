@@ -49,7 +49,7 @@ class Budget:
     of under 25 MB that loads in headless Chromium in under 3 s. Points marked `keep` come on top.
     """
 
-    total_points: int = 900_000
+    total_points: int = 500_000
     floor_points: int = 2_000  # no trace is thinned below this: its shape would be lost
     webgl_from_points: int = 8_000  # draw with WebGL above this; SVG stays crisper below
     open_connections: int = 3  # sections drawn at load; the rest draw when opened

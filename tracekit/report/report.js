@@ -3,10 +3,12 @@
 (function () {
   "use strict";
   var status = { errors: [], plots: {}, timings: {}, expected: 0, ready: false, readyMs: null };
+  status.startMs = performance.now();
   window.tracekitStatus = status;
   window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
 
   var data = JSON.parse(document.getElementById("tk-data").textContent);
+  status.parsedMs = performance.now();
   var byId = {};
   data.plots.forEach(function (p) { byId[p.id] = p; });
 
@@ -42,7 +44,11 @@
     var line = { color: t.color, width: t.width, dash: t.dash };
     if (t.kind === "segments") {
       var xy = bars(x, y, decode(t.y_end));
-      out.x = xy[0]; out.y = xy[1]; out.mode = "lines"; out.line = line;
+      // A tick at each end, as tcptrace draws them: a bar shorter than a pixel (one segment
+      // on a long transfer's axis) still shows, and a burst reads as a column of ticks.
+      out.x = xy[0]; out.y = xy[1]; out.mode = "lines+markers"; out.line = line;
+      out.marker = { symbol: "line-ew", size: 6, color: t.color,
+                     line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
       out.connectgaps = false;
     } else if (t.kind === "step") {
       out.mode = "lines"; line.shape = "hv"; out.line = line;
@@ -67,7 +73,9 @@
                font: { size: 11, color: "#8a1c1c" }, bgcolor: "rgba(255,255,255,0.7)" };
     });
     return {
-      margin: { l: 70, r: 16, t: 8, b: 44 },
+      // The mode bar stands upright in the right margin, clear of the legend across the top.
+      margin: { l: 70, r: 40, t: 8, b: 44 },
+      modebar: { orientation: "v", bgcolor: "rgba(255,255,255,0.8)", color: "#8a93a3" },
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff",
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
               color: "#1d2433" },
@@ -129,8 +137,15 @@
     delete status.plots[div.id];
   }
 
+  // One plot after another: each appears as soon as it is ready, and the page stays responsive.
+  function drawAll(divs) {
+    return Array.prototype.reduce.call(divs, function (chain, div) {
+      return chain.then(function () { return draw(div); });
+    }, Promise.resolve());
+  }
+
   function drawSection(section) {
-    return Promise.all(Array.prototype.map.call(section.querySelectorAll(".plot"), draw));
+    return drawAll(section.querySelectorAll(".plot"));
   }
 
   var sections = document.querySelectorAll("details.connection");
@@ -173,7 +188,7 @@
 
   var open = document.querySelectorAll("details.connection[open] .plot");
   status.expected = open.length;
-  Promise.all(Array.prototype.map.call(open, draw)).then(function () {
+  drawAll(open).then(function () {
     // One more frame so the WebGL canvases have painted before we call the page ready.
     requestAnimationFrame(function () {
       status.readyMs = performance.now();
