@@ -1,0 +1,108 @@
+"""window_limited: fires on the lab's small-window capture with numbers from its truth."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scapy.layers.inet import TCP
+from scapy.utils import rdpcap, wrpcap
+
+from tracekit.capture import read_capture
+from tracekit.detectors import run_detectors
+from tracekit.detectors.base import AnalysisContext
+from tracekit.detectors.window_limited import WindowLimited, ack_dispersion_rate_bps
+from tracekit.findings import Finding
+from tracekit.pipeline import vantage
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+# The tbf counts whole Ethernet frames (truth.json path.rate_counts); TCP moves 1448 payload
+# bytes per 1514-byte frame on the lab's path.
+PAYLOAD_PER_FRAME = 1448 / 1514
+
+
+def context(path: Path) -> AnalysisContext:
+    v = vantage(read_capture(path))
+    return AnalysisContext(
+        connections=v.connections.frame(), packets=v.connections.packets, series=v.series
+    )
+
+
+@cache
+def lab_context(name: str) -> AnalysisContext:
+    return context(CAPTURES / name / "sender.pcap")
+
+
+def truth(name: str) -> dict[str, Any]:
+    return json.loads((CAPTURES / name / "truth.json").read_text())
+
+
+def findings(name: str, config: WindowLimited.Config | None = None) -> list[Finding]:
+    configs = {"window_limited": config} if config else None
+    return run_detectors(lab_context(name), [WindowLimited], configs)
+
+
+def test_fires_on_the_small_receive_buffer() -> None:
+    t = truth("window_limited")
+    (f,) = findings("window_limited")
+    ev = f.evidence
+    assert (f.conn, f.direction, ev["limited_by"]) == (0, "a2b", "receiver")
+    # The window is part of the receive buffer the kernel granted (SO_RCVBUF doubled).
+    assert 0 < ev["window_bytes"] <= t["receiver"]["so_rcvbuf_effective"]
+    payload_rate = t["path"]["bottleneck_rate_bps"] * PAYLOAD_PER_FRAME
+    assert ev["path_rate_bps"] == pytest.approx(payload_rate, rel=0.05)
+    assert ev["rtt_s"] == pytest.approx(t["path"]["rtt_ms"] / 1000, abs=0.002)
+    bdp = t["path"]["bdp_bytes"] * PAYLOAD_PER_FRAME
+    assert ev["window_needed_bytes"] == pytest.approx(bdp, rel=0.07)
+    # 65535 << 1 < about 179,000 bytes <= 65535 << 2.
+    assert ev["window_scale_shift_needed"] == 2
+    # The receiver announced shift 0 (truth: a 32 kB buffer needs none).
+    assert ev["window_scale_shift_announced"] == 0
+    # Goodput: the 1.5 MB transfer over its duration, bounded by one window per RTT.
+    assert ev["achieved_rate_bps"] <= ev["window_rate_bps"] * 1.02
+    assert ev["achieved_rate_bps"] < payload_rate / 3
+    assert "SO_RCVBUF" in f.advice and "tcp_rmem" in f.advice
+
+
+@pytest.mark.parametrize("name", ["clean", "slow_start_overrun", "network_drops", "paced_sender"])
+def test_quiet_where_the_window_covers_the_path(name: str) -> None:
+    assert "window_limited" in truth(name)["absent_labels"]
+    assert findings(name) == []
+
+
+def test_path_rate_from_ack_dispersion_on_a_busy_path() -> None:
+    # On the clean capture the bottleneck is busy all along: every estimate is its rate.
+    d = lab_context("clean").series.of(0, 0)
+    payload_rate = truth("clean")["path"]["bottleneck_rate_bps"] * PAYLOAD_PER_FRAME
+    samples = ack_dispersion_rate_bps(d)
+    assert samples.size > 50
+    assert float(sorted(samples)[samples.size // 2]) == pytest.approx(payload_rate, rel=0.03)
+
+
+def test_configured_path_rate_sets_the_window_needed() -> None:
+    # Cooper et al.'s path: 135 Mbit/s; at the lab's 50 ms that is 843,750 bytes, shift 4.
+    (f,) = findings("window_limited", WindowLimited.Config(path_rate_bps=135e6))
+    ev = f.evidence
+    assert ev["path_rate_source"] == "config"
+    assert ev["window_needed_bytes"] == pytest.approx(135e6 * ev["rtt_s"] / 8)
+    assert ev["window_scale_shift_needed"] == 4
+
+
+def test_quiet_when_the_configured_path_is_slower_than_the_window() -> None:
+    # 37,648 bytes per 50 ms is 6 Mbit/s: a 5 Mbit/s path is filled by that window.
+    assert findings("window_limited", WindowLimited.Config(path_rate_bps=5e6)) == []
+
+
+def test_quiet_when_the_window_scale_is_unknown(tmp_path: Path) -> None:
+    # The same transfer without its handshake: the window field's scale is unknown (RFC 7323),
+    # so no window claim is made.
+    packets = [p for p in rdpcap(str(CAPTURES / "window_limited" / "sender.pcap"))]
+    kept = [p for p in packets if not (p.haslayer(TCP) and p[TCP].flags & 0x02)]
+    assert len(kept) == len(packets) - 2
+    wrpcap(str(tmp_path / "no_syn.pcap"), kept)
+    ctx = context(tmp_path / "no_syn.pcap")
+    assert ctx.series.window_known[(0, 0)] is False
+    assert run_detectors(ctx, [WindowLimited]) == []
