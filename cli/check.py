@@ -1,0 +1,81 @@
+"""`tracekit check PATH... [--policy FILE] [--junit FILE] [--json FILE] [--baseline FILE]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from cli.status import ExitStatus
+from tracekit import detectors
+from tracekit.check.baseline import load_baseline
+from tracekit.check.inputs import find_inputs
+from tracekit.check.junit import render_junit
+from tracekit.check.policy import DEFAULT_POLICY, load_policy
+from tracekit.check.text import render_text
+from tracekit.check.verdict import CaptureVerdict, run_check
+from tracekit.check.write import write_text_atomic
+from tracekit.errors import TracekitError
+
+_file = click.Path(dir_okay=False, path_type=Path)
+
+
+@contextmanager
+def _bar(total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar over inputs on a terminal; nothing when stderr is a file or a CI log."""
+    if not sys.stderr.isatty() or total < 2:
+        yield lambda: None
+        return
+    with click.progressbar(length=total, label="checking", file=sys.stderr) as bar:
+        yield lambda: bar.update(1)
+
+
+@click.command()
+@click.argument(
+    "paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH..."
+)
+@click.option("--policy", type=_file, help="Policy file (TOML); without it the default applies.")
+@click.option("--junit", type=_file, help="Write a JUnit XML report here.")
+@click.option("--json", "json_out", type=_file, help="Write the verdicts as JSON here.")
+@click.option("--baseline", type=_file, help="An earlier --json output to compare with.")
+@click.pass_context
+def check(
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    policy: Path | None,
+    junit: Path | None,
+    json_out: Path | None,
+    baseline: Path | None,
+) -> None:
+    """Fail CI when a capture shows an anomaly or a regression.
+
+    PATH is a capture, a sender/receiver pair (NAME.sender.pcap beside NAME.receiver.pcap, or a
+    folder holding sender.pcap and receiver.pcap), a folder to search, or a manifest (.toml).
+    Exit 0: everything passed; 1: a finding, threshold or regression failed the policy; 2: bad
+    input or usage. Rules and the default policy: docs/commands/check.md.
+    """
+    known_kinds = {cls.kind for cls in detectors.all_detectors()}
+    rules = load_policy(policy, known_kinds) if policy is not None else DEFAULT_POLICY
+    earlier = load_baseline(baseline) if baseline is not None else None
+    inputs = find_inputs(paths)
+    if not inputs:
+        raise TracekitError(f"no captures found in {', '.join(str(p) for p in paths)}")
+    with _bar(len(inputs)) as advance:
+
+        def done(verdict: CaptureVerdict) -> None:
+            for warning in verdict.warnings:
+                click.echo(f"tracekit: warning: {warning}", err=True)
+            advance()
+
+        result = run_check(inputs, rules, earlier, on_done=done)
+    if junit is not None:
+        write_text_atomic(junit, render_junit(result))
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2) + "\n")
+    click.echo(render_text(result))
+    if not result.passed:
+        ctx.exit(ExitStatus.CHECK_FAILED)

@@ -1,0 +1,210 @@
+"""What to analyse: captures and sender/receiver pairs found from paths, folders and manifests.
+
+The naming rule (docs/commands/check.md):
+
+- `NAME.sender.EXT` and `NAME.receiver.EXT` in one folder are one pair, named `DIR/NAME`;
+- `sender.EXT` and `receiver.EXT` in a folder (the capture lab's layout) are one pair named after
+  the folder;
+- any other capture file is a sender capture alone, named by its path;
+- a `.toml` file given as a PATH is a manifest listing pairs explicitly (`manifest`).
+
+EXT is `pcap`, `pcapng`, `cap` or `dmp`, optionally compressed (`.gz`, `.xz`, `.zst`, `.zstd`);
+the reader tells the format and compression by the file's first bytes, so a file named
+explicitly is read whatever its name. Folders are walked recursively, hidden entries skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracekit.capture import read_capture
+from tracekit.errors import CaptureError, TracekitError
+from tracekit.pipeline import Analysis, analyze
+
+CAPTURE_NAME = re.compile(
+    r"^(?:(?P<stem>.+)\.)?(?P<base>[^.]+)\.(?:pcap|pcapng|cap|dmp)(?:\.(?:gz|xz|zst|zstd))?$",
+    re.IGNORECASE,
+)
+ROLES = ("sender", "receiver")
+
+
+@dataclass(frozen=True)
+class CaptureInput:
+    """One unit of work: a sender capture and, if there is one, the receiver's of the same transfer.
+
+    `name` names it in every output (terminal, JUnit, JSON, batch dataset) and is what policy
+    globs and baseline entries match. `problem`, when set, is why it cannot be analysed although
+    its files may exist (a receiver capture without its sender); `analyze_input` raises it.
+    """
+
+    name: str
+    sender: Path
+    receiver: Path | None = None
+    problem: str | None = None
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """The capture files of this input, sender first."""
+        return (self.sender,) if self.receiver is None else (self.sender, self.receiver)
+
+
+def is_capture_name(name: str) -> bool:
+    """Whether a file name looks like a capture (what a folder walk picks up)."""
+    return CAPTURE_NAME.match(name) is not None
+
+
+def _role(path: Path) -> tuple[str, str] | None:
+    """(pair name, role) of a file that follows the naming rule, else None."""
+    m = CAPTURE_NAME.match(path.name)
+    if m is None or m["base"].lower() not in ROLES:
+        return None
+    parent = path.parent.as_posix()
+    if m["stem"] is None:
+        # The lab's layout: the folder is the pair.
+        return parent, m["base"].lower()
+    name = m["stem"] if parent == "." else f"{parent}/{m['stem']}"
+    return name, m["base"].lower()
+
+
+def _walk(folder: Path) -> list[Path]:
+    found = []
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith("."):
+            continue
+        if path.is_dir():
+            found += _walk(path)
+        elif path.is_file() and is_capture_name(path.name):
+            found.append(path)
+    return found
+
+
+def _partners(path: Path) -> list[Path]:
+    """Files beside a sender (receiver) capture that may be its receiver (sender)."""
+    role = _role(path)
+    if role is None or not path.parent.is_dir():
+        return []
+    return [
+        p
+        for p in sorted(path.parent.iterdir())
+        if p != path and p.is_file() and (r := _role(p)) is not None and r[0] == role[0]
+    ]
+
+
+def read_manifest(path: Path) -> list[CaptureInput]:
+    """The pairs a manifest lists; paths in it are relative to the manifest's folder.
+
+    A manifest is TOML with one `[[capture]]` table per pair: `sender` (required), `receiver`
+    and `name` (optional; the sender's path without its extensions by default).
+    """
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TracekitError(f"{path}: no such manifest") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TracekitError(f"{path}: cannot read manifest: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TracekitError(f"{path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(doc) - {"capture"})
+    entries = doc.get("capture", [])
+    if unknown or not isinstance(entries, list):
+        raise TracekitError(f"{path}: a manifest holds only [[capture]] tables")
+    base = path.parent
+    inputs = []
+    for i, entry in enumerate(entries, 1):
+        where = f"{path}: capture {i}"
+        extra = sorted(set(entry) - {"name", "sender", "receiver"})
+        if extra:
+            raise TracekitError(f"{where}: unknown key {extra[0]!r}")
+        for key in ("name", "sender", "receiver"):
+            if key in entry and not (isinstance(entry[key], str) and entry[key]):
+                raise TracekitError(f"{where}: {key} must be a non-empty string")
+        if "sender" not in entry:
+            raise TracekitError(f"{where}: needs a sender")
+        sender = base / entry["sender"]
+        receiver = base / entry["receiver"] if "receiver" in entry else None
+        name = entry.get("name") or _strip_extensions(sender).as_posix()
+        inputs.append(CaptureInput(name=name, sender=sender, receiver=receiver))
+    return inputs
+
+
+def _strip_extensions(path: Path) -> Path:
+    m = CAPTURE_NAME.match(path.name)
+    if m is None:
+        return path
+    stem = m["base"] if m["stem"] is None else f"{m['stem']}.{m['base']}"
+    return path.with_name(stem)
+
+
+def _group(files: Iterable[Path]) -> list[CaptureInput]:
+    """Pairs by the naming rule; other files alone. Ordered by name."""
+    singles: dict[str, Path] = {}
+    pairs: dict[str, dict[str, list[Path]]] = {}
+    for path in files:
+        role = _role(path)
+        if role is None:
+            singles.setdefault(path.as_posix(), path)
+        else:
+            roles = pairs.setdefault(role[0], {r: [] for r in ROLES})
+            if path not in roles[role[1]]:
+                roles[role[1]].append(path)
+    inputs = [CaptureInput(name=name, sender=path) for name, path in singles.items()]
+    for name, roles in pairs.items():
+        senders, receivers = roles["sender"], roles["receiver"]
+        problem = None
+        if len(senders) > 1 or len(receivers) > 1:
+            both = senders if len(senders) > 1 else receivers
+            problem = f"two captures for one role: {both[0].name} and {both[1].name}"
+        elif not senders:
+            problem = "a receiver capture without its sender capture (NAME.sender.pcap)"
+        sender = senders[0] if senders else receivers[0]
+        receiver = receivers[0] if senders and receivers else None
+        inputs.append(CaptureInput(name=name, sender=sender, receiver=receiver, problem=problem))
+    inputs.sort(key=lambda i: i.name)
+    return inputs
+
+
+def find_inputs(paths: Sequence[Path]) -> list[CaptureInput]:
+    """Every capture and pair the PATHs name, by the naming rule, without reading them.
+
+    A file is taken whatever its name (a missing one too: reading it reports the problem, so a
+    policy may choose to report and continue); a folder is walked; a `.toml` file is a manifest.
+    A file that follows the naming rule brings its partner beside it. Each input comes once,
+    however many PATHs name it.
+    """
+    files: list[Path] = []
+    listed: list[CaptureInput] = []
+    for path in paths:
+        if path.suffix.lower() == ".toml":
+            listed += read_manifest(path)
+        elif path.is_dir():
+            files += _walk(path)
+        else:
+            files.append(path)
+            files += _partners(path)
+    seen: set[str] = set()
+    inputs = []
+    for inp in [*_group(dict.fromkeys(files)), *listed]:
+        if inp.name in seen:
+            raise TracekitError(f"{inp.name}: named twice (two inputs would share one name)")
+        seen.add(inp.name)
+        inputs.append(inp)
+    return inputs
+
+
+def analyze_input(inp: CaptureInput) -> tuple[Analysis, tuple[str, ...]]:
+    """Read and analyse one input; the reader's warnings come back, one line each with the file.
+
+    Raises CaptureError naming the file for a missing, corrupt or TCP-less capture.
+    """
+    if inp.problem is not None:
+        raise CaptureError(inp.sender, inp.problem)
+    sender = read_capture(inp.sender)
+    receiver = read_capture(inp.receiver) if inp.receiver is not None else None
+    warnings = tuple(f"{inp.sender}: {w}" for w in sender.stats.warnings)
+    if receiver is not None:
+        warnings += tuple(f"{inp.receiver}: {w}" for w in receiver.stats.warnings)
+    return analyze(sender, receiver), warnings

@@ -1,0 +1,107 @@
+"""The numbers the thresholds judge, one row per connection, from an analysis.
+
+Each connection is judged on its data direction: the direction that carried more payload bytes
+(a2b for an upload, b2a for iperf3 -R), so one threshold fits both ways of running a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit.connections import records
+from tracekit.pipeline import Analysis
+
+
+@dataclass(frozen=True)
+class ConnectionMetrics:
+    """One connection's judged numbers; units in the names."""
+
+    conn: int
+    a: str
+    b: str
+    proto: str
+    direction: str  # "a2b" or "b2a": the data direction
+    bytes: int  # payload bytes sent that way, retransmissions included
+    duration_s: float
+    throughput_bps: float  # unique payload bytes times 8 over the duration
+    data_segments: int  # segments with payload, at the sender's capture point
+    retrans_segments: int
+    retrans_ratio: float  # retrans_segments / data_segments (0 without data)
+    # Data segments the receiver's capture saw more than once (same sequence number and
+    # length): the receiver host dropped the first copy after its capture point, or the sender
+    # resent it spuriously. None without a receiver capture or a matching connection there.
+    receiver_drops: int | None
+
+    @property
+    def label(self) -> str:
+        """`conn N a -> b` as the outputs name a connection."""
+        return f"conn {self.conn} {self.a} -> {self.b}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return asdict(self)
+
+
+def _data_segments(packets: pa.Table, n_conns: int) -> np.ndarray:
+    """Data segments per (conn, dir) as an array of shape (n_conns, 2)."""
+    conn = packets["conn"].to_numpy()
+    direction = packets["dir"].to_numpy().astype(np.int64)
+    data = packets["payload_bytes"].to_numpy() > 0
+    counts = np.bincount(conn[data] * 2 + direction[data], minlength=n_conns * 2)
+    return counts[: n_conns * 2].reshape(n_conns, 2)
+
+
+def _duplicates(packets: pa.Table, conn: int, direction: int) -> int:
+    """Data segments of one (conn, dir) whose (seq_rel, payload_bytes) came before."""
+    conns = packets["conn"].to_numpy()
+    dirs = packets["dir"].to_numpy()
+    length = packets["payload_bytes"].to_numpy()
+    mask = (conns == conn) & (dirs == direction) & (length > 0)
+    seq = packets["seq_rel"].to_numpy()[mask]
+    if seq.size == 0:
+        return 0
+    keys = np.stack([seq, length[mask].astype(np.int64)], axis=1)
+    return int(seq.size - np.unique(keys, axis=0).shape[0])
+
+
+def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
+    """The judged numbers of every connection of the sender's capture."""
+    rows = records(analysis.sender.connections.table)
+    segments = _data_segments(analysis.sender.connections.packets, len(rows))
+    receiver_rows: dict[tuple[str, str], int] = {}
+    if analysis.receiver is not None:
+        # The relay between the capture points is transparent, so the 4-tuple matches; the
+        # first connection of a 4-tuple stands for it (incarnations repeat in order).
+        for row in records(analysis.receiver.connections.table):
+            receiver_rows.setdefault((row["a"], row["b"]), row["conn"])
+    metrics = []
+    for row in rows:
+        d = 0 if row["bytes_a2b"] >= row["bytes_b2a"] else 1
+        direction = ("a2b", "b2a")[d]
+        data_segments = int(segments[row["conn"], d])
+        retrans = int(row[f"retrans_{direction}"])
+        drops = None
+        match = receiver_rows.get((row["a"], row["b"]))
+        if analysis.receiver is not None and match is not None:
+            drops = _duplicates(analysis.receiver.connections.packets, match, d)
+        metrics.append(
+            ConnectionMetrics(
+                conn=int(row["conn"]),
+                a=row["a"],
+                b=row["b"],
+                proto=str(row["proto"]),
+                direction=direction,
+                bytes=int(row[f"bytes_{direction}"]),
+                duration_s=float(row["duration_s"]),
+                throughput_bps=float(row[f"throughput_{direction}_bps"]),
+                data_segments=data_segments,
+                retrans_segments=retrans,
+                retrans_ratio=retrans / data_segments if data_segments else 0.0,
+                receiver_drops=drops,
+            )
+        )
+    return metrics
