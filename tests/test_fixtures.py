@@ -21,7 +21,7 @@ from fixtures.lab.readings import (
     read_frames,
     tcptrace_retransmissions,
 )
-from fixtures.lab.scenarios import SCENARIOS
+from fixtures.lab.scenarios import ALL_LABELS, SCENARIOS
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 TCP = [name for name, s in SCENARIOS.items() if s.protocol == "tcp"]
@@ -80,6 +80,28 @@ def test_truth_agrees_with_the_kernel_counters(name: str) -> None:
         )
 
 
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_drop_labels_agree_with_the_drop_counters(name: str) -> None:
+    doc = truth(name)
+    assert set(doc["labels"]) | set(doc["absent_labels"]) <= set(ALL_LABELS)
+    assert not set(doc["labels"]) & set(doc["absent_labels"])
+    for label in ("network_drops", "receiver_drops"):
+        drops = doc["drops"][label.removesuffix("_drops")]
+        assert (label in doc["labels"]) == (drops > 0)
+        if label in doc["absent_labels"]:
+            assert drops == 0
+
+
+@needs_tshark
+@pytest.mark.parametrize(
+    "name", [name for name, s in SCENARIOS.items() if "zero_window" in s.absent_labels]
+)
+def test_no_window_closes_where_the_truth_rules_it_out(name: str) -> None:
+    received = frames(name, "receiver")
+    window = received.window_bytes[~received.from_sender][1:]  # after the SYN-ACK
+    assert window.min() >= MSS_BYTES
+
+
 @needs_tcptrace
 @pytest.mark.parametrize("name", TCP)
 def test_retransmissions_equal_tcptrace(name: str) -> None:
@@ -107,6 +129,11 @@ def test_clean_capture_loses_and_resends_nothing() -> None:
     assert sent.from_sender.sum() == received.from_sender.sum()
     data = sent.from_sender & (sent.payload_bytes > 0)
     assert np.unique(sent.seq[data]).size == data.sum()  # no sequence number sent twice
+    # No loss by construction: window scale 2 caps the window at 65,535 << 2 bytes, and the
+    # bottleneck buffer holds that much as full frames.
+    window = received.window_bytes[~received.from_sender][1:]
+    assert window.max() <= 65_535 << 2
+    assert truth("clean")["path"]["bottleneck_buffer_bytes"] >= (65_535 << 2) * 1514 / 1448
     assert truth("clean")["drops"]["receiver"] == 0
 
 
