@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "flows": "cli.flows:flows",
     "ingest": "cli.ingest:ingest",
     "plan": "cli.plan:plan",
+    "report": "cli.report:report",
 }
 
 

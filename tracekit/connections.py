@@ -17,10 +17,10 @@ from tracekit.groups import (
     WRAP,
     first_index,
     segment_starts,
-    segmented_cummax_prev,
     unwrap_where,
 )
 from tracekit.schema import OPT_SACK_PERM, OPT_TS, OPT_WSCALE, PROTO_TCP, TH_ACK, TH_SYN
+from tracekit.segments import RESENT, classify_data
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,7 +115,6 @@ def build_connections(capture: Capture) -> Connections:
     order2 = np.argsort(cd_sorted, kind="stable")
     rows = order[order2]  # original row numbers, grouped by (conn, dir)
     cd = cd_sorted[order2]
-    cd_start = segment_starts(cd)
     n_cd = 2 * n_conn
     g_flags = flags[rows]
     g_seq = seq[rows]
@@ -144,12 +143,10 @@ def build_connections(capture: Capture) -> Connections:
     # ACK numbers are relative to the other direction's ISN; only packets with ACK set carry one.
     ack_rel_g = unwrap_where((g_ack - isn[cd ^ 1]) % WRAP, cd, g_ackf)
 
-    # Retransmission: a data segment that starts below the highest byte already sent in its
-    # direction (tcptrace counts a segment that resends any byte; RFC 9293 3.10.7.4 SEG.SEQ).
-    data = g_tcp & (g_payload > 0)
-    seg_end = np.where(data, seq_rel_g + g_payload, seq_rel_g.min(initial=0))
-    high_before = segmented_cummax_prev(seg_end, cd_start)
-    retrans = data & (seq_rel_g < high_before)
+    # Retransmission: a data segment that resends bytes this direction carried before (holes
+    # filled for the first time are out of order, not resent: tracekit.segments).
+    kind, _ = classify_data(cd, seq_rel_g, g_payload, g_tcp & (g_payload > 0))
+    retrans = np.isin(kind, RESENT)
 
     # Back to capture order.
     conn_col = np.empty(n, dtype=np.int32)

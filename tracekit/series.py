@@ -27,23 +27,10 @@ from tracekit.groups import (
     segmented_cumsum,
 )
 from tracekit.schema import OPT_TS, PROTO_TCP, TH_ACK, TH_FIN, TH_RST, TH_SYN
+from tracekit.segments import KIND_CODE, KINDS, band, classify_data
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
-
-# Segment classes, in the order the report's legend lists them.
-KINDS = (
-    "new",
-    "retransmission",
-    "partial_retransmission",
-    "out_of_order",
-    "window_probe",
-    "keepalive",
-)
-_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
-# Values are placed in disjoint bands per group for grouped searches: 2**41 bytes is 2 TiB of
-# sequence space per direction, far beyond any capture.
-_BAND = np.int64(1 << 41)
 
 
 @dataclass(frozen=True)
@@ -103,11 +90,6 @@ class Series:
         )
 
 
-def _band(group: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Encode (group, value) so that sorting or searching respects groups first."""
-    return group.astype(np.int64) * _BAND + np.clip(value, -(_BAND // 2) + 1, _BAND // 2 - 1)
-
-
 def build_series(conns: Connections) -> Series:
     """Build every direction's series of every TCP connection in one pass over the columns."""
     pk = conns.packets
@@ -165,7 +147,6 @@ def build_series(conns: Connections) -> Series:
     seg_end = e_seq + e_pay + consumes
     snd_nxt = segmented_cummax(np.where(role_data, seg_end, -1), starts)
     data = role_data & (e_pay > 0)
-    high_before = segmented_cummax_prev(np.where(data, e_seq + e_pay, -1), starts)
     # The ACK side: the ACK line and the last advertised window, as the sender knew them.
     snd_una = segmented_cummax(np.where(role_ack, e_ack, -1), starts)
     last_ack_idx = ffill_index(role_ack, starts)
@@ -173,11 +154,11 @@ def build_series(conns: Connections) -> Series:
     last_win = np.where(has_win, e_win[np.maximum(last_ack_idx, 0)], -1)
     last_edge = np.where(has_win, e_ack[np.maximum(last_ack_idx, 0)] + last_win, -1)
 
-    kind = _classify(key, e_seq, e_pay, e_flags, data, role_data, high_before, snd_una, last_win)
+    kind = _classify(key, e_seq, e_pay, e_flags, data, role_data, snd_una, last_win)
     in_segments = kind >= 0
     # The window a probe tests is the one before it; a data probe goes past a zero window.
     probe_data = data & (last_win == 0) & (e_seq >= last_edge)
-    kind = np.where(probe_data, _KIND_CODE["window_probe"], kind)
+    kind = np.where(probe_data, KIND_CODE["window_probe"], kind)
 
     group_conn = (key // 2).astype(np.int32)
     group_dir = (key % 2).astype(np.uint8)
@@ -242,41 +223,18 @@ def _classify(
     flags: np.ndarray,
     data: np.ndarray,
     role_data: np.ndarray,
-    high_before: np.ndarray,
     snd_una: np.ndarray,
     last_win: np.ndarray,
 ) -> np.ndarray:
     """Kind code per timeline event (-1: not a segment of the series)."""
-    kind = np.full(key.size, -1, dtype=np.int8)
-    new = data & (seq >= high_before)
-    resend = data & ~new
-    kind[new] = _KIND_CODE["new"]
-    kind[resend & (seq + pay > high_before)] = _KIND_CODE["partial_retransmission"]
-    kind[resend & (seq + pay <= high_before)] = _KIND_CODE["retransmission"]
-
-    # Out of order: bytes below the highest sent that fall in a hole the sequence jumped over
-    # (seen first here, e.g. reordered before the capture point); the first one to fill a
-    # hole at a given offset is out of order, any later copy a retransmission.
-    gap = data & (high_before >= 0) & (seq > high_before)
-    g_lo = _band(key[gap], high_before[gap])
-    g_hi = _band(key[gap], seq[gap])
-    cand = np.flatnonzero(resend)
-    if g_lo.size and cand.size:
-        c_enc = _band(key[cand], seq[cand])
-        k = np.searchsorted(g_lo, c_enc, side="right") - 1
-        inside = (k >= 0) & (c_enc < g_hi[np.maximum(k, 0)])
-        first = np.zeros(cand.size, dtype=bool)
-        if inside.any():
-            _, first_idx = np.unique(c_enc[inside], return_index=True)
-            first[np.flatnonzero(inside)[first_idx]] = True
-        kind[cand[first]] = _KIND_CODE["out_of_order"]
+    kind, _ = classify_data(key, seq, pay, data)
 
     # Linux probes a zero window with an ACK-only segment one byte below the ACK line
     # (tcp_xmit_probe_skb); the same segment with the window open is a keepalive.
     plain = role_data & (pay == 0) & ((flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
     below = plain & (snd_una > 0) & (seq == snd_una - 1)
-    kind[below & (last_win == 0)] = _KIND_CODE["window_probe"]
-    kind[below & (last_win != 0)] = _KIND_CODE["keepalive"]
+    kind[below & (last_win == 0)] = KIND_CODE["window_probe"]
+    kind[below & (last_win != 0)] = KIND_CODE["keepalive"]
     return kind
 
 
@@ -351,11 +309,11 @@ def _rtt(
     tsecr: np.ndarray,
 ) -> pd.DataFrame:
     end = seq + pay
-    fresh = np.flatnonzero(data & (kind == _KIND_CODE["new"]))
+    fresh = np.flatnonzero(data & (kind == KIND_CODE["new"]))
     # The first ACK on the same timeline whose ACK line covers the segment's end.
     line = np.where(snd_una < 0, 0, snd_una)
-    line_enc = _band(key, line)  # non-decreasing: groups ascend, the line is a running max
-    q = np.searchsorted(line_enc, _band(key[fresh], end[fresh]), side="left")
+    line_enc = band(key, line)  # non-decreasing: groups ascend, the line is a running max
+    q = np.searchsorted(line_enc, band(key[fresh], end[fresh]), side="left")
     q = np.maximum(q, fresh + 1)
     qq = np.minimum(q, key.size - 1)
     # As tcptrace does, only the ACK of exactly the segment's last byte dates it: an ACK that
@@ -366,14 +324,14 @@ def _rtt(
     # segments ascend in sequence within a direction, so the ones a resend overlaps are a
     # short run found by two searches.
     resent = np.flatnonzero(
-        (kind == _KIND_CODE["retransmission"]) | (kind == _KIND_CODE["partial_retransmission"])
+        (kind == KIND_CODE["retransmission"]) | (kind == KIND_CODE["partial_retransmission"])
     )
     if resent.size and fresh.size:
         lo = np.searchsorted(
-            _band(key[fresh], end[fresh]), _band(key[resent], seq[resent]), side="right"
+            band(key[fresh], end[fresh]), band(key[resent], seq[resent]), side="right"
         )
         hi = np.searchsorted(
-            _band(key[fresh], seq[fresh]), _band(key[resent], end[resent]), side="left"
+            band(key[fresh], seq[fresh]), band(key[resent], end[resent]), side="left"
         )
         count = np.maximum(hi - lo, 0)
         covered = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())

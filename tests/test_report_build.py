@@ -1,0 +1,94 @@
+"""Analysis -> report: the traces a user sees match the crafted transfer's known events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser import Browser, chromium_available, png_pixels
+from click.testing import CliRunner
+from crafting import transfer, write
+
+from cli.main import cli
+from tracekit.pipeline import analyze_paths
+from tracekit.report.build import ReportConfig, build_report
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write(tmp_path_factory.mktemp("report") / "t.pcap", transfer())
+
+
+def _traces(capture: Path) -> dict[str, object]:
+    report = build_report(analyze_paths(capture), (str(capture),))
+    (view,) = report.connections
+    tsg = view.plots[0]
+    return {t.name: t for t in tsg.traces}
+
+
+def test_tsg_marks_every_event_of_the_transfer(capture: Path) -> None:
+    traces = _traces(capture)
+    # By construction: C resent and G partly resent; one probe, one keepalive; three SACK
+    # blocks and one D-SACK; three duplicate ACKs; two zero-window ACKs.
+    counts = {name: len(t) for name, t in traces.items()}  # type: ignore[arg-type]
+    assert counts["data"] == 6
+    assert counts["retransmitted"] == 2
+    assert counts["window probe"] == 1
+    assert counts["keepalive"] == 1
+    assert counts["SACK"] == 3
+    assert counts["D-SACK"] == 1
+    assert counts["duplicate ACK"] == 3
+    assert counts["zero window"] == 2
+    resent = traces["retransmitted"]
+    np.testing.assert_array_equal(resent.y, [2001, 5501])  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(resent.y_end, [3001, 6501])  # type: ignore[attr-defined]
+    # Markers the decimation must never drop.
+    assert resent.keep is not None and resent.keep.all()  # type: ignore[attr-defined]
+
+
+def test_overview_and_config(capture: Path) -> None:
+    report = build_report(analyze_paths(capture), ("t.pcap",), ReportConfig(rate_window_s=0.5))
+    (row,) = report.overview.rows
+    columns = report.overview.columns
+    assert row[columns.index("bytes a->b")] == 8000
+    assert row[columns.index("retransmitted a->b")] == 2
+    assert report.overview.links == (0,)
+    rate = report.connections[0].plots[1]
+    assert rate.traces[0].name == "sent, 500.0 ms avg"
+    with pytest.raises(ValueError):
+        ReportConfig(rate_window_s=0)
+
+
+def test_file_names_are_escaped(tmp_path: Path) -> None:
+    hostile = tmp_path / "x<script>alert(1)<!--.pcap"
+    hostile.write_bytes(write(tmp_path / "plain.pcap", transfer()).read_bytes())
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(cli, ["report", str(hostile), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert "<script>alert(1)" not in html
+    assert "alert(1)" in html  # shown, escaped
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not chromium_available(), reason="chromium is not installed")
+def test_report_of_a_real_transfer_opens_in_chromium(capture: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(cli, ["report", str(capture), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    with Browser() as browser:
+        page = browser.open(
+            out,
+            "window.tracekitStatus && window.tracekitStatus.ready",
+            "JSON.stringify(window.tracekitStatus)",
+        )
+    status = json.loads(page.value)
+    assert page.console_errors == [] and page.exceptions == [] and status["errors"] == []
+    assert page.requests == []  # nothing fetched: the page is self-contained
+    # Four plots for the one connection, each with its traces drawn.
+    assert len(status["plots"]) == 4
+    assert all(n > 0 for n in status["plots"].values())
+    _, _, pixels = png_pixels(page.screenshot_png)
+    assert len(set(pixels[i : i + 3] for i in range(0, len(pixels), 3 * 97))) > 20
