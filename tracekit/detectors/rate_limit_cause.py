@@ -1,0 +1,306 @@
+"""rate_limit_cause: why each phase of a transfer ran as fast as it did, in T-RAT's classes.
+
+Zhang, Breslau, Paxson and Shenker ("On the characteristics and origins of internet flow
+rates", SIGCOMM 2002, 4) name what limits a TCP flow's rate: opportunity (still in slow start),
+congestion, the receiver's window, the sender's buffer (transport), the application, or the
+bandwidth of the bottleneck. tracekit labels each phase of each direction with one of:
+
+- `slow_start`: the flight still grows by half or more per phase, before any loss.
+- `congestion`: the sender retransmitted (it met loss and cut its window), or its congestion
+  window, below both the advertised window and the path, held the flight (congestion avoidance).
+- `receiver_window`: the flight was pinned at the advertised window, and that window is below
+  the path's bandwidth-delay product.
+- `sender_buffer`: the flight was pinned at a constant cap below the advertised window.
+- `application`: ACKs freed room under every window and the sender let them pass with nothing
+  to send: the application gave it no data.
+- `bandwidth`: the ACKs came back at the path's rate: the bottleneck was busy.
+
+A phase starts as a window of `phase_rtts` smallest RTTs; consecutive windows with the same
+label merge into one phase. The path's rate comes from ACK dispersion (window_limited).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.window_limited import (
+    DIRECTION_NAMES,
+    data_directions,
+    flight_levels,
+    min_rtt_s,
+    path_rate_bps,
+    segment_size_bytes,
+)
+from tracekit.findings import Finding, Severity
+from tracekit.physics import bdp_bytes
+
+LABELS = (
+    "slow_start",
+    "congestion",
+    "receiver_window",
+    "sender_buffer",
+    "application",
+    "bandwidth",
+)
+L_SLOW, L_CONG, L_RWND, L_SNDBUF, L_APP, L_BW = range(6)
+
+WHY = {
+    L_SLOW: "the sender was still in slow start, doubling its flight each round trip: the "
+    "transfer had not yet had the opportunity to reach the path's rate",
+    L_CONG: "the congestion window held the flight: the sender met loss (or was growing its "
+    "window in congestion avoidance) below both the advertised window and the path's capacity",
+    L_RWND: "the flight was pinned at the receiver's advertised window, which is below the "
+    "path's bandwidth-delay product: the receiver's buffer set the rate",
+    L_SNDBUF: "the flight was pinned at a constant cap below the advertised window: the "
+    "sender's socket buffer set the rate",
+    L_APP: "ACKs freed room for more data and the sender let them pass: the application "
+    "gave it no data to send",
+    L_BW: "the ACKs came back at the path's rate: the bottleneck link was busy, the transfer "
+    "ran as fast as the path allows",
+}
+ADVICE = {
+    L_SLOW: "Nothing to change for a short transfer; for a long one, slow start ends by itself. "
+    "A larger initial window (ip route ... initcwnd) shortens it on paths that can take it.",
+    L_CONG: "Find where packets are lost (see the retransmissions finding); pace the sender "
+    "(fq qdisc) or give the bottleneck a buffer near one bandwidth-delay product.",
+    L_RWND: "Raise the receiver's SO_RCVBUF or net.ipv4.tcp_rmem's maximum to about twice the "
+    "bandwidth-delay product, with window scaling on (see the window_limited finding).",
+    L_SNDBUF: "Raise the sender's SO_SNDBUF or net.ipv4.tcp_wmem's maximum to about twice the "
+    "bandwidth-delay product.",
+    L_APP: "Have the application write more, sooner: larger writes, no pauses between them, "
+    "or read the source (disk, pipe) faster.",
+    L_BW: "Nothing to change in TCP: a faster path (or less competing traffic) is the only way "
+    "to go faster.",
+}
+
+
+def _per_window(
+    index: npt.NDArray[np.int64], n: int, weights: npt.ArrayLike | None = None
+) -> npt.NDArray[np.float64]:
+    return np.bincount(index, weights=weights, minlength=n)[:n].astype(np.float64)
+
+
+class RateLimitCause(Detector):
+    kind = "rate_limit_cause"
+    title = "What limited the transfer's rate, phase by phase"
+    severity = Severity.INFO
+
+    @dataclass(frozen=True)
+    class Config:
+        # A few round trips per window: enough ACKs to measure a rate, short enough to see
+        # slow start (which doubles every RTT) as its own phase.
+        phase_rtts: float = 4.0
+        # ACKs at 80% or more of the path's rate mean the bottleneck was busy (the dispersion
+        # estimate is good to a few percent; delayed ACKs and gaps cost some more).
+        bandwidth_fraction: float = 0.8
+        # Same meaning as window_limited's: half the segments sent with the window full.
+        min_pinned_fraction: float = 0.5
+        # The flight growing by half per phase of four RTTs or more is slow start (which would
+        # multiply it by 16); congestion avoidance adds one segment per RTT.
+        slow_start_growth_factor: float = 1.5
+        # Half the ACKs that freed room went unanswered: the sender had no data to send (an
+        # ACK-clocked sender answers every one, RFC 5681 3.1; pacing delays a few).
+        min_unanswered_fraction: float = 0.5
+        # Fewer data segments than this in a direction say nothing about its limits.
+        min_data_segments: int = 20
+
+    config: Config
+
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        for conn, direction, d in data_directions(ctx):
+            yield from self._direction(ctx, conn, direction, d)
+
+    def _direction(
+        self, ctx: AnalysisContext, conn: int, direction: int, d: Any
+    ) -> Iterator[Finding]:
+        cfg = self.config
+        data = d.segments[d.segments["len"] > 0]
+        if len(data) < cfg.min_data_segments or d.acks.empty:
+            return
+        rtt = min_rtt_s(d)
+        mss = segment_size_bytes(d.segments)
+        if rtt is None or mss == 0:
+            return
+        path = path_rate_bps(d)
+        known = bool(ctx.series.window_known.get((conn, direction), False))
+        t0 = float(data["t_s"].iloc[0])
+        acks = d.acks[d.acks["t_s"] >= t0]
+        t_end = float(max(data["t_s"].iloc[-1], acks["t_s"].max() if len(acks) else t0))
+        length = cfg.phase_rtts * rtt
+        n = int(np.floor((t_end - t0) / length)) + 1
+
+        def window_of(t: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+            return np.clip(((t - t0) / length).astype(np.int64), 0, n - 1)
+
+        seg_w = window_of(data["t_s"].to_numpy())
+        kind = data["kind"].to_numpy()
+        resent = (kind == "retransmission") | (kind == "partial_retransmission")
+        retrans = _per_window(seg_w, n, resent.astype(np.float64))
+        any_loss_before = np.cumsum(retrans) - retrans > 0
+        sent = _per_window(seg_w, n)
+
+        top, rwnd, has_rwnd = flight_levels(d)
+        flight_t = d.flight["t_s"].to_numpy()[has_rwnd]
+        fw = window_of(flight_t)
+        pinned_rwnd = (rwnd - top) < mss if known else np.zeros(top.size, dtype=bool)
+        pinned = _per_window(fw, n, pinned_rwnd) / np.maximum(_per_window(fw, n), 1)
+        flight_max = np.zeros(n)
+        np.maximum.at(flight_max, fw, top)
+        rwnd_med = np.zeros(n)
+        np.maximum.at(rwnd_med, fw, rwnd)
+        cap = float(np.percentile(top, 95)) if top.size else 0.0
+        capped = (top >= cap - mss) & (rwnd - top >= 2 * mss) & known
+        at_cap = _per_window(fw, n, capped) / np.maximum(_per_window(fw, n), 1)
+
+        line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+        gain = np.diff(line, prepend=line[0]) if line.size else line
+        ack_w = window_of(acks["t_s"].to_numpy())
+        delivered = _per_window(ack_w, n, gain.astype(np.float64))
+        width = np.full(n, length)
+        width[-1] = max(t_end - (t0 + (n - 1) * length), rtt)
+        rate = delivered * 8 / width
+
+        room, unanswered = self._unanswered(d, window_of, n, mss)
+        unanswered_share = unanswered / np.maximum(room, 1)
+        growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
+
+        bdp = float(bdp_bytes(path, rtt)) if path is not None else None
+        lossless = not resent.any()
+        # With no loss anywhere in the direction, a flight held below every window by nothing
+        # else is the sender's own doing (T-RAT's sender/application class), not congestion.
+        label = np.full(n, L_APP if lossless else L_CONG, dtype=np.int64)
+        busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
+        small_window = (rwnd_med < 0.8 * bdp if bdp is not None else np.ones(n, dtype=bool)) & (
+            pinned >= cfg.min_pinned_fraction
+        )
+        slow = (growth >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
+        # Precedence, last assignment wins: the weakest evidence first.
+        label[(at_cap >= cfg.min_pinned_fraction) & lossless] = L_SNDBUF
+        label[slow] = L_SLOW
+        label[(unanswered_share >= cfg.min_unanswered_fraction) & (room >= 4)] = L_APP
+        label[busy] = L_BW
+        label[small_window] = L_RWND
+        label[retrans > 0] = L_CONG
+        # Windows with nothing sent or acknowledged carry no evidence: they join the phase before.
+        empty = (sent == 0) & (delivered == 0)
+        for i in np.flatnonzero(empty):
+            if i > 0:
+                label[i] = label[i - 1]
+
+        starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
+        ends = np.r_[starts[1:], n]
+        name = DIRECTION_NAMES[direction]
+        for lo, hi in zip(starts, ends, strict=True):
+            yield self._phase(
+                conn,
+                name,
+                int(label[lo]),
+                start_s=t0 + lo * length,
+                end_s=min(t0 + hi * length, t_end),
+                rate_bps=float(delivered[lo:hi].sum() * 8 / width[lo:hi].sum()),
+                path=path,
+                rtt=rtt,
+                bdp=bdp,
+                window=float(rwnd_med[lo:hi].max()),
+                flight=float(flight_max[lo:hi].max()),
+                retransmissions=int(retrans[lo:hi].sum()),
+                unanswered=float(unanswered[lo:hi].sum() / max(room[lo:hi].sum(), 1)),
+                windows=int(hi - lo),
+                known=known,
+            )
+
+    @staticmethod
+    def _unanswered(
+        d: Any, window_of: Any, n: int, mss: int
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Per window: ACKs that freed room for a segment, and those the sender left unanswered.
+
+        A sender limited by any window answers an ACK that frees room with new data at once
+        (the ACK clock); one with no data to send lets it pass. ACKs after the last data
+        segment (the transfer is over) do not count.
+        """
+        acks = d.acks
+        data = d.segments[d.segments["len"] > 0]
+        frame = np.r_[acks["frame"].to_numpy(), data["frame"].to_numpy()].astype(np.int64)
+        t = np.r_[acks["t_s"].to_numpy(), data["t_s"].to_numpy()]
+        is_ack = np.r_[np.ones(len(acks), bool), np.zeros(len(data), bool)]
+        advance = np.r_[acks["advance"].to_numpy(), np.zeros(len(data), bool)]
+        edge = np.r_[acks["edge_rel"].to_numpy(), np.full(len(data), -1)].astype(np.int64)
+        end = np.r_[np.full(len(acks), -1), data["end_rel"].to_numpy()].astype(np.int64)
+        order = np.argsort(frame, kind="stable")
+        t, is_ack, advance = t[order], is_ack[order], advance[order]
+        edge, end = np.maximum.accumulate(edge[order]), end[order]
+        high = np.maximum.accumulate(end)
+        last_data = np.flatnonzero(~is_ack)[-1] if (~is_ack).any() else -1
+        room = is_ack & advance & (edge - high >= mss) & (np.arange(t.size) < last_data)
+        answered = np.r_[~is_ack[1:], False]
+        w = window_of(t)
+        return _per_window(w, n, room), _per_window(w, n, room & ~answered)
+
+    def _phase(
+        self,
+        conn: int,
+        name: str,
+        label: int,
+        *,
+        start_s: float,
+        end_s: float,
+        rate_bps: float,
+        path: float | None,
+        rtt: float,
+        bdp: float | None,
+        window: float,
+        flight: float,
+        retransmissions: int,
+        unanswered: float,
+        windows: int,
+        known: bool,
+    ) -> Finding:
+        cause = LABELS[label]
+        path_text = f" of a {path / 1e6:.2f} Mbit/s path" if path is not None else ""
+        summary = (
+            f"{name} {start_s:.2f}-{end_s:.2f} s limited by {cause.replace('_', ' ')}: "
+            f"{rate_bps / 1e6:.2f} Mbit/s{path_text}, RTT {rtt * 1e3:.1f} ms"
+        )
+        share = f" ({rate_bps / path:.0%} of it)" if path else ""
+        explanation = (
+            f"Over these {windows} window(s) of {self.config.phase_rtts:g} round trips the ACK "
+            f"line advanced at {rate_bps / 1e6:.2f} Mbit/s{path_text}{share}: "
+            f"{WHY[label]}. The most in flight was {flight:,.0f} bytes against an advertised "
+            f"window of {window:,.0f}"
+            + ("" if known else " (window scale unknown: raw window field)")
+            + f"; {retransmissions} retransmission(s); {unanswered:.0%} of the ACKs that freed "
+            "room for a segment were left unanswered. Classes after T-RAT (Zhang et al., "
+            "SIGCOMM 2002)."
+        )
+        evidence: dict[str, Any] = {
+            "cause": cause,
+            "rate_bps": rate_bps,
+            "rtt_s": rtt,
+            "flight_max_bytes": flight,
+            "window_max_bytes": window,
+            "retransmitted_segments": retransmissions,
+            "unanswered_ack_fraction": unanswered,
+            "windows_count": windows,
+            "window_scale_known": known,
+        }
+        if path is not None and bdp is not None:
+            evidence["path_rate_bps"] = path
+            evidence["bdp_bytes"] = bdp
+            evidence["path_share_ratio"] = rate_bps / path
+        return self.finding(
+            conn=conn,
+            direction=name,
+            start_s=start_s,
+            end_s=max(end_s, start_s),
+            evidence=evidence,
+            summary=summary,
+            explanation=explanation,
+            advice=ADVICE[label],
+        )
