@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from cli import common
+from tracekit.merge import parse_map
 from tracekit.pipeline import analyze as run_analysis
+from tracekit.udpstream import Layout
 
 
 @click.command()
@@ -18,14 +20,50 @@ from tracekit.pipeline import analyze as run_analysis
     type=click.Path(dir_okay=False, path_type=Path),
     help="The receiver's capture of the same transfer.",
 )
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SENDER_ADDR=RECEIVER_ADDR",
+    help="A sender-side address (or ip:port) as the receiver's capture shows it, behind NAT. "
+    "Repeatable.",
+)
+@click.option(
+    "--udp-seq-offset",
+    type=click.IntRange(0, 7),
+    default=0,
+    show_default=True,
+    help="Byte offset of the sequence number in numbered UDP datagrams.",
+)
+@click.option(
+    "--udp-seq-width",
+    type=click.IntRange(1, 8),
+    default=4,
+    show_default=True,
+    help="Width in bytes of that big-endian number (UDPmon: 4).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print connections and findings as JSON.")
-def analyze(capture: Path, receiver: Path | None, as_json: bool) -> None:
+def analyze(
+    capture: Path,
+    receiver: Path | None,
+    maps: tuple[str, ...],
+    udp_seq_offset: int,
+    udp_seq_width: int,
+    as_json: bool,
+) -> None:
     """Explain what held the transfers in CAPTURE back: connections and findings.
 
     The JSON document is {"connections": [...], "findings": [...]}; its schema is
     docs/analyze.schema.json. Findings are explained in docs/findings.md.
     """
-    result = run_analysis(common.read(capture), common.read(receiver) if receiver else None)
+    layout = Layout(offset_bytes=udp_seq_offset, width_bytes=udp_seq_width)
+    addr_map = parse_map(maps)
+    result = run_analysis(
+        common.read(capture, need_tcp=False),
+        common.read(receiver, need_tcp=False) if receiver else None,
+        addr_map=addr_map,
+        udp_layout=layout,
+    )
     doc = result.to_dict()
     if as_json:
         click.echo(json.dumps(doc, indent=2))
@@ -36,10 +74,42 @@ def analyze(capture: Path, receiver: Path | None, as_json: bool) -> None:
             f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
             f"{row['throughput_a2b_bps'] / 1e6:.2f} Mbit/s, {row['retrans_a2b']} resent"
         )
+    _two_vantage(result)
     if not result.findings:
         click.echo("no findings")
     for f in result.findings:
         where = f"connection {f.conn} {f.direction or ''}".rstrip()
         click.echo(
             f"[{f.severity.value}] {f.kind} ({where}, {f.start_s:.3f}-{f.end_s:.3f} s): {f.summary}"
+        )
+
+
+def _two_vantage(result: object) -> None:
+    """The merge's clock and fates, and the UDP streams, one line each."""
+    merged = getattr(result, "merge", None)
+    if merged is not None:
+        cm = merged.connections
+        if cm.sender_only or cm.receiver_only:
+            click.echo(
+                f"only in the sender capture: connections {list(cm.sender_only)}; "
+                f"only in the receiver capture: {list(cm.receiver_only)}"
+            )
+        if merged.clock is not None:
+            c = merged.clock
+            bound = f"+-{c.offset_bound_s * 1e3:.3f} ms" if c.offset_known else "unknown"
+            click.echo(
+                f"receiver clock: offset {c.offset_s:+.6f} s ({bound}), skew "
+                f"{c.skew_ppm:+.2f} ppm (directions disagree by "
+                f"{abs(c.skew_disagreement_ppm):.2f} ppm)"
+            )
+        counts = {k: v for k, v in merged.counts().items() if v}
+        click.echo("transmissions: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    for stream in getattr(result, "udp", ()):
+        d = stream.to_dict()
+        buffer = f", buffer {d['buffer_bytes']:,.0f} bytes (eq. 1)" if d["buffer_bytes"] else ""
+        click.echo(
+            f"udp stream {d['conn']} {d['direction']}: {d['received_packets']} of "
+            f"{d['sent_packets']} received, first loss at index {d['first_loss_index']}, "
+            f"{d['loss_ratio_after_first']:.1%} lost after it, "
+            f"{len(d['lost_blocks'])} lost blocks{buffer}"
         )

@@ -7,12 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracekit.capture import Capture, read_capture, require_tcp
+from tracekit.capture import Capture, read_capture
 from tracekit.connections import Connections, build_connections, records
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
+from tracekit.errors import CaptureError
 from tracekit.findings import Finding
+from tracekit.merge import Merge, merge
+from tracekit.schema import PROTO_TCP
 from tracekit.series import Series, build_series
+from tracekit.udpstream import Layout, UdpStream, has_udp_stream, udp_streams
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,10 @@ class Analysis:
     findings: list[Finding]
     receiver: Vantage | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    # The two captures merged (tracekit.merge), when a receiver capture was given.
+    merge: Merge | None = None
+    # Numbered UDP test streams (tracekit.udpstream), received against sent.
+    udp: tuple[UdpStream, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document of `tracekit analyze --json` (docs/analyze.schema.json)."""
@@ -40,10 +48,16 @@ class Analysis:
         }
 
 
-def vantage(capture: Capture) -> Vantage:
-    """Connections and series of one capture (which must hold TCP)."""
-    require_tcp(capture)
+def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:
+    """Connections and series of one capture, which must hold TCP or a numbered UDP stream."""
     conns = build_connections(capture)
+    proto = conns.packets.column("proto").to_numpy()
+    if not (proto == PROTO_TCP).any() and not has_udp_stream(conns, udp_layout):
+        raise CaptureError(
+            capture.path,
+            f"no TCP packets and no numbered UDP stream in {capture.stats.frames} frames "
+            "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
+        )
     return Vantage(connections=conns, series=build_series(conns))
 
 
@@ -52,17 +66,35 @@ def analyze(
     receiver: Capture | None = None,
     *,
     configs: Mapping[str, object] | None = None,
+    addr_map: Mapping[str, str] | None = None,
+    udp_layout: Layout | None = None,
 ) -> Analysis:
-    """Run every stage and every detector on the sender capture (and the receiver's, if any)."""
-    snd = vantage(sender)
-    rcv = vantage(receiver) if receiver is not None else None
+    """Run every stage and every detector on the sender capture (and the receiver's, if any).
+
+    With a receiver capture, the two are merged (`tracekit.merge`; `addr_map` maps NAT'd
+    sender addresses to what the receiver saw) before the detectors run. `udp_layout` says
+    where numbered UDP datagrams carry their number (default: first 4 bytes, big-endian).
+    """
+    snd = vantage(sender, udp_layout)
+    rcv = vantage(receiver, udp_layout) if receiver is not None else None
+    merged = merge(snd.connections, rcv.connections, addr_map) if rcv is not None else None
+    streams = tuple(
+        udp_streams(
+            snd.connections,
+            rcv.connections if rcv is not None else None,
+            udp_layout,
+            dict(addr_map or {}),
+        )
+    )
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
         packets=snd.connections.packets,
         series=snd.series,
+        merge=merged,
+        udp=streams,
     )
     findings = run_detectors(ctx, configs=configs)
-    return Analysis(sender=snd, findings=findings, receiver=rcv)
+    return Analysis(sender=snd, findings=findings, receiver=rcv, merge=merged, udp=streams)
 
 
 def analyze_paths(sender: str | Path, receiver: str | Path | None = None) -> Analysis:

@@ -82,12 +82,16 @@ class AnalysisContext:
 
     `connections` has one row per connection (CONNECTION_COLUMNS); `packets` is the packet table
     after the connections stage, in capture order; `series` holds the per (conn, dir) series of
-    `tracekit.series`. Missing columns raise ValueError.
+    `tracekit.series`. `merge` is the `tracekit.merge.Merge` of the sender's and the receiver's
+    captures (None with one capture); `udp` the numbered UDP test streams
+    (`tracekit.udpstream.UdpStream`, empty when none). Missing columns raise ValueError.
     """
 
     connections: pd.DataFrame
     packets: pa.Table
     series: Any = None
+    merge: Any = None
+    udp: Any = ()
 
     def __post_init__(self) -> None:
         missing = sorted(CONNECTION_COLUMN_NAMES - set(self.connections.columns))

@@ -103,7 +103,8 @@ class ClockFit:
     half-width of the causality band (half the minimal RTT) around the estimate, and
     `skew_disagreement_ppm` how far the two directions' slopes disagree (forward slope plus
     reverse slope, which would be 0 for a perfectly stable path). With the forward direction
-    only (a UDP stream), the offset is set so the smallest delay is 0 (`offset_known` False).
+    only (a UDP stream), skew is taken as 0 and the offset is set so the smallest delay is 0
+    (`offset_known` False).
     """
 
     offset_s: float
@@ -147,21 +148,25 @@ def fit_clocks(
     `fwd_t_s`: sender-clock departure times of packets the sender sent; `fwd_delay_s`: their
     receiver stamp minus sender stamp. `rev_t_s`: sender-clock arrival times of packets the
     receiver sent; `rev_delay_s`: sender stamp minus receiver stamp. Times in seconds since the
-    sender capture's first packet. Without reverse samples the skew comes from the forward line
-    alone and the offset is unknown.
+    sender capture's first packet. Without reverse samples neither is known: the skew is taken
+    as 0 and the offset as the smallest delay.
     """
     fwd = lower_line(fwd_t_s, fwd_delay_s)
     have_rev = rev_t_s is not None and rev_delay_s is not None and np.size(rev_t_s) > 0
     if not have_rev:
+        # One direction cannot tell skew from a queue that grows for the whole capture (a UDP
+        # test stream into a bottleneck does just that): no skew, and the smallest delay is 0.
+        fx = np.asarray(fwd_t_s, dtype=np.float64)
+        fy = np.asarray(fwd_delay_s, dtype=np.float64)
         return ClockFit(
-            offset_s=fwd.intercept,
-            skew_ppm=fwd.slope * 1e6,
+            offset_s=float(fy.min()),
+            skew_ppm=0.0,
             offset_known=False,
             offset_bound_s=float("inf"),
             skew_disagreement_ppm=0.0,
             min_delay_fwd_s=0.0,
             min_delay_rev_s=None,
-            forward=fwd,
+            forward=LowerLine(slope=0.0, intercept=float(fy.min()), samples=int(fx.size)),
             reverse=None,
         )
     # Placed at their sender-clock arrival time, the reverse delays are min_rev (1 + skew) -
