@@ -42,6 +42,12 @@ def frames(name: str, side: str) -> Frames:
     return read_frames(CAPTURES / name / f"{side}.pcap")
 
 
+def _identities(capture: Frames) -> list[tuple[int, ...]]:
+    """Per-frame identities (IP ID, sequence, length, flags, datagram number)."""
+    columns = (capture.ip_id, capture.seq, capture.payload_bytes, capture.flags, capture.udp_number)
+    return list(zip(*(column.tolist() for column in columns), strict=True))
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_each_scenario_has_small_captures_and_its_truth(name: str) -> None:
     folder = CAPTURES / name
@@ -52,6 +58,10 @@ def test_each_scenario_has_small_captures_and_its_truth(name: str) -> None:
     assert doc["labels"] == list(SCENARIOS[name].labels)
     assert doc["path"]["bottleneck_buffer_bytes"] == SCENARIOS[name].path.buffer_bytes
     assert doc["capture"]["snaplen"] == 128
+    if name in TCP:
+        assert (
+            doc["flow"]["bytes"] == doc["receiver"]["bytes_read"] == SCENARIOS[name].transfer_bytes
+        )
 
 
 def test_all_fixtures_stay_under_40_megabytes() -> None:
@@ -235,3 +245,33 @@ def test_bursty_sender_sends_line_rate_bursts_and_paced_sender_does_not() -> Non
     assert (
         truth("paced_sender")["drops"]["network"] == 0 < truth("bursty_sender")["drops"]["network"]
     )
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_path_delay_and_rate_are_what_the_truth_says(name: str) -> None:
+    doc = truth(name)
+    path = doc["path"]
+    sent, received = frames(name, "sender"), frames(name, "receiver")
+    # Both captures share one clock: a frame's one-way delay is its receiver-capture time minus
+    # its sender-capture time. The least of them is the relay's delay plus one frame's
+    # serialization at the bottleneck (1514 bytes at 30 Mbit/s: 0.4 ms).
+    sent_at = dict(zip(_identities(sent), sent.ts_s.tolist(), strict=True))
+    delays = [
+        ts - sent_at[key]
+        for key, ts, forward in zip(
+            _identities(received), received.ts_s.tolist(), received.from_sender, strict=True
+        )
+        if forward and key in sent_at
+    ]
+    one_way_ms = 1000 * min(delays)
+    assert path["one_way_delay_fwd_ms"] <= one_way_ms <= path["one_way_delay_fwd_ms"] + 2
+    # The bottleneck's rate: no 50 full frames in a row arrive faster than it sends them (the
+    # receive path jitters single gaps, so they are taken in runs).
+    frame_bytes = 1042 if name == "udp_loss" else 1514
+    wire_bytes = np.maximum(received.payload_bytes, 0) + 66  # Ethernet, IP, TCP + timestamps
+    if name == "udp_loss":
+        wire_bytes = np.full(received.ts_s.size, frame_bytes)
+    ts = received.ts_s[received.from_sender & (wire_bytes == frame_bytes)]
+    fastest_s = np.min(ts[50:] - ts[:-50])
+    assert fastest_s >= 0.97 * 50 * frame_bytes * 8 / path["bottleneck_rate_bps"]
