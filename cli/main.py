@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "ingest": "cli.ingest:ingest",
     "plan": "cli.plan:plan",
     "report": "cli.report:report",
+    "tsg": "cli.tsg:tsg",
 }
 
 

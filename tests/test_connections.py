@@ -6,24 +6,18 @@ tshark (packets and payload bytes per direction) and tcptrace (retransmitted seg
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from crafting import CLIENT, SERVER
 from crafting import tcp as _tcp
 from crafting import write as _write
+from independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt, tshark_directions
 from scapy.layers.l2 import Ether
 
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
-
-ROOT = Path(__file__).resolve().parent.parent
-LINKTYPE_LINUX_SLL2 = 276
 
 
 def _handshake_transfer(
@@ -137,66 +131,15 @@ def test_ipv6_endpoints_are_bracketed(tmp_path: Path) -> None:
 # --- real kernel captures, against independent tools -------------------------------------------
 
 
-def _real_captures() -> list[Path]:
-    found = sorted((ROOT / "fixtures" / "captures").glob("*/*.pcap"))
-    found += sorted((ROOT / "fixtures" / "kernel").glob("*.pcap*"))
-    # A lab run writes into a hidden folder and renames it into place when done.
-    return [p for p in found if "udp" not in p.parent.name and not p.parent.name.startswith(".")]
-
-
 def test_real_captures_exist() -> None:
-    assert _real_captures(), "no real kernel captures under fixtures/"
-
-
-def _tshark_directions(path: Path) -> pd.DataFrame:
-    """Packets and payload bytes per (tcp.stream, source, destination), as tshark reads them."""
-    out = subprocess.run(
-        [
-            "tshark",
-            "-r",
-            str(path),
-            "-Y",
-            "tcp",
-            "-T",
-            "fields",
-            "-E",
-            "separator=,",
-            "-e",
-            "tcp.stream",
-            "-e",
-            "ip.src",
-            "-e",
-            "ipv6.src",
-            "-e",
-            "tcp.srcport",
-            "-e",
-            "ip.dst",
-            "-e",
-            "ipv6.dst",
-            "-e",
-            "tcp.dstport",
-            "-e",
-            "tcp.len",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    rows = []
-    for line in out.splitlines():
-        stream, v4, v6, sport, dv4, dv6, dport, length = line.split(",")
-        src = f"{v4}:{sport}" if v4 else f"[{v6}]:{sport}"
-        dst = f"{dv4}:{dport}" if dv4 else f"[{dv6}]:{dport}"
-        rows.append((int(stream), src, dst, int(length or 0)))
-    df = pd.DataFrame(rows, columns=["stream", "src", "dst", "len"])
-    return df.groupby(["stream", "src", "dst"]).agg(packets=("len", "size"), bytes=("len", "sum"))
+    assert real_captures(), "no real kernel captures under fixtures/"
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
-@pytest.mark.parametrize("path", _real_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", real_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_counts_agree_with_tshark(path: Path) -> None:
     rows = [r for r in records(build_connections(read_capture(path)).table) if r["proto"] == "tcp"]
-    theirs = _tshark_directions(path)
+    theirs = tshark_directions(path)
     assert len(rows) == theirs.index.get_level_values("stream").nunique()
     ours = {}
     for r in rows:
@@ -207,33 +150,13 @@ def test_counts_agree_with_tshark(path: Path) -> None:
         assert ours[(src, dst)] == (t.packets, t.bytes), (src, dst)
 
 
-def _endpoint(host: str) -> str:
-    """tcptrace's `2001:0db8::0001:5201` as tracekit's `[2001:db8::1]:5201`."""
-    addr, port = host.rsplit(":", 1)
-    ip = ipaddress.ip_address(addr)
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
-
-
-def _tcptrace_rexmt(path: Path) -> dict[tuple[str, str], tuple[int, int]]:
-    out = subprocess.run(
-        ["tcptrace", "-l", "-n", str(path)], check=True, capture_output=True, text=True
-    ).stdout
-    result = {}
-    for block in re.split(r"^TCP connection \d+:$", out, flags=re.MULTILINE)[1:]:
-        hosts = [_endpoint(h) for h in re.findall(r"host \w+:\s+(\S+)", block)]
-        rexmt = re.search(r"rexmt data pkts:\s+(\d+)\s+rexmt data pkts:\s+(\d+)", block)
-        assert rexmt and len(hosts) >= 2, block[:400]
-        result[(hosts[0], hosts[1])] = (int(rexmt.group(1)), int(rexmt.group(2)))
-    return result
-
-
 @pytest.mark.skipif(shutil.which("tcptrace") is None, reason="tcptrace is not installed")
-@pytest.mark.parametrize("path", _real_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", real_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_retransmissions_agree_with_tcptrace(path: Path) -> None:
     capture = read_capture(path)
     if LINKTYPE_LINUX_SLL2 in capture.link_types:
         pytest.skip("tcptrace 6.6.7 (2004) cannot read Linux cooked v2 captures")
-    theirs = _tcptrace_rexmt(path)
+    theirs = tcptrace_rexmt(path)
     rows = [r for r in records(build_connections(capture).table) if r["proto"] == "tcp"]
     assert len(rows) == len(theirs)
     for r in rows:

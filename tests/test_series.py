@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from crafting import c2s, s2c, transfer, write
+from independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt
 
 from tracekit.capture import read_capture
-from tracekit.connections import build_connections
+from tracekit.connections import build_connections, records
 from tracekit.series import build_series, rate, resent, rounds, trains
 
 
@@ -148,3 +150,24 @@ def test_resent_marks_lost_and_spurious_first_copies(series) -> None:
     assert r["resent"].tolist() == [False, False, True, False, False, False, False, True, False,
                                     False]  # fmt: skip
     assert r["dsacked"].tolist() == [False] * 7 + [True, True, False]
+
+
+@pytest.mark.skipif(shutil.which("tcptrace") is None, reason="tcptrace is not installed")
+@pytest.mark.parametrize("path", real_captures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_resent_segments_agree_with_tcptrace(path: Path) -> None:
+    capture = read_capture(path)
+    if LINKTYPE_LINUX_SLL2 in capture.link_types:
+        pytest.skip("tcptrace 6.6.7 (2004) cannot read Linux cooked v2 captures")
+    conns = build_connections(capture)
+    seg = build_series(conns).segments
+    resent = seg[seg["kind"].isin(["retransmission", "partial_retransmission"])]
+    counts = resent.groupby(["conn", "dir"], observed=True).size()
+    theirs = tcptrace_rexmt(path)
+    rows = records(conns.table)
+    for r in rows:
+        if r["proto"] != "tcp":
+            continue
+        a2b, b2a = (int(counts.get((r["conn"], d), 0)) for d in (0, 1))
+        key = (r["a"], r["b"])
+        expected = theirs[key] if key in theirs else theirs[(r["b"], r["a"])][::-1]
+        assert (a2b, b2a) == expected, key

@@ -1,0 +1,40 @@
+"""`tracekit tsg --export`: the series files hold the crafted transfer's known events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+from crafting import transfer, write
+
+from cli.main import cli
+
+
+def test_export_csv_and_parquet(tmp_path: Path) -> None:
+    capture = write(tmp_path / "t.pcap", transfer())
+    for fmt in ("csv", "parquet"):
+        out = tmp_path / fmt
+        result = CliRunner().invoke(
+            cli, ["tsg", str(capture), "--export", str(out), "--format", fmt]
+        )
+        assert result.exit_code == 0, result.output
+        # Only a2b carries data: its five series.
+        assert sorted(p.name for p in out.iterdir()) == [
+            f"conn0_a2b_{kind}.{fmt}" for kind in ("acks", "flight", "rtt", "sacks", "segments")
+        ]
+        read = pd.read_csv if fmt == "csv" else pd.read_parquet
+        seg = read(out / f"conn0_a2b_segments.{fmt}")
+        assert seg["seq_rel"].tolist() == [1, 1001, 2001, 3001, 4001, 2001, 5000, 5001, 5501, 6500]
+        assert seg["kind"].astype(str).tolist().count("retransmission") == 1
+        sacks = read(out / f"conn0_a2b_sacks.{fmt}")
+        assert sacks["dsack"].tolist() == [False, False, False, True]
+
+
+def test_unknown_connection_is_bad_input(tmp_path: Path) -> None:
+    capture = write(tmp_path / "t.pcap", transfer())
+    result = CliRunner().invoke(
+        cli, ["tsg", str(capture), "--connection", "3", "--export", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "no connection 3" in result.stderr
