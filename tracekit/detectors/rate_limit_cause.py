@@ -104,6 +104,9 @@ class RateLimitCause(Detector):
         # The flight growing by half per phase of four RTTs or more is slow start (which would
         # multiply it by 16); congestion avoidance adds one segment per RTT.
         slow_start_growth_factor: float = 1.5
+        # A flight up by less than 10% per phase is flat: congestion avoidance adds a segment
+        # per RTT, which over four RTTs of a flight of a few dozen segments is more than that.
+        growing_factor: float = 1.1
         # Half the ACKs that freed room went unanswered: the sender had no data to send (an
         # ACK-clocked sender answers every one, RFC 5681 3.1; pacing delays a few).
         min_unanswered_fraction: float = 0.5
@@ -172,9 +175,12 @@ class RateLimitCause(Detector):
 
         bdp = float(bdp_bytes(path, rtt)) if path is not None else None
         lossless = not resent.any()
-        # With no loss anywhere in the direction, a flight held below every window by nothing
-        # else is the sender's own doing (T-RAT's sender/application class), not congestion.
-        label = np.full(n, L_APP if lossless else L_CONG, dtype=np.int64)
+        # With no loss anywhere in the direction, a flight held flat below every window by
+        # nothing else is the sender's own doing (T-RAT's sender/application class); one that
+        # still grows is a congestion window in congestion avoidance.
+        label = np.full(n, L_CONG, dtype=np.int64)
+        if lossless:
+            label[growth < cfg.growing_factor] = L_APP
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
         small_window = (rwnd_med < 0.8 * bdp if bdp is not None else np.ones(n, dtype=bool)) & (
             pinned >= cfg.min_pinned_fraction

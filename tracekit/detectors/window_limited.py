@@ -229,9 +229,9 @@ class WindowLimited(Detector):
             limited_by, pinned, window = "sender", at_cap, float(np.median(fl[at_cap]))
         else:
             return None
-        if cfg.path_rate_bps > 0:
-            rate_path, source = float(cfg.path_rate_bps), "config"
-        else:
+        rate_path: float | None = float(cfg.path_rate_bps)
+        source = "config"
+        if cfg.path_rate_bps <= 0:
             rate_path, source = path_rate_bps(d), "ack_dispersion"
         if rate_path is None:
             return None
