@@ -172,9 +172,9 @@ def fit_clocks(
     # Placed at their sender-clock arrival time, the reverse delays are min_rev (1 + skew) -
     # offset - skew * t: the receiver-clock send time would carry the offset into the slope's
     # lever arm (50 ppm times a 3.7 s offset is 185 us), the arrival time only a delay's worth.
-    rev = lower_line(rev_t_s, rev_delay_s)
-    fx, fy = np.asarray(fwd_t_s, dtype=np.float64), np.asarray(fwd_delay_s, dtype=np.float64)
     rx, ry = np.asarray(rev_t_s, dtype=np.float64), np.asarray(rev_delay_s, dtype=np.float64)
+    rev = lower_line(rx, ry)
+    fx, fy = np.asarray(fwd_t_s, dtype=np.float64), np.asarray(fwd_delay_s, dtype=np.float64)
     # The skew comes from the direction whose floor is better defined: the smaller mean height
     # of its samples above its line. The data direction queues at the bottleneck for the whole
     # transfer when it is short; averaging both slopes would carry that queue's growth into
