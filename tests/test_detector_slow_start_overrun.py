@@ -1,0 +1,305 @@
+"""slow_start_overrun on the lab's captures (truth.json, tshark) and on simulated slow starts.
+
+The lab's slow_start_overrun capture is Reno slow start into a 30 Mbit/s tbf with a 60 kB
+limit; its truth is the tbf's own counters and configuration. The crafted cases come from a
+small simulation below: slow start through a FIFO bottleneck of known rate and buffer, so the
+drops and the buffer are known by construction.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import shutil
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from crafting import CLIENT, SERVER, tcp, write
+
+from fixtures.lab.scenarios import SCENARIOS
+from tracekit import physics
+from tracekit.capture import read_capture
+from tracekit.detectors import run_detectors
+from tracekit.detectors.base import AnalysisContext
+from tracekit.detectors.slow_start_overrun import SlowStartOverrun
+from tracekit.findings import Finding
+from tracekit.pipeline import analyze_paths, vantage
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+KIND = SlowStartOverrun.kind
+needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+
+
+@cache
+def lab(name: str) -> tuple[list[Finding], dict[str, Any]]:
+    found = [f for f in analyze_paths(CAPTURES / name / "sender.pcap").findings if f.kind == KIND]
+    return found, json.loads((CAPTURES / name / "truth.json").read_text())
+
+
+# --- the lab ------------------------------------------------------------------------------
+
+
+def test_fires_once_on_the_slow_start_overrun_capture() -> None:
+    found, truth = lab("slow_start_overrun")
+    assert len(found) == 1
+    f = found[0]
+    assert (f.conn, f.direction) == (0, "a2b")
+    rounds = np.array(f.evidence["round_packets"])
+    # Linux starts with 10 segments (RFC 6928) and doubles per round in slow start.
+    assert rounds[0] == 10
+    assert np.all(rounds[1:] >= 1.4 * rounds[:-1])
+    assert f.evidence["overrun_round_packets"] == rounds[-1]
+    # Every drop of this run was the tbf's (truth: receiver and relay drops are 0), and the
+    # overrun round holds the block of them.
+    assert truth["drops"]["receiver"] == 0
+    assert f.evidence["lost_in_direction_packets"] == truth["drops"]["network"]
+    assert f.evidence["lost_packets"] >= 3
+
+
+@pytest.mark.parametrize("name", ["slow_start_overrun", "network_drops", "bursty_sender"])
+def test_evidence_matches_the_bottleneck_configuration(name: str) -> None:
+    found, truth = lab(name)
+    if not found:
+        pytest.skip(f"{name}: this run's slow start did not end in a block loss")
+    f = found[0]
+    path = truth["path"]
+    configured = path["bottleneck_buffer_bytes"]
+    # The tbf counts whole Ethernet frames: 1448 payload + 52 IP/TCP + 14 Ethernet bytes.
+    assert f.evidence["packet_bytes"] == path["mtu_bytes"] + 14
+    assert configured / 1.5 <= f.evidence["buffer_estimate_bytes"] <= configured * 1.5
+    s = f.evidence["bottleneck_bps"]
+    assert s == pytest.approx(path["bottleneck_rate_bps"], rel=0.1)
+    # The flight leaves faster than the bottleneck and no faster than the sender's NIC tbf.
+    assert s < f.evidence["ingress_bps"] <= 1.05 * path["sender_nic_rate_bps"]
+    assert f.evidence["base_rtt_s"] == pytest.approx(path["rtt_ms"] / 1000, rel=0.1)
+    # Eq. 3 and eq. 2 with the configured rate, RTT and buffer.
+    ingress = f.evidence["ingress_bps"]
+    rtt = path["rtt_ms"] / 1000
+    needed = physics.buffer_needed_bytes(path["bottleneck_rate_bps"], ingress, rtt)
+    assert f.evidence["buffer_needed_bytes"] == pytest.approx(needed, rel=0.15)
+    loss_free = physics.loss_free_rate_bps(configured, ingress, path["bottleneck_rate_bps"], rtt)
+    assert loss_free / 1.5 <= f.evidence["loss_free_rate_bps"] <= loss_free * 1.5
+    assert f.severity.value == "warning"
+    assert "\n" not in f.summary and f.explanation and f.advice
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", ["slow_start_overrun", "network_drops", "bursty_sender"])
+def test_lost_packets_are_the_ones_the_receiver_never_saw(name: str) -> None:
+    from fixtures.lab.readings import read_frames  # tshark, not tracekit's reader
+
+    found, _ = lab(name)
+    if not found:
+        pytest.skip(f"{name}: this run's slow start did not end in a block loss")
+    f = found[0]
+    sent = read_frames(CAPTURES / name / "sender.pcap")
+    received = read_frames(CAPTURES / name / "receiver.pcap")
+    arrived = Counter(
+        zip(
+            received.ip_id[received.from_sender].tolist(),
+            received.seq[received.from_sender].tolist(),
+            strict=True,
+        )
+    )
+    t = sent.ts_s - sent.ts_s[0]
+    data = np.flatnonzero(sent.from_sender & (sent.payload_bytes > 0))
+    _, first = np.unique(sent.seq[data], return_index=True)
+    first_copies = data[np.sort(first)]
+    in_round = first_copies[(t[first_copies] >= f.start_s) & (t[first_copies] < f.end_s)]
+    missing = [i for i in in_round if (sent.ip_id[i], sent.seq[i]) not in arrived]
+    assert f.evidence["lost_packets"] == len(missing)
+
+
+QUIET = [
+    name
+    for name, s in SCENARIOS.items()
+    if s.protocol == "tcp" and "slow_start_overrun" in s.absent_labels
+]
+
+
+@pytest.mark.parametrize("name", QUIET)
+def test_quiet_where_the_lab_rules_an_overrun_out(name: str) -> None:
+    found, _ = lab(name)
+    assert found == []
+
+
+# --- simulated slow starts ------------------------------------------------------------------
+
+MSS = 1448
+WIRE = MSS + 66  # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12: what the detector counts
+C_ISN, S_ISN = 1000, 5000
+SYN_OPTS = [("MSS", MSS), ("WScale", 7), ("SAckOK", b""), ("Timestamp", (1, 0))]
+
+
+def simulate(
+    s_bps: float,
+    f_bps: float,
+    buffer_packets: int,
+    rtt_s: float = 0.05,
+    iw: int = 10,
+    max_segments: int = 2000,
+    spurious: tuple[int, ...] = (),
+) -> tuple[list[object], set[int], dict[int, int]]:
+    """Slow start through a FIFO bottleneck: the sender capture's packets, the dropped segments
+    and each segment's round (the initial window is round 0; an ACK of a round-r segment
+    releases segments of round r + 1).
+
+    The sender sends at f_bps; each segment an ACK newly covers releases two (slow start). The
+    bottleneck serves at s_bps and holds buffer_packets waiting (one more in service); the
+    receiver ACKs every segment, with one SACK block (RFC 2018) while there is a hole. At the
+    first duplicate ACK the sender stops sending new data; when the ACKs are in, it resends the
+    dropped segments, and the ones listed in `spurious` (D-SACKed by the receiver, RFC 2883).
+    """
+    pkts: list[object] = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C_ISN, 0, 0, SYN_OPTS),
+        tcp(rtt_s, SERVER, CLIENT, 80, 40000, "SA", S_ISN, C_ISN + 1, 0, SYN_OPTS),
+        tcp(rtt_s, CLIENT, SERVER, 40000, 80, "A", C_ISN + 1, S_ISN + 1, 0, [("NOP", None)]),
+    ]
+    serve, wire_f = WIRE * 8 / s_bps, WIRE * 8 / f_bps
+    departures: list[float] = []  # of the accepted packets, ascending
+    received: set[int] = set()
+    dropped: set[int] = set()
+    round_of: dict[int, int] = {}
+    resent_once: dict[int, bool] = {}
+    acks: list[tuple[float, int, int]] = []  # (arrival at the sender, order, segment)
+    state = {"nic": rtt_s, "cum": 0, "n": 0}
+
+    def send(i: int, after: float) -> None:
+        t = max(after, state["nic"]) + wire_f
+        state["nic"] = t
+        seq = C_ISN + 1 + i * MSS
+        opts = [("Timestamp", (100 + i, 1))]
+        pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", seq, S_ISN + 1, MSS, opts))
+        waiting = sum(d > t for d in departures) - 1
+        if waiting >= buffer_packets:
+            if not resent_once.get(i):
+                dropped.add(i)  # only first copies: the truth the detector is checked against
+            return
+        d = max(t, departures[-1] if departures else 0.0) + serve
+        departures.append(d)
+        heapq.heappush(acks, (d + rtt_s, i, len(acks)))
+
+    for i in range(iw):
+        round_of[i] = 0
+        send(i, rtt_s)
+    state["n"] = iw
+    recovery = False
+    last_ack = rtt_s
+    while acks:
+        t, i, _ = heapq.heappop(acks)
+        dsack = i in received
+        received.add(i)
+        before = state["cum"]
+        while state["cum"] in received:
+            state["cum"] += 1
+        cum = state["cum"]
+        sack: list[int] = []
+        if dsack:
+            sack = [C_ISN + 1 + i * MSS, C_ISN + 1 + (i + 1) * MSS]
+        elif i >= cum:
+            lo = hi = i
+            while lo - 1 in received and lo - 1 >= cum:
+                lo -= 1
+            while hi + 1 in received:
+                hi += 1
+            sack = [C_ISN + 1 + lo * MSS, C_ISN + 1 + (hi + 1) * MSS]
+        opts: list[tuple[str, object]] = [("Timestamp", (900, 100 + i))]
+        if sack:
+            opts.append(("SAck", tuple(sack)))
+        ack = C_ISN + 1 + cum * MSS
+        pkts.append(tcp(t, SERVER, CLIENT, 80, 40000, "A", S_ISN + 1, ack, 0, opts, 65535))
+        last_ack = t
+        if cum == before and not dsack:
+            recovery = True  # a duplicate ACK: loss detected, no more new data
+        if not recovery and cum > before:
+            for _ in range(2 * (cum - before)):
+                if state["n"] < max_segments:
+                    round_of[state["n"]] = round_of[i] + 1
+                    send(state["n"], t)
+                    state["n"] += 1
+        pending = [j for j in range(state["n"]) if j not in received] if not acks else []
+        if pending or (not acks and spurious):
+            # The needless resends first, into the empty queue, so their copies arrive.
+            for j in [*spurious, *pending]:
+                resent_once[j] = True
+                send(j, last_ack)
+            spurious = ()
+    pkts.sort(key=lambda p: p.time)  # type: ignore[attr-defined]
+    return pkts, dropped, round_of
+
+
+def detect(pkts: list[object], path: Path, **config: Any) -> list[Finding]:
+    """This detector alone on crafted packets (the whole pipeline would only cost time)."""
+    snd = vantage(read_capture(write(path, pkts)))
+    ctx = AnalysisContext(
+        connections=snd.connections.frame(), packets=snd.connections.packets, series=snd.series
+    )
+    return run_detectors(ctx, [SlowStartOverrun], {KIND: SlowStartOverrun.Config(**config)})
+
+
+def lost_by_round(dropped: set[int], round_of: dict[int, int]) -> Counter[int]:
+    return Counter(round_of[i] for i in dropped)
+
+
+# 30 Mbit/s out of a 100 Mbit/s sender with room for 24 waiting packets: at f = 2 s (two
+# segments per ACK) the flights of 10, 20 and 40 packets queue 5, 10 and 20; 80 overruns it.
+OVERRUN = {"s_bps": 30e6, "f_bps": 100e6, "buffer_packets": 24}
+
+
+@pytest.fixture(scope="module")
+def overrun() -> tuple[list[object], set[int], dict[int, int]]:
+    return simulate(**OVERRUN)
+
+
+def test_simulated_overrun_gives_the_drops_and_the_buffer(tmp_path: Path, overrun) -> None:
+    pkts, dropped, round_of = overrun
+    found = detect(pkts, tmp_path / "ss.pcap")
+    assert len(found) == 1
+    f = found[0]
+    # The next round's first segments, sent before the loss is known, are dropped too, but
+    # they are not the overrun round's.
+    by_round = lost_by_round(dropped, round_of)
+    assert min(by_round) == 3
+    assert f.evidence["round"] == 3
+    assert f.evidence["round_packets"] == (10, 20, 40, 80)
+    assert f.evidence["lost_packets"] == by_round[3]
+    assert f.evidence["spurious_resent_packets"] == 0
+    assert f.evidence["bottleneck_bps"] == pytest.approx(30e6, rel=0.05)
+    # The buffer holds 24 waiting packets plus the one in service.
+    assert 24 * WIRE / 1.5 <= f.evidence["buffer_estimate_bytes"] <= 25 * WIRE * 1.5
+
+
+def test_dsacked_resends_are_not_counted_as_lost(tmp_path: Path, overrun) -> None:
+    # Resend two segments of the overrun round that did arrive: the receiver D-SACKs them.
+    _, dropped, round_of = overrun
+    first_drop = min(dropped)
+    arrived = [i for i in range(first_drop - 10, first_drop) if i not in dropped][:2]
+    assert [round_of[i] for i in arrived] == [3, 3]
+    pkts, dropped_again, _ = simulate(**OVERRUN, spurious=tuple(arrived))
+    assert dropped_again == dropped
+    f = detect(pkts, tmp_path / "dsack.pcap")[0]
+    assert f.evidence["lost_packets"] == lost_by_round(dropped, round_of)[3]
+    assert f.evidence["spurious_resent_packets"] == 2
+
+
+def test_quiet_when_the_buffer_holds_every_flight(tmp_path: Path) -> None:
+    pkts, dropped, _ = simulate(s_bps=30e6, f_bps=100e6, buffer_packets=200, max_segments=300)
+    assert dropped == set()
+    assert detect(pkts, tmp_path / "big.pcap") == []
+
+
+def test_quiet_below_the_block_size_and_fires_at_it(tmp_path: Path, overrun) -> None:
+    pkts, dropped, round_of = overrun
+    lost = lost_by_round(dropped, round_of)[3]
+    assert detect(pkts, tmp_path / "a.pcap", min_lost_packets=lost + 1) == []
+    assert len(detect(pkts, tmp_path / "b.pcap", min_lost_packets=lost)) == 1
+
+
+def test_quiet_when_the_round_did_not_grow(tmp_path: Path, overrun) -> None:
+    pkts, _, _ = overrun
+    # Round 3 is twice round 2; asking for more growth than that rules slow start out.
+    assert detect(pkts, tmp_path / "g.pcap", min_growth_factor=2.5) == []

@@ -1,0 +1,280 @@
+"""The sender bursts at its line rate, far above what the path delivers.
+
+Antony et al. (2003) section 3.2 and fig. 6: packets leave the host back to back at the speed
+of its interface (512 packets in about 4 ms, close to 1 Gbit/s) however slow the path behind it.
+Every such train queues at the bottleneck at f - s (eq. 1); once a train is longer than the
+buffer absorbs, its tail is dropped. A paced sender spaces its packets at about the path's rate
+and shows no trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit import physics
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.slow_start_overrun import (
+    DIRECTIONS,
+    ack_delivery_bps,
+    packet_basis,
+    queue_at_start_bytes,
+    wire_overhead_bytes,
+)
+from tracekit.findings import Finding, Severity
+from tracekit.schema import PROTO_TCP
+from tracekit.series import Direction, resent, trains
+
+# The line rate is the rate of the sender's tightest spacing: the 10th percentile of the gaps
+# between consecutive data segments, taken per wire byte. Back-to-back departures are a large
+# share of an unpaced sender's gaps (every ACK releases two or more segments), and the lowest
+# few percent are left out, where the capture clock batches timestamps closer than the wire can.
+LINE_RATE_GAP_PERCENTILE = 10
+# At most this many burst sizes are listed in the evidence (the count says how many there were).
+MAX_LISTED_BURSTS = 50
+
+
+@dataclass(frozen=True)
+class _Bursts:
+    """The line-rate trains of one direction, measured."""
+
+    table: pd.DataFrame  # start_s, end_s, packets, rate_bps (wire), lost, delivered_bps, ahead
+    line_rate_bps: float
+    average_bps: float
+    bottleneck_bps: float
+    payload_bytes: int
+    lost_total: int
+
+
+class LineRateBurst(Detector):
+    kind = "line_rate_burst"
+    title = "The sender bursts at line rate, far above the path's rate"
+    severity = Severity.WARNING
+
+    @dataclass(frozen=True)
+    class Config:
+        # Longer than the initial window (10 segments, RFC 6928), which leaves back to back on
+        # every connection, and than the 2-4 segments an ACK releases in ACK-clocked sending.
+        min_burst_packets: int = 16
+        # A gap up to 1.5 packet times at the line rate is still back to back: timers and the
+        # capture clock add jitter of a fraction of a packet time (121 us at 100 Mbit/s).
+        max_gap_factor: float = 1.5
+        # Far above the path: at twice the bottleneck rate at least half of every burst
+        # queues (eq. 1, N_b (f - s) / f), where a paced sender's trains do not queue at all.
+        min_rate_factor: float = 2.0
+        # A pattern, not one event: a single burst after an idle spell or the initial window
+        # is what every unpaced TCP does once (RFC 5681 4.1); three make a habit.
+        min_bursts_count: int = 3
+        # The link header a bottleneck queue counts with each packet: Ethernet II, 14 bytes,
+        # what Linux counts on an Ethernet or veth device (skb->len). 0 for a raw IP link.
+        link_header_bytes: int = 14
+
+    config: Config
+
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        if ctx.series is None:
+            return
+        tcp = ctx.connections[ctx.connections["proto"] == PROTO_TCP]
+        for row in tcp.itertuples(index=False):
+            overhead = wire_overhead_bytes(
+                int(row.ip_version), bool(row.ts_ok), self.config.link_header_bytes
+            )
+            for direction in (0, 1):
+                ser = ctx.series.of(int(row.conn), direction)
+                found = self._bursts(ser, overhead)
+                if found is not None:
+                    yield self._finding(ser, found, overhead)
+
+    def _bursts(self, ser: Direction, overhead: int) -> _Bursts | None:
+        """The direction's line-rate bursts, or None when there are too few."""
+        cfg = self.config
+        seg = ser.segments
+        data_mask = seg["len"].to_numpy() > 0
+        data = seg[data_mask]
+        if len(data) < cfg.min_burst_packets:
+            return None
+        t = data["t_s"].to_numpy()
+        size = data["len"].to_numpy().astype(np.float64)
+        payload = int(np.median(size))
+        wire = size + overhead
+        gaps = np.diff(t)
+        positive = gaps > 0
+        if not positive.any():
+            return None
+        # Each gap is the time the later packet took to leave: bits over gap is its rate.
+        per_gap_bps = wire[1:][positive] * 8 / gaps[positive]
+        line_rate = float(np.percentile(per_gap_bps, 100 - LINE_RATE_GAP_PERCENTILE))
+        gap_s = cfg.max_gap_factor * (payload + overhead) * 8 / line_rate
+        tr = trains(data, gap_s=gap_s, min_packets=cfg.min_burst_packets)
+        if len(tr) < cfg.min_bursts_count:
+            return None
+        span = (tr["end_s"] - tr["start_s"]).to_numpy()
+        # trains() counts payload bytes before the last packet; add each packet's headers.
+        wire_rate = tr["rate_bps"].to_numpy() + (tr["packets"].to_numpy() - 1) * overhead * 8 / (
+            np.where(span > 0, span, np.nan)
+        )
+        # Each burst's ACKs: from its first byte to its last, until the first duplicate.
+        first = np.searchsorted(t, tr["start_s"].to_numpy(), side="left")
+        last = np.searchsorted(t, tr["end_s"].to_numpy(), side="right") - 1
+        seq = data["seq_rel"].to_numpy()
+        end = data["end_rel"].to_numpy()
+        delivered = np.array(
+            [
+                ack_delivery_bps(ser.acks, t[i], above_rel=seq[i], up_to_rel=end[j])[0]
+                for i, j in zip(first, last, strict=True)
+            ]
+        ) * ((payload + overhead) / payload)
+        flags = resent(seg, ser.sacks)[data_mask]
+        lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
+        lost_cum = np.r_[0, np.cumsum(lost)]
+        table = pd.DataFrame(
+            {
+                "start_s": tr["start_s"].to_numpy(),
+                "end_s": tr["end_s"].to_numpy(),
+                "packets": tr["packets"].to_numpy(),
+                "rate_bps": wire_rate,
+                "lost": lost_cum[last + 1] - lost_cum[first],
+                "delivered_bps": delivered,
+            }
+        )
+        bottleneck = float(np.nanmedian(delivered)) if np.isfinite(delivered).any() else np.nan
+        if not np.isfinite(bottleneck):
+            return None
+        # What already waited at the bottleneck when each lossy burst began (eq. 1 assumes an
+        # empty queue): its first packet's RTT beyond the base RTT, drained at the bottleneck.
+        base_rtt = float(ser.rtt["rtt_s"].min()) if len(ser.rtt) else np.nan
+        table["ahead"] = [
+            queue_at_start_bytes(t[i], int(end[i]), payload, ser.acks, base_rtt, bottleneck)
+            if n_lost
+            else np.nan
+            for i, n_lost in zip(first, table["lost"].to_numpy(), strict=True)
+        ]
+        fast = table[table["rate_bps"] >= cfg.min_rate_factor * bottleneck]
+        if len(fast) < cfg.min_bursts_count:
+            return None
+        duration = t[-1] - t[0]
+        return _Bursts(
+            table=fast.reset_index(drop=True),
+            line_rate_bps=line_rate,
+            average_bps=float(wire[:-1].sum() * 8 / duration) if duration > 0 else np.nan,
+            bottleneck_bps=bottleneck,
+            payload_bytes=payload,
+            lost_total=int(lost.sum()),
+        )
+
+    def _finding(self, ser: Direction, b: _Bursts, overhead: int) -> Finding:
+        link = self.config.link_header_bytes
+        size = b.payload_bytes + overhead  # l of eq. 1
+        s = b.bottleneck_bps
+        packets = b.table["packets"].to_numpy()
+        rate = b.table["rate_bps"].to_numpy()
+        lost = b.table["lost"].to_numpy()
+        burst_rate = float(np.median(rate))
+        evidence: dict[str, object] = {
+            "bursts_count": len(b.table),
+            "burst_packets": tuple(int(x) for x in packets[:MAX_LISTED_BURSTS]),
+            "burst_packets_max": int(packets.max()),
+            "burst_packets_median": float(np.median(packets)),
+            "burst_rate_bps": burst_rate,
+            "line_rate_bps": b.line_rate_bps,
+            "bottleneck_bps": s,
+            "burst_to_bottleneck_ratio": burst_rate / s,
+            "rate_basis": "wire bytes of l-byte packets: burst rates from first to last "
+            "departure at the sender (median over bursts), the line rate from the sender's "
+            "tightest spacing, the bottleneck rate from each burst's returning ACKs (ACK "
+            "dispersion, median over bursts)",
+            "lost_in_bursts_packets": int(lost.sum()),
+            "bursts_with_loss_count": int((lost > 0).sum()),
+            "lost_in_direction_packets": b.lost_total,
+            "packet_bytes": size,
+            "packet_size_basis": packet_basis(b.payload_bytes, overhead, link),
+        }
+        if np.isfinite(b.average_bps):
+            evidence["average_rate_bps"] = b.average_bps
+        # Eq. 1 per burst that lost packets, plus the queue it met: M = l (N_b (f - s) / f -
+        # N_d) + Q_0; the median of those is the buffer. A burst whose start cannot be dated
+        # (its first ACK came after a recovery) gives none.
+        ahead = b.table["ahead"].to_numpy()
+        lossy = (lost > 0) & (rate > s) & np.isfinite(ahead)
+        excess = packets * (rate - s) / rate
+        estimates = size * (excess[lossy] - lost[lossy]) + ahead[lossy]
+        estimates = estimates[estimates >= 0]
+        if estimates.size:
+            buffer = float(np.median(estimates))
+            over = int((excess > buffer / size).sum())
+            evidence["queue_at_start_bytes"] = tuple(float(x) for x in ahead[lossy])
+            largest = float(physics.largest_loss_free_burst_packets(buffer, burst_rate, s, size))
+            evidence |= {
+                "buffer_estimate_bytes": buffer,
+                "largest_loss_free_burst_packets": largest,
+                "bursts_over_buffer_count": over,
+            }
+            buffer_text = (
+                f"Eq. 1, M = l (N_b (f - s) / f - N_d) with l = {size} bytes, plus the queue "
+                "each lossy burst met (its first packet's RTT beyond the base RTT), puts the "
+                f"bottleneck buffer at about {buffer:,.0f} bytes ({buffer / size:.0f} packets): "
+                f"at this rate a burst longer than {largest:.0f} packets overflows it, and "
+                f"{over} of the {len(b.table)} bursts did."
+            )
+        elif lost.sum():
+            buffer_text = (
+                f"{int((lost > 0).sum())} bursts lost packets, but none of them gives eq. 1 a "
+                "buffer size: the queue each met cannot be dated (its first ACK came only after "
+                "a loss recovery) or its drops exceed its excess over the bottleneck rate."
+            )
+        else:
+            floor = float(size * excess.max())
+            evidence["buffer_at_least_bytes"] = floor
+            buffer_text = (
+                f"No burst lost packets at the bottleneck, so its buffer holds at least the "
+                f"{floor:,.0f} bytes the longest burst queued (eq. 1 with N_d = 0)."
+            )
+        severity = Severity.WARNING if lost.sum() > 0 else Severity.INFO
+        summary = (
+            f"{len(b.table)} bursts of up to {packets.max()} packets at "
+            f"{burst_rate / 1e6:.1f} Mbit/s, {burst_rate / s:.1f}x the bottleneck's "
+            f"{s / 1e6:.1f} Mbit/s; {int(lost.sum())} packets lost in them"
+        )
+        average = (
+            f" while the direction averaged {b.average_bps / 1e6:.1f} Mbit/s"
+            if np.isfinite(b.average_bps)
+            else ""
+        )
+        explanation = (
+            f"The sender let trains of {int(np.median(packets))} packets (median; "
+            f"{packets.min()} to {packets.max()}) leave back to back at "
+            f"{burst_rate / 1e6:.1f} Mbit/s, near its line rate of "
+            f"{b.line_rate_bps / 1e6:.1f} Mbit/s{average}, into a path whose bottleneck "
+            f"delivers {s / 1e6:.1f} Mbit/s (the ACKs of each burst return at that rate). Each "
+            "burst queues at the bottleneck at the difference of the two rates (Antony et al. "
+            "eq. 1 and fig. 6) and loses its tail once the queue outgrows the buffer. "
+            f"{buffer_text}"
+            + (
+                ""
+                if lost.sum()
+                else " Nothing was lost, so this finding is only informational (severity "
+                "info): the next, longer burst or a smaller buffer elsewhere will drop."
+            )
+        )
+        advice = (
+            "Pace the sender at or just below the bottleneck rate, so trains leave at s instead "
+            "of the line rate: the fq qdisc (`tc qdisc replace dev IFACE root fq`, which also "
+            "honours `maxrate`) or SO_MAX_PACING_RATE on the socket. Otherwise write smaller "
+            "chunks more often, or give the bottleneck queue room for a whole burst's excess "
+            "(eq. 1 with N_d = 0: N_b (f - s) / f packets; `tracekit plan --ingress --buffer` "
+            "shows the largest loss-free burst)."
+        )
+        return self.finding(
+            conn=ser.conn,
+            direction=DIRECTIONS[ser.direction],
+            start_s=float(b.table["start_s"].iloc[0]),
+            end_s=float(b.table["end_s"].iloc[-1]),
+            evidence=evidence,
+            summary=summary,
+            explanation=explanation,
+            advice=advice,
+            severity=severity,
+        )

@@ -1,0 +1,373 @@
+"""Slow start overran the bottleneck buffer: one round lost a block of packets.
+
+Antony et al. (2003) section 3.1 and fig. 5: slow start doubles the flight every round trip
+until one flight no longer fits the bottleneck's memory; that round loses a block of packets.
+Eq. 1 turns the round's size, its losses and the two rates into the bottleneck's buffer; eq. 3
+gives the buffer a loss-free start needs, eq. 2 the rate the path supports without loss.
+
+The wire sizes (`wire_overhead_bytes`) and the ACK-dispersion rate (`ack_delivery_bps`) are
+shared with the line_rate_burst detector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit import physics
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.findings import Finding, Severity
+from tracekit.schema import PROTO_TCP
+from tracekit.series import Direction, resent, rounds
+
+# IPv4 and TCP headers without options (RFC 791, RFC 9293); IPv6's fixed header (RFC 8200).
+IPV4_HEADER_BYTES = 20
+IPV6_HEADER_BYTES = 40
+TCP_HEADER_BYTES = 20
+# The timestamp option, padded to 12 bytes as Linux sends it on every segment (RFC 7323 3.2).
+TCP_TIMESTAMP_OPTION_BYTES = 12
+# Fewer ACKs than this give no rate: with delayed ACKs (RFC 9293 3.8.6.3) each ACK covers two
+# segments, so four ACKs span about eight segments of the bottleneck's service.
+MIN_RATE_ACKS = 4
+DIRECTIONS = ("a2b", "b2a")
+
+
+def wire_overhead_bytes(ip_version: int, timestamps: bool, link_header_bytes: int) -> int:
+    """Bytes a bottleneck queue counts per packet beyond its TCP payload.
+
+    A Linux qdisc (tbf's `limit` and `rate` alike) counts skb->len: the IP packet plus the
+    link header on an Ethernet device, no preamble or FCS.
+    """
+    ip = IPV6_HEADER_BYTES if ip_version == 6 else IPV4_HEADER_BYTES
+    tcp = TCP_HEADER_BYTES + (TCP_TIMESTAMP_OPTION_BYTES if timestamps else 0)
+    return link_header_bytes + ip + tcp
+
+
+def packet_basis(payload_bytes: int, overhead_bytes: int, link_header_bytes: int) -> str:
+    """One line saying which packet size l the buffer equations used, and why."""
+    return (
+        f"l = {payload_bytes} payload + {overhead_bytes - link_header_bytes} IP/TCP header + "
+        f"{link_header_bytes} link header bytes: a Linux qdisc (tbf's limit and rate) counts "
+        "skb->len, the IP packet plus the Ethernet header; rates count the same bytes"
+    )
+
+
+def ack_delivery_bps(
+    acks: pd.DataFrame,
+    start_s: float,
+    stop_s: float = np.inf,
+    above_rel: float = -np.inf,
+    up_to_rel: float = np.inf,
+) -> tuple[float, int]:
+    """Payload rate at which the ACK line advanced until it first stalled.
+
+    Takes the ACKs in [start_s, stop_s) whose ACK number lies in (above_rel, up_to_rel], up to
+    the first duplicate among them (a hole: from there the line no longer shows what arrived).
+    While a queue keeps the bottleneck busy these ACKs leave the receiver at its service rate
+    (ACK dispersion), so the slope of the line over the ones that advanced it is what the
+    bottleneck delivered. Returns (bit/s or NaN, ACKs used).
+    """
+    t = acks["t_s"].to_numpy()
+    line = acks["ack_rel"].to_numpy()
+    pick = np.flatnonzero((t >= start_s) & (t < stop_s) & (line > above_rel) & (line <= up_to_rel))
+    dup = np.flatnonzero(acks["dupack"].to_numpy()[pick])
+    if dup.size:
+        pick = pick[: dup[0]]
+    pick = pick[acks["advance"].to_numpy()[pick]]
+    if pick.size < MIN_RATE_ACKS:
+        return float("nan"), int(pick.size)
+    first, last = pick[0], pick[-1]
+    span = t[last] - t[first]
+    if span <= 0:
+        return float("nan"), int(pick.size)
+    return float((line[last] - line[first]) * 8 / span), int(pick.size)
+
+
+def queue_at_start_bytes(
+    sent_s: float,
+    end_rel: int,
+    payload_bytes: int,
+    acks: pd.DataFrame,
+    base_rtt_s: float,
+    rate_bps: float,
+) -> float:
+    """Bytes already queued at the bottleneck when a segment left, from its RTT's excess.
+
+    The first ACK covering the segment came back after the base RTT plus the wait behind the
+    queue ahead of it, which drained at rate_bps. NaN when that ACK covers far more than the
+    segment (a hole filled by a retransmission: the wait was the recovery's, not a queue's).
+    """
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+    k = int(np.searchsorted(line, end_rel, side="left"))
+    if k >= line.size or not (np.isfinite(base_rtt_s) and np.isfinite(rate_bps)):
+        return float("nan")
+    # A delayed ACK covers two segments (RFC 9293 3.8.6.3): allow up to two more full ones.
+    if line[k] - end_rel > 2 * payload_bytes:
+        return float("nan")
+    wait = acks["t_s"].to_numpy()[k] - sent_s - base_rtt_s
+    return float(max(wait, 0.0) * rate_bps / 8)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """The slow-start round that overran, measured."""
+
+    index: int
+    flights: np.ndarray  # first-copy segments of each round's flight, rounds 0..index
+    start_s: float
+    end_s: float
+    flight_t: np.ndarray  # departure times of the flight's segments, ascending
+    flight_end: np.ndarray  # their end_rel
+    flight_lost: np.ndarray  # which of them were lost
+    payload_bytes: int  # the flight's typical segment payload
+    lost: int
+    spurious: int
+    lost_total: int
+
+
+class SlowStartOverrun(Detector):
+    kind = "slow_start_overrun"
+    title = "Slow start overran the bottleneck buffer"
+    severity = Severity.WARNING
+
+    @dataclass(frozen=True)
+    class Config:
+        # A block, not a random loss: eq. 1 needs a count, and one or two losses in a round
+        # happen to paths with no overrun at all (a single overflow by the tbf's own burst).
+        min_lost_packets: int = 3
+        # Slow start doubles the flight per round (RFC 5681 3.1 with byte counting, RFC 3465,
+        # as Linux does); counting ACKs with delayed ACKs gives 1.5. Below 1.4 it is not slow
+        # start any more, and a loss there is congestion avoidance's, not an overrun.
+        min_growth_factor: float = 1.4
+        # The link header a bottleneck queue counts with each packet: Ethernet II, 14 bytes,
+        # what Linux counts on an Ethernet or veth device (skb->len). 0 for a raw IP link.
+        link_header_bytes: int = 14
+
+    config: Config
+
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        if ctx.series is None:
+            return
+        tcp = ctx.connections[ctx.connections["proto"] == PROTO_TCP]
+        for row in tcp.itertuples(index=False):
+            for direction in (0, 1):
+                ser = ctx.series.of(int(row.conn), direction)
+                found = self._overrun(ser)
+                if found is None:
+                    continue
+                overhead = wire_overhead_bytes(
+                    int(row.ip_version), bool(row.ts_ok), self.config.link_header_bytes
+                )
+                yield self._finding(ser, found, overhead)
+
+    def _overrun(self, ser: Direction) -> _Round | None:
+        """The first slow-start round that lost a block, or None."""
+        seg = ser.segments
+        data_mask = seg["len"].to_numpy() > 0
+        if not data_mask.any():
+            return None
+        rnd = rounds(seg, ser.acks)
+        if len(rnd) < 2:
+            return None
+        data = seg[data_mask]
+        flags = resent(seg, ser.sacks)[data_mask]
+        lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
+        spurious = (flags["resent"] & flags["dsacked"]).to_numpy()
+        t = data["t_s"].to_numpy()
+        kind = data["kind"].to_numpy()
+        first_copy = kind == "new"
+        again = (kind == "retransmission") | (kind == "partial_retransmission")
+        starts = rnd["start_s"].to_numpy()
+        which = np.searchsorted(starts, t, side="right") - 1
+        n = len(rnd)
+        # A round's flight: its first copies before its first retransmission. From there the
+        # sender is in loss recovery and no longer sends what the ACK clock of slow start gives.
+        first_again = np.full(n, np.inf)
+        np.minimum.at(first_again, which[again], t[again])
+        in_flight = first_copy & (t < first_again[which])
+        flights = np.bincount(which[in_flight], minlength=n)
+        lost_per_round = np.bincount(which[in_flight], weights=lost[in_flight], minlength=n)
+        block = np.flatnonzero(lost_per_round >= self.config.min_lost_packets)
+        if block.size == 0 or block[0] == 0:
+            return None
+        r = int(block[0])
+        if flights[r] < self.config.min_growth_factor * flights[r - 1]:
+            return None
+        members = in_flight & (which == r)
+        return _Round(
+            index=r,
+            flights=flights[: r + 1],
+            start_s=float(starts[r]),
+            end_s=float(rnd["end_s"].iloc[r]),
+            flight_t=t[members],
+            flight_end=data["end_rel"].to_numpy()[members],
+            flight_lost=lost[members],
+            payload_bytes=int(np.median(data["len"].to_numpy()[members])),
+            lost=int(lost[members].sum()),
+            spurious=int(spurious[members].sum()),
+            lost_total=int(lost.sum()),
+        )
+
+    @staticmethod
+    def _burst(rnd: _Round, size: int, s: float) -> tuple[np.ndarray, int, int]:
+        """The train of the flight that overran: its times, its first end_rel, its losses.
+
+        Eq. 1 counts a burst from an empty queue. A flight that paused long enough for the
+        bottleneck to drain (the application ran dry) restarts there, so the burst starts at
+        the last packet before the first loss that found the queue empty. The queue is Lindley's
+        recursion, Q_i = max(Q_{i-1} + l - s gap_i / 8, 0), in closed form over the flight's
+        gaps (a running minimum of the running sum). Without s the flight is taken whole.
+        """
+        t, lost = rnd.flight_t, rnd.flight_lost
+        lo = 0
+        if np.isfinite(s) and s > 0 and t.size > 1:
+            drained = s * np.diff(t) / 8  # bytes the bottleneck sends in each gap
+            step = np.r_[size, size - drained]
+            total = np.cumsum(step)
+            queue = total - np.minimum(np.minimum.accumulate(total), 0.0)
+            empty = np.r_[True, queue[:-1] - drained <= 0]
+            first_lost = int(np.flatnonzero(lost)[0]) if lost.any() else t.size - 1
+            lo = int(np.flatnonzero(empty[: first_lost + 1])[-1])
+        return t[lo:], int(rnd.flight_end[lo]), int(lost[lo:].sum())
+
+    def _finding(self, ser: Direction, rnd: _Round, overhead: int) -> Finding:
+        link = self.config.link_header_bytes
+        size = rnd.payload_bytes + overhead  # l of eq. 1
+        wire = size / rnd.payload_bytes  # wire bytes per payload byte
+        n_round = int(rnd.flights[-1])
+        n_prev = int(rnd.flights[-2])
+        evidence: dict[str, object] = {
+            "round": rnd.index,
+            "round_packets": tuple(int(x) for x in rnd.flights),
+            "overrun_round_packets": n_round,
+            "previous_round_packets": n_prev,
+            "lost_packets": rnd.lost,
+            "spurious_resent_packets": rnd.spurious,
+            "lost_in_direction_packets": rnd.lost_total,
+            "packet_bytes": size,
+            "packet_size_basis": packet_basis(rnd.payload_bytes, overhead, link),
+        }
+        # s: the ACK line across this round clocks the previous round's data, delivered while
+        # that round's own queue kept the bottleneck busy (slow start sends each round at about
+        # twice the rate its ACKs return); up to the first duplicate ACK, after which the line
+        # stalls at the hole and shows nothing more.
+        s_payload, acks_used = ack_delivery_bps(ser.acks, rnd.start_s, rnd.end_s)
+        s = s_payload * wire
+        rtt = ser.rtt[ser.rtt["t_s"] < rnd.start_s]["rtt_s"]
+        if rtt.empty:
+            rtt = ser.rtt["rtt_s"]
+        base_rtt = float(rtt.min()) if len(rtt) else float("nan")
+        burst_t, burst_end, n_d = self._burst(rnd, size, s)
+        n_b = int(burst_t.size)
+        # f: the burst's own rate at the sender, first to last departure (the bytes before
+        # the last packet over that span, as `series.trains` measures a train).
+        span = float(burst_t[-1] - burst_t[0])
+        f = (n_b - 1) * size * 8 / span if span > 0 and n_b > 1 else float("nan")
+
+        head = (
+            f"Slow start round {rnd.index} sent {n_round} packets ({n_prev} in the round "
+            f"before) and lost {rnd.lost}"
+        )
+        explanation = (
+            f"Slow start grew the flight round by round ({', '.join(map(str, rnd.flights))} "
+            f"packets) until round {rnd.index} no longer fitted the bottleneck: {rnd.lost} of "
+            f"its {n_round} packets had to be sent again (not spurious: no D-SACK reported them "
+            "received), the pattern of Antony et al. fig. 5. "
+        )
+        measured = np.isfinite(f) and np.isfinite(s) and np.isfinite(base_rtt) and f > s
+        if measured:
+            evidence |= {
+                "burst_packets": n_b,
+                "burst_lost_packets": n_d,
+                "ingress_bps": f,
+                "bottleneck_bps": s,
+                "bottleneck_acks_count": acks_used,
+                "rate_basis": "wire bytes of l-byte packets: f over the burst at the sender, "
+                "s from the ACK line's advance across the round (the bottleneck's delivery of "
+                "the round before, until the first duplicate ACK)",
+                "base_rtt_s": base_rtt,
+            }
+            if n_b < n_round:
+                explanation += (
+                    "The flight paused long enough within the round for the bottleneck's "
+                    f"queue to drain, so the burst that overran is the train of {n_b} packets "
+                    f"after that pause, {n_d} of them lost. "
+                )
+            queued = n_b * (f - s) / f
+            # Eq. 1 assumes the burst met an empty queue; what still waited from before (its
+            # first packet's RTT over the base RTT) took buffer the burst could not use.
+            ahead = queue_at_start_bytes(
+                float(burst_t[0]), burst_end, rnd.payload_bytes, ser.acks, base_rtt, s
+            )
+            ahead = ahead if np.isfinite(ahead) else 0.0
+            evidence["queue_at_start_bytes"] = ahead
+            excess_bytes = float(physics.buffer_from_burst_bytes(n_b, 0, f, s, size))
+            buffer = excess_bytes - n_d * size + ahead
+            buffer = buffer if buffer >= 0 else float("nan")
+            needed = float(physics.buffer_needed_bytes(s, f, base_rtt))
+            evidence["buffer_needed_bytes"] = needed
+            if np.isfinite(buffer):
+                loss_free = float(physics.loss_free_rate_bps(buffer, f, s, base_rtt))
+                largest = float(physics.largest_loss_free_burst_packets(buffer, f, s, size))
+                evidence |= {
+                    "buffer_estimate_bytes": buffer,
+                    "loss_free_rate_bps": loss_free,
+                    "largest_loss_free_burst_packets": largest,
+                }
+                waiting = f" behind {ahead:,.0f} bytes already waiting" if ahead else ""
+                plus = ", plus those bytes" if ahead else ""
+                summary = (
+                    f"{head}: bottleneck buffer about {buffer / 1e3:.0f} kB (eq. 1); a "
+                    f"loss-free start to {s / 1e6:.1f} Mbit/s needs {needed / 1e3:.0f} kB (eq. 3)"
+                )
+                explanation += (
+                    f"The burst left at f = {f / 1e6:.1f} Mbit/s into a bottleneck that "
+                    f"delivered s = {s / 1e6:.1f} Mbit/s, so {queued:.0f} of its {n_b} packets "
+                    f"had to queue{waiting}; eq. 1, M = l (N_b (f - s) / f - N_d) with "
+                    f"l = {size} bytes{plus}, puts the buffer at {buffer:,.0f} bytes, "
+                    f"{buffer / size:.0f} packets. At "
+                    f"this RTT ({base_rtt * 1e3:.0f} ms) slow start stays loss-free only up to "
+                    f"{loss_free / 1e6:.1f} Mbit/s (eq. 2); reaching the bottleneck rate "
+                    f"without loss takes {needed:,.0f} bytes of buffer (eq. 3)."
+                )
+            else:
+                summary = (
+                    f"{head}: more than the burst's excess over the bottleneck rate; a "
+                    f"loss-free start to {s / 1e6:.1f} Mbit/s needs {needed / 1e3:.0f} kB (eq. 3)"
+                )
+                explanation += (
+                    f"The burst left at f = {f / 1e6:.1f} Mbit/s into a bottleneck that "
+                    f"delivered s = {s / 1e6:.1f} Mbit/s, so only {queued:.0f} packets had to "
+                    f"queue, fewer than the {n_d} lost: something besides this queue dropped "
+                    "packets (a queue left over from the round before, or another flow), so "
+                    "eq. 1 gives no buffer size."
+                )
+        else:
+            summary = f"{head}: a block loss in slow start"
+            explanation += (
+                "The rates could not be measured (too few ACKs before the first duplicate, or "
+                "the flight was no faster than its ACKs), so the buffer equations are not "
+                "applied."
+            )
+        advice = (
+            "Give the bottleneck queue at least the buffer of eq. 3 (`tracekit plan --rate "
+            "--rtt --ingress` shows it), or keep the sender's flights below what it holds: "
+            "pace the sender near the bottleneck rate (the fq qdisc with SO_MAX_PACING_RATE or "
+            "`tc qdisc ... fq maxrate`), so f comes down to s and no queue builds; leave slow "
+            "start early with HyStart (CUBIC's default) or limited slow start (RFC 3742); or "
+            "cap the initial ssthresh below the largest loss-free burst (`ip route ... "
+            "ssthresh`)."
+        )
+        return self.finding(
+            conn=ser.conn,
+            direction=DIRECTIONS[ser.direction],
+            start_s=rnd.start_s,
+            end_s=max(rnd.end_s, rnd.start_s),
+            evidence=evidence,
+            summary=summary,
+            explanation=explanation,
+            advice=advice,
+        )
