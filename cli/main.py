@@ -14,6 +14,7 @@ from tracekit.errors import TracekitError
 # name -> "module:attribute" of a click command; one line per command.
 COMMANDS: dict[str, str] = {
     "analyze": "cli.analyze:analyze",
+    "batch": "cli.batch:batch",
     "check": "cli.check:check",
     "flows": "cli.flows:flows",
     "ingest": "cli.ingest:ingest",

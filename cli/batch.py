@@ -1,0 +1,66 @@
+"""`tracekit batch DIR -o OUT [--jobs N] [--engine dask --scheduler ADDRESS]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracekit.batch import BatchConfig, Outcome, outcome_counts, run_batch
+
+
+@click.command()
+@click.argument("root", type=click.Path(file_okay=False, path_type=Path), metavar="DIR")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the Parquet dataset (created; a run started again resumes in it).",
+)
+@click.option("-j", "--jobs", type=int, default=0, help="Worker processes [default: one per core].")
+@click.option(
+    "--engine",
+    type=click.Choice(["process", "dask"]),
+    default="process",
+    show_default=True,
+    help="Run on local processes or on a Dask cluster.",
+)
+@click.option("--scheduler", help="Address of the Dask scheduler (with --engine dask).")
+def batch(root: Path, output: Path, jobs: int, engine: str, scheduler: str | None) -> None:
+    """Analyse every capture and pair under DIR into a Parquet dataset under OUT.
+
+    OUT/connections, OUT/findings and OUT/captures each read as one table in DuckDB, pandas or
+    polars (docs/commands/batch.md). Inputs finished by an earlier run are skipped; a capture
+    that cannot be read is reported and the batch goes on. Exit 0 even then: its error is in
+    OUT/captures (status 'error'); see `tracekit check` to gate CI.
+    """
+    config = BatchConfig(root=root, out=output, jobs=jobs, engine=engine, scheduler=scheduler)  # type: ignore[arg-type]
+    bar: Any = None
+
+    def start(to_do: int, done: int) -> None:
+        nonlocal bar
+        if done:
+            click.echo(f"tracekit: {done} inputs already done in {output}, skipped", err=True)
+        if sys.stderr.isatty() and to_do:
+            bar = click.progressbar(length=to_do, label="analysing", file=sys.stderr)
+            bar.__enter__()
+
+    def finished(outcome: Outcome) -> None:
+        if outcome.status in ("error", "crash"):
+            if bar is not None:
+                click.echo("", err=True)
+            click.echo(f"tracekit: {outcome.status}: {outcome.name}: {outcome.error}", err=True)
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        outcomes = run_batch(config, on_start=start, on_done=finished)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    counts = outcome_counts(outcomes)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    click.echo(f"{output}: {len(outcomes)} inputs: {summary}")

@@ -1,0 +1,333 @@
+"""`tracekit batch`: analyse every capture and pair under a folder into a Parquet dataset.
+
+The dataset (docs/commands/batch.md) is three folders of Parquet files, one file per input in
+each, so DuckDB (`'OUT/findings/*.parquet'`), pandas and polars (`pd.read_parquet('OUT/findings')`)
+read each folder as one table:
+
+- `connections/`: `capture` (the input's name) and the connections table (docs/tables.md);
+- `findings/`: `capture` and the findings, evidence as a JSON object in `evidence_json`;
+- `captures/`: one row per input: its files, `status` (`ok`, `error`: the capture cannot be read,
+  `crash`: a bug in tracekit), the error, counts and timing.
+
+Every file is written through a temporary file and a rename, and an input's `captures/` row is
+written last: it marks the input finished. A run started again skips finished inputs whose
+files have not changed (same sizes and modification times), and retries crashes. Inputs are
+analysed in worker processes (concurrent.futures) or on a Dask cluster; each worker writes its
+input's files itself, so the output folder must be shared with a cluster's workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit import schema
+from tracekit.check.inputs import CaptureInput, analyze_input, find_inputs
+from tracekit.errors import TracekitError
+from tracekit.findings import Finding
+from tracekit.table_io import write_parquet_atomic
+
+Engine = Literal["process", "dask"]
+Status = Literal["ok", "error", "crash", "skipped"]
+
+CAPTURE_SCHEMA = pa.schema(
+    [
+        ("capture", pa.string()),
+        ("sender", pa.string()),
+        ("receiver", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("connections", pa.int64()),
+        ("findings", pa.int64()),
+        ("time_s", pa.float64()),
+        # The files as they were analysed: a run started again redoes an input that changed.
+        ("fingerprint", pa.string()),
+    ]
+)
+CONNECTION_SCHEMA = pa.schema(
+    [
+        pa.field("capture", pa.string(), nullable=False),
+        *schema.arrow_schema(schema.CONNECTION_COLUMNS),
+    ]
+)
+FINDING_SCHEMA = pa.schema(
+    [
+        ("capture", pa.string()),
+        ("conn", pa.int32()),
+        ("kind", pa.string()),
+        ("severity", pa.string()),
+        ("direction", pa.string()),
+        ("start_s", pa.float64()),
+        ("end_s", pa.float64()),
+        ("summary", pa.string()),
+        ("evidence_json", pa.string()),
+    ]
+)
+TABLES = ("captures", "connections", "findings")
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """What to analyse, where to write it, and on what."""
+
+    root: Path
+    out: Path
+    jobs: int = 0  # worker processes; 0: one per core this process may use
+    engine: Engine = "process"
+    scheduler: str | None = None  # the Dask scheduler's address, for engine "dask"
+
+    def __post_init__(self) -> None:
+        if self.jobs < 0:
+            raise TracekitError(f"--jobs must be >= 0, got {self.jobs}")
+        if self.engine not in ("process", "dask"):
+            raise TracekitError(f"unknown engine {self.engine!r} (process or dask)")
+        if self.engine == "dask" and not self.scheduler:
+            raise TracekitError("--engine dask needs --scheduler ADDRESS (tcp://host:8786)")
+        if self.engine == "process" and self.scheduler:
+            raise TracekitError("--scheduler goes with --engine dask")
+        if not self.root.is_dir():
+            raise TracekitError(f"{self.root}: not a folder")
+        if self.out.resolve().is_relative_to(self.root.resolve()):
+            # Its own output would be walked next time (and Parquet is no capture anyway).
+            raise TracekitError(f"{self.out}: the output folder must lie outside {self.root}")
+
+    @property
+    def workers(self) -> int:
+        """How many inputs run at once on this machine."""
+        return self.jobs or len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one input."""
+
+    name: str
+    status: Status
+    error: str | None = None
+    connections: int = 0
+    findings: int = 0
+    time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """One input and where its files go; a plain value, so it travels to any worker."""
+
+    input: CaptureInput
+    key: str
+    out: str
+    fingerprint: str
+
+
+def relative_inputs(root: Path) -> list[CaptureInput]:
+    """Every input under root, named by its path relative to root (the lab's folder pairs by
+    the folder's name)."""
+    prefix = root.as_posix().rstrip("/") + "/"
+    inputs = []
+    for inp in find_inputs([root]):
+        # Outside the prefix is only the root itself, as a lab pair: named after its folder.
+        name = inp.name[len(prefix) :] if inp.name.startswith(prefix) else root.resolve().name
+        inputs.append(
+            CaptureInput(name=name, sender=inp.sender, receiver=inp.receiver, problem=inp.problem)
+        )
+    return inputs
+
+
+def file_key(name: str) -> str:
+    """A file name for an input: its name made safe, and a hash so that two names never meet."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:80]
+    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
+def fingerprint(inp: CaptureInput) -> str:
+    """Sizes and modification times of the input's files (missing: -1)."""
+    parts = []
+    for path in inp.paths:
+        try:
+            st = path.stat()
+            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{path}:-1")
+    return "|".join(parts)
+
+
+def _finding_rows(name: str, findings: Sequence[Finding]) -> pa.Table:
+    rows = [
+        {
+            "capture": name,
+            "conn": f.conn,
+            "kind": f.kind,
+            "severity": f.severity.value,
+            "direction": f.direction,
+            "start_s": f.start_s,
+            "end_s": f.end_s,
+            "summary": f.summary,
+            "evidence_json": json.dumps(f.to_dict()["evidence"], sort_keys=True),
+        }
+        for f in findings
+    ]
+    return pa.Table.from_pylist(rows, schema=FINDING_SCHEMA)
+
+
+def run_job(job: Job) -> Outcome:
+    """Analyse one input and write its three files; never raises for a bad capture."""
+    start = time.perf_counter()
+    out = Path(job.out)
+    inp = job.input
+    try:
+        analysis, _ = analyze_input(inp)
+    except TracekitError as exc:
+        outcome = Outcome(inp.name, "error", str(exc), time_s=time.perf_counter() - start)
+    except Exception as exc:
+        # A bug must not cost the night's other captures; its traceback goes in the dataset.
+        detail = "".join(traceback.format_exception_only(exc)).strip()
+        outcome = Outcome(inp.name, "crash", detail, time_s=time.perf_counter() - start)
+    else:
+        conns = analysis.sender.connections.table
+        names = pa.array([inp.name] * conns.num_rows, pa.string())
+        write_parquet_atomic(
+            conns.cast(schema.arrow_schema(schema.CONNECTION_COLUMNS)).add_column(
+                0, CONNECTION_SCHEMA.field("capture"), names
+            ),
+            out / "connections" / f"{job.key}.parquet",
+        )
+        write_parquet_atomic(
+            _finding_rows(inp.name, analysis.findings), out / "findings" / f"{job.key}.parquet"
+        )
+        outcome = Outcome(
+            inp.name,
+            "ok",
+            connections=conns.num_rows,
+            findings=len(analysis.findings),
+            time_s=time.perf_counter() - start,
+        )
+    if outcome.status != "ok":
+        # A capture that failed now leaves no rows from an earlier, different version of it.
+        for table in ("connections", "findings"):
+            (out / table / f"{job.key}.parquet").unlink(missing_ok=True)
+    row = {
+        "capture": inp.name,
+        "sender": str(inp.sender),
+        "receiver": None if inp.receiver is None else str(inp.receiver),
+        "status": outcome.status,
+        "error": outcome.error,
+        "connections": outcome.connections,
+        "findings": outcome.findings,
+        "time_s": outcome.time_s,
+        "fingerprint": job.fingerprint,
+    }
+    write_parquet_atomic(
+        pa.Table.from_pylist([row], schema=CAPTURE_SCHEMA), out / "captures" / f"{job.key}.parquet"
+    )
+    return outcome
+
+
+def _finished(path: Path, fp: str) -> bool:
+    try:
+        row = pq.read_table(path, columns=["status", "fingerprint"]).to_pylist()[0]
+    except (OSError, IndexError, pa.ArrowException):
+        return False
+    return bool(row["fingerprint"] == fp and row["status"] in ("ok", "error"))
+
+
+def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
+    """The jobs still to run, largest first (so no big capture starts last), and the names of
+    the inputs a previous run finished."""
+    jobs, done = [], []
+    for inp in relative_inputs(config.root):
+        key = file_key(inp.name)
+        fp = fingerprint(inp)
+        if _finished(config.out / "captures" / f"{key}.parquet", fp):
+            done.append(inp.name)
+        else:
+            jobs.append(Job(inp, key, str(config.out), fp))
+
+    def size(job: Job) -> int:
+        return sum(p.stat().st_size for p in job.input.paths if p.is_file())
+
+    jobs.sort(key=size, reverse=True)
+    return jobs, done
+
+
+def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
+    if workers == 1:
+        yield from map(run_job, jobs)
+        return
+    # forkserver: workers start from a clean process, not a fork of one that holds threads.
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(run_job, job) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[Outcome]:
+    try:
+        from dask.distributed import Client
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise TracekitError("--engine dask needs Dask: pip install 'tracekit[dask]'") from None
+    try:
+        client = Client(address, timeout="10s")
+    except OSError as exc:
+        raise TracekitError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    with client:
+        # pure=False: an input whose files changed must run again under the same key.
+        futures = client.map(run_job, jobs, pure=False, key=[f"tracekit-{j.key}" for j in jobs])
+        for future in dask_completed(futures):
+            yield future.result()
+
+
+def run_batch(
+    config: BatchConfig,
+    on_start: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Analyse every unfinished input under config.root into config.out.
+
+    `on_start(to_do, already_done)` is called once the plan is made, `on_done` once per input
+    as it finishes (in completion order). Returns the outcomes, finished ones as "skipped".
+    """
+    jobs, done = plan(config)
+    if not jobs and not done:
+        raise TracekitError(f"no captures found under {config.root}")
+    for table in TABLES:
+        folder = config.out / table
+        folder.mkdir(parents=True, exist_ok=True)
+        # Temporary files of a run that was killed mid-write (readers skip dot files anyway).
+        for stale in folder.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
+    if on_start is not None:
+        on_start(len(jobs), len(done))
+    outcomes = [Outcome(name, "skipped") for name in done]
+    if config.engine == "dask":
+        assert config.scheduler is not None  # checked by BatchConfig
+        stream = _on_dask(jobs, config.scheduler)
+    else:
+        stream = _on_processes(jobs, min(config.workers, max(len(jobs), 1)))
+    for outcome in stream:
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(outcome)
+    return outcomes
+
+
+def outcome_counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
+    """How many inputs ended in each status."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return counts
