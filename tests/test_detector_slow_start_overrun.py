@@ -53,11 +53,13 @@ def test_fires_once_on_the_slow_start_overrun_capture() -> None:
     assert rounds[0] == 10
     assert np.all(rounds[1:] >= 1.4 * rounds[:-1])
     assert f.evidence["overrun_round_packets"] == rounds[-1]
-    # Every drop of this run was the tbf's (truth: receiver and relay drops are 0), and the
-    # overrun round holds the block of them.
+    # Every drop of this run was the tbf's (truth: receiver and relay drops are 0). It counts
+    # every frame, a dropped resend too, where the detector counts first copies; the overrun
+    # round holds most of them.
     assert truth["drops"]["receiver"] == 0
-    assert f.evidence["lost_in_direction_packets"] == truth["drops"]["network"]
-    assert f.evidence["lost_packets"] >= 3
+    drops = truth["drops"]["network"]
+    assert f.evidence["lost_packets"] <= f.evidence["lost_in_direction_packets"] <= drops
+    assert f.evidence["lost_packets"] >= drops / 2
 
 
 @pytest.mark.parametrize("name", ["slow_start_overrun", "network_drops", "bursty_sender"])

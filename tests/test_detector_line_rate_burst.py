@@ -1,0 +1,203 @@
+"""line_rate_burst on the lab's captures (truth.json, tshark) and on crafted trains.
+
+The lab's bursty_sender writes 64 kB every 50 ms through a 100 Mbit/s NIC tbf into a 30 Mbit/s
+bottleneck with a 32 kB limit; paced_sender is the same path and writes, paced below the
+bottleneck rate. The crafted cases are trains whose spacing is known by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from crafting import CLIENT, SERVER, tcp, write
+
+from fixtures.lab.scenarios import SCENARIOS
+from tracekit.capture import read_capture
+from tracekit.detectors import run_detectors
+from tracekit.detectors.base import AnalysisContext
+from tracekit.detectors.line_rate_burst import LineRateBurst
+from tracekit.findings import Finding, Severity
+from tracekit.pipeline import analyze_paths, vantage
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+KIND = LineRateBurst.kind
+needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+FRAME_BYTES = 1514  # 1500-byte IP packet + 14-byte Ethernet header: what the tbf counts
+
+
+@cache
+def lab(name: str) -> tuple[list[Finding], dict[str, Any]]:
+    found = [f for f in analyze_paths(CAPTURES / name / "sender.pcap").findings if f.kind == KIND]
+    return found, json.loads((CAPTURES / name / "truth.json").read_text())
+
+
+# --- the lab ------------------------------------------------------------------------------
+
+
+def test_fires_on_the_bursty_sender_with_the_path_s_numbers() -> None:
+    found, truth = lab("bursty_sender")
+    assert len(found) == 1
+    f = found[0]
+    path, sender = truth["path"], truth["sender"]
+    assert (f.conn, f.direction, f.severity) == (0, "a2b", Severity.WARNING)
+    assert f.evidence["bursts_count"] >= 3
+    # Bursts leave near the NIC tbf's rate; the ACKs return at the bottleneck tbf's.
+    nic, bottleneck = path["sender_nic_rate_bps"], path["bottleneck_rate_bps"]
+    assert 0.8 * nic <= f.evidence["burst_rate_bps"] <= 1.05 * nic
+    assert f.evidence["line_rate_bps"] == pytest.approx(nic, rel=0.1)
+    assert f.evidence["bottleneck_bps"] == pytest.approx(bottleneck, rel=0.1)
+    assert f.evidence["burst_to_bottleneck_ratio"] >= 2
+    # The application writes a chunk per interval: that is the average, in wire bytes.
+    chunk_bps = sender["write_chunk_bytes"] * 8 / (sender["write_interval_ms"] / 1000)
+    assert f.evidence["average_rate_bps"] == pytest.approx(chunk_bps * 1514 / 1448, rel=0.25)
+    configured = path["bottleneck_buffer_bytes"]
+    assert configured / 1.5 <= f.evidence["buffer_estimate_bytes"] <= configured * 1.5
+    assert f.evidence["packet_bytes"] == FRAME_BYTES
+    assert 0 < f.evidence["lost_in_bursts_packets"] <= f.evidence["lost_in_direction_packets"]
+    assert f.evidence["lost_in_direction_packets"] <= truth["drops"]["network"]
+    assert "\n" not in f.summary and f.explanation and f.advice
+
+
+@needs_tshark
+def test_bursts_are_the_runs_tshark_sees_and_their_losses_the_receiver_never_got() -> None:
+    from fixtures.lab.readings import line_rate_runs, read_frames  # tshark, not tracekit
+
+    found, truth = lab("bursty_sender")
+    f = found[0]
+    sent = read_frames(CAPTURES / "bursty_sender" / "sender.pcap")
+    received = read_frames(CAPTURES / "bursty_sender" / "receiver.pcap")
+    nic_gap_s = FRAME_BYTES * 8 / truth["path"]["sender_nic_rate_bps"]
+    runs = line_rate_runs(sent, 1.5 * nic_gap_s)
+    long_runs = runs[runs >= LineRateBurst.Config().min_burst_packets]
+    # The detector spaces by the line rate it measured, a little under the tbf's: the same
+    # runs give or take a packet time at their edges.
+    assert abs(f.evidence["bursts_count"] - long_runs.size) <= 2
+    assert abs(f.evidence["burst_packets_max"] - long_runs.max()) <= 2
+    # Lost: first copies of data the receiver's capture never saw.
+    arrived = Counter(
+        zip(
+            received.ip_id[received.from_sender].tolist(),
+            received.seq[received.from_sender].tolist(),
+            strict=True,
+        )
+    )
+    data = np.flatnonzero(sent.from_sender & (sent.payload_bytes > 0))
+    _, first = np.unique(sent.seq[data], return_index=True)
+    missing = [i for i in data[first] if (sent.ip_id[i], sent.seq[i]) not in arrived]
+    assert f.evidence["lost_in_direction_packets"] == len(missing)
+
+
+def test_quiet_on_the_paced_sender() -> None:
+    found, truth = lab("paced_sender")
+    assert truth["sender"]["so_max_pacing_rate_bytes_per_s"]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, s in SCENARIOS.items() if "line_rate_bursts" in s.absent_labels]
+)
+def test_quiet_where_the_lab_rules_bursts_out(name: str) -> None:
+    assert lab(name)[0] == []
+
+
+LOSSLESS = ["clean", "receiver_drops", "window_limited", "window_oscillation"]
+
+
+@pytest.mark.parametrize("name", LOSSLESS)
+def test_only_informational_where_the_bottleneck_dropped_nothing(name: str) -> None:
+    # An unpaced sender does burst on these paths (the lab does not rule it out); where the
+    # buffer absorbed every burst the finding is informational, with nothing lost in a burst.
+    found, truth = lab(name)
+    assert truth["drops"]["network"] == 0
+    for f in found:
+        assert f.severity is Severity.INFO
+        assert f.evidence["lost_in_bursts_packets"] == 0
+        # Eq. 1 with N_d = 0: the buffer held what the longest burst queued.
+        assert f.evidence["buffer_at_least_bytes"] <= truth["path"]["bottleneck_buffer_bytes"]
+
+
+# --- crafted trains ---------------------------------------------------------------------------
+
+MSS = 1448
+WIRE = MSS + 66  # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
+C_ISN, S_ISN = 1000, 5000
+SYN_OPTS = [("MSS", MSS), ("WScale", 7), ("SAckOK", b""), ("Timestamp", (1, 0))]
+
+
+def trains(
+    count: int, packets: int, send_bps: float, path_bps: float, rtt_s: float = 0.05
+) -> list[object]:
+    """`count` trains of `packets` segments sent at send_bps, 100 ms apart, through a path of
+    path_bps with no loss: each segment's ACK returns one RTT after the path delivered it."""
+    pkts: list[object] = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C_ISN, 0, 0, SYN_OPTS),
+        tcp(rtt_s, SERVER, CLIENT, 80, 40000, "SA", S_ISN, C_ISN + 1, 0, SYN_OPTS),
+        tcp(rtt_s, CLIENT, SERVER, 40000, 80, "A", C_ISN + 1, S_ISN + 1, 0, [("NOP", None)]),
+    ]
+    i = 0
+    for k in range(count):
+        start = 0.2 + 0.1 * k
+        delivered = start
+        for j in range(packets):
+            t = start + j * WIRE * 8 / send_bps
+            delivered = max(delivered, t) + WIRE * 8 / path_bps
+            seq = C_ISN + 1 + i * MSS
+            opts = [("Timestamp", (100 + i, 1))]
+            pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", seq, S_ISN + 1, MSS, opts))
+            ack = seq + MSS
+            back = [("Timestamp", (900, 100 + i))]
+            pkts.append(tcp(delivered + rtt_s, SERVER, CLIENT, 80, 40000, "A", S_ISN + 1, ack,
+                            0, back))  # fmt: skip
+            i += 1
+    pkts.sort(key=lambda p: p.time)  # type: ignore[attr-defined]
+    return pkts
+
+
+def detect(pkts: list[object], path: Path, **config: Any) -> list[Finding]:
+    """This detector alone on crafted packets."""
+    snd = vantage(read_capture(write(path, pkts)))
+    ctx = AnalysisContext(
+        connections=snd.connections.frame(), packets=snd.connections.packets, series=snd.series
+    )
+    return run_detectors(ctx, [LineRateBurst], {KIND: LineRateBurst.Config(**config)})
+
+
+def test_crafted_line_rate_trains_fire_as_info_without_loss(tmp_path: Path) -> None:
+    found = detect(trains(4, 30, send_bps=100e6, path_bps=30e6), tmp_path / "b.pcap")
+    assert len(found) == 1
+    f = found[0]
+    assert f.evidence["bursts_count"] == 4
+    assert f.evidence["burst_packets"] == (30, 30, 30, 30)
+    assert f.evidence["burst_rate_bps"] == pytest.approx(100e6, rel=0.01)
+    assert f.evidence["bottleneck_bps"] == pytest.approx(30e6, rel=0.01)
+    assert f.evidence["lost_in_bursts_packets"] == 0
+    # Eq. 1 with N_d = 0: 30 packets at 100 into 30 Mbit/s queue 21 of them.
+    assert f.evidence["buffer_at_least_bytes"] == pytest.approx(30 * 0.7 * WIRE, rel=0.01)
+    assert f.severity is Severity.INFO
+
+
+def test_crafted_paced_trains_are_quiet(tmp_path: Path) -> None:
+    # The same segments spaced at 90% of the path's rate: no burst at all.
+    assert detect(trains(4, 30, send_bps=27e6, path_bps=30e6), tmp_path / "p.pcap") == []
+
+
+def test_too_few_or_too_short_bursts_are_quiet(tmp_path: Path) -> None:
+    pkts = trains(2, 30, send_bps=100e6, path_bps=30e6)
+    assert detect(pkts, tmp_path / "two.pcap") == []
+    assert len(detect(pkts, tmp_path / "two_ok.pcap", min_bursts_count=2)) == 1
+    short = trains(4, 12, send_bps=100e6, path_bps=30e6)
+    assert detect(short, tmp_path / "short.pcap") == []
+
+
+def test_bursts_barely_above_the_path_rate_are_quiet(tmp_path: Path) -> None:
+    # Back to back at 50 Mbit/s into 30: bursts, but not twice the path's rate.
+    pkts = trains(4, 30, send_bps=50e6, path_bps=30e6)
+    assert detect(pkts, tmp_path / "slow.pcap") == []
+    assert len(detect(pkts, tmp_path / "slow_ok.pcap", min_rate_factor=1.5)) == 1
