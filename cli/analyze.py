@@ -8,40 +8,11 @@ from pathlib import Path
 import click
 
 from cli import common
-from tracekit.merge import parse_map
-from tracekit.pipeline import analyze as run_analysis
-from tracekit.udpstream import Layout
 
 
 @click.command()
 @common.capture_argument
-@click.option(
-    "--receiver",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The receiver's capture of the same transfer.",
-)
-@click.option(
-    "--map",
-    "maps",
-    multiple=True,
-    metavar="SENDER_ADDR=RECEIVER_ADDR",
-    help="A sender-side address (or ip:port) as the receiver's capture shows it, behind NAT. "
-    "Repeatable.",
-)
-@click.option(
-    "--udp-seq-offset",
-    type=click.IntRange(0, 7),
-    default=0,
-    show_default=True,
-    help="Byte offset of the sequence number in numbered UDP datagrams.",
-)
-@click.option(
-    "--udp-seq-width",
-    type=click.IntRange(1, 8),
-    default=4,
-    show_default=True,
-    help="Width in bytes of that big-endian number (UDPmon: 4).",
-)
+@common.analysis_options
 @click.option("--json", "as_json", is_flag=True, help="Print connections and findings as JSON.")
 def analyze(
     capture: Path,
@@ -56,14 +27,7 @@ def analyze(
     The JSON document is {"connections": [...], "findings": [...]}; its schema is
     docs/analyze.schema.json. Findings are explained in docs/findings.md.
     """
-    layout = Layout(offset_bytes=udp_seq_offset, width_bytes=udp_seq_width)
-    addr_map = parse_map(maps)
-    result = run_analysis(
-        common.read(capture, need_tcp=False),
-        common.read(receiver, need_tcp=False) if receiver else None,
-        addr_map=addr_map,
-        udp_layout=layout,
-    )
+    result = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
     doc = result.to_dict()
     if as_json:
         click.echo(json.dumps(doc, indent=2))

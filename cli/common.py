@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 if TYPE_CHECKING:
     from tracekit.capture import Capture
     from tracekit.connections import Connections
+    from tracekit.pipeline import Analysis
 
 # A capture smaller than this reads in well under a second: no bar.
 _BAR_MIN_BYTES = 32 << 20
@@ -59,3 +60,59 @@ def connections(path: str | Path, *, need_tcp: bool = True) -> Connections:
 capture_argument = click.argument(
     "capture", type=click.Path(dir_okay=False, path_type=Path), metavar="CAPTURE"
 )
+
+
+def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of every command that analyses a capture: receiver, NAT map, UDP numbering."""
+    options = (
+        click.option(
+            "--receiver",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="The receiver's capture of the same transfer: the two are merged.",
+        ),
+        click.option(
+            "--map",
+            "maps",
+            multiple=True,
+            metavar="SENDER_ADDR=RECEIVER_ADDR",
+            help="A sender-side address (or ip:port) as the receiver's capture shows it, "
+            "behind NAT. Repeatable.",
+        ),
+        click.option(
+            "--udp-seq-offset",
+            type=click.IntRange(0, 7),
+            default=0,
+            show_default=True,
+            help="Byte offset of the sequence number in numbered UDP datagrams.",
+        ),
+        click.option(
+            "--udp-seq-width",
+            type=click.IntRange(1, 8),
+            default=4,
+            show_default=True,
+            help="Width in bytes of that big-endian number (UDPmon: 4).",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def run_analysis(
+    capture: Path,
+    receiver: Path | None,
+    maps: tuple[str, ...],
+    udp_seq_offset: int,
+    udp_seq_width: int,
+) -> Analysis:
+    """Read the captures and run the whole pipeline on them."""
+    from tracekit.merge import parse_map
+    from tracekit.pipeline import analyze
+    from tracekit.udpstream import Layout
+
+    return analyze(
+        read(capture, need_tcp=False),
+        read(receiver, need_tcp=False) if receiver else None,
+        addr_map=parse_map(maps),
+        udp_layout=Layout(offset_bytes=udp_seq_offset, width_bytes=udp_seq_width),
+    )

@@ -7,18 +7,13 @@ from pathlib import Path
 import click
 
 from cli import common
-from tracekit.pipeline import analyze
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.html import write
 
 
 @click.command()
 @common.capture_argument
-@click.option(
-    "--receiver",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The receiver's capture of the same transfer: its view is drawn beside the sender's.",
-)
+@common.analysis_options
 @click.option(
     "-o",
     "--output",
@@ -43,13 +38,16 @@ from tracekit.report.html import write
 def report(
     capture: Path,
     receiver: Path | None,
+    maps: tuple[str, ...],
+    udp_seq_offset: int,
+    udp_seq_width: int,
     output: Path,
     rate_window: float | None,
     max_connections: int,
 ) -> None:
     """Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, findings."""
     config = ReportConfig(rate_window_s=rate_window, max_connections=max_connections)
-    analysis = analyze(common.read(capture), common.read(receiver) if receiver else None)
+    analysis = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
     inputs = (str(capture),) + ((str(receiver),) if receiver else ())
     path = write(build_report(analysis, inputs, config), output)
     click.echo(f"{path}: {len(analysis.findings)} findings", err=True)

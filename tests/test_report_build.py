@@ -14,6 +14,7 @@ from crafting import transfer, write
 from cli.main import cli
 from tracekit.pipeline import analyze_paths
 from tracekit.report.build import ReportConfig, build_report
+from tracekit.report.model import Report
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,10 @@ def test_tsg_marks_every_event_of_the_transfer(capture: Path) -> None:
     assert counts["duplicate ACK"] == 3
     assert counts["zero window"] == 2
     resent = traces["retransmitted"]
-    np.testing.assert_array_equal(resent.y, [2001, 5501])  # type: ignore[attr-defined]
-    np.testing.assert_array_equal(resent.y_end, [3001, 6501])  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(resent.y, [2001, 5501])
+    np.testing.assert_array_equal(resent.y_end, [3001, 6501])
     # Markers the decimation must never drop.
-    assert resent.keep is not None and resent.keep.all()  # type: ignore[attr-defined]
+    assert resent.keep is not None and resent.keep.all()
 
 
 def test_overview_and_config(capture: Path) -> None:
@@ -92,3 +93,52 @@ def test_report_of_a_real_transfer_opens_in_chromium(capture: Path, tmp_path: Pa
     assert all(n > 0 for n in status["plots"].values())
     _, _, pixels = png_pixels(page.screenshot_png)
     assert len(set(pixels[i : i + 3] for i in range(0, len(pixels), 3 * 97))) > 20
+
+
+LAB = Path(__file__).resolve().parent.parent / "fixtures" / "captures"
+
+
+def _lab_report(scenario: str) -> Report:
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+    from tracekit.udpstream import Layout
+
+    folder = LAB / scenario
+    numbering = json.loads((folder / "truth.json").read_text()).get("udp", {}).get("numbering", "")
+    width = 8 if "8 payload bytes" in numbering else 4
+    analysis = analyze(
+        read_capture(folder / "sender.pcap"),
+        read_capture(folder / "receiver.pcap"),
+        udp_layout=Layout(offset_bytes=0, width_bytes=width),
+    )
+    return build_report(analysis, (scenario,))
+
+
+def test_two_vantage_views_mark_the_receiver_drops() -> None:
+    truth = json.loads((LAB / "receiver_drops" / "truth.json").read_text())
+    report = _lab_report("receiver_drops")
+    (view,) = report.connections
+    titles = [p.title for p in view.plots]
+    assert "Departures and arrivals, sender and receiver captures merged" in titles
+    combined = view.plots[
+        titles.index("Departures and arrivals, sender and receiver captures merged")
+    ]
+    marks = {t.name: len(t) for t in combined.traces}
+    assert marks["receiver drop"] == truth["drops"]["receiver"]
+    assert "network drop" not in marks
+    # The receiver's TSG is drawn beside the sender's, on the sender's clock.
+    (receiver_tsg,) = view.receiver_plots
+    assert "receiver's view" in receiver_tsg.title
+    delay = view.plots[titles.index("One-way delay and queueing delay above its minimum")]
+    # The path's one-way delay (truth: the relay's fixed delay) is the floor of the curve.
+    owd_ms = delay.traces[0].y
+    assert abs(np.min(owd_ms) - truth["path"]["one_way_delay_fwd_ms"]) < 1.0
+
+
+def test_udp_stream_view_marks_the_lost_numbers() -> None:
+    truth = json.loads((LAB / "udp_loss" / "truth.json").read_text())
+    report = _lab_report("udp_loss")
+    (view,) = report.connections
+    lost = {t.name: t for t in view.plots[0].traces}["lost"]
+    # Lost between the two capture points: exactly the bottleneck's drops.
+    assert len(lost) == truth["drops"]["network"]

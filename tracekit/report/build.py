@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from tracekit import __version__
-from tracekit.findings import Finding
+from tracekit.findings import Finding, Severity
 from tracekit.pipeline import Analysis, Vantage
 from tracekit.report.model import (
     TSG_PALETTE,
@@ -22,6 +23,7 @@ from tracekit.report.model import (
 )
 from tracekit.schema import PROTO_TCP
 from tracekit.series import Direction, rate, trains
+from tracekit.udpstream import UdpStream
 
 P = TSG_PALETTE
 _OUT_OF_ORDER = "#1b9e77"
@@ -78,11 +80,21 @@ def _markers(name: str, x: np.ndarray, y: np.ndarray, color: str, symbol: str) -
     )
 
 
-def tsg_plot(d: Direction, shift_s: float, shades: tuple[Shade, ...], title: str) -> Plot:
-    """The time-sequence graph of one direction, marked as tcptrace's users know it."""
-    seg = d.segments.assign(t_s=d.segments["t_s"] + shift_s)
-    acks = d.acks.assign(t_s=d.acks["t_s"] + shift_s)
-    sacks = d.sacks.assign(t_s=d.sacks["t_s"] + shift_s)
+def tsg_plot(
+    d: Direction,
+    shades: tuple[Shade, ...],
+    title: str,
+    clock: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Plot:
+    """The time-sequence graph of one direction, marked as tcptrace's users know it.
+
+    `clock` maps the series' times onto the report's time axis (the sender's clock).
+    """
+
+    def on_axis(df: pd.DataFrame) -> pd.DataFrame:
+        return df if clock is None else df.assign(t_s=clock(df["t_s"].to_numpy(np.float64)))
+
+    seg, acks, sacks = on_axis(d.segments), on_axis(d.acks), on_axis(d.sacks)
     data = seg[seg["len"] > 0]
     traces = [
         _segments_trace("data", data[_mask(data, ("new",))], P.segment, keep=False),
@@ -222,9 +234,150 @@ def flight_plot(d: Direction, window_known: bool, shades: tuple[Shade, ...]) -> 
     )
 
 
+def _receiver_plots(
+    analysis: Analysis, conn: int, direction: int, row: pd.Series, shades: tuple[Shade, ...]
+) -> tuple[Plot | None, ...]:
+    """The receiver's TSG of the same connection, its times on the sender's clock."""
+    assert analysis.receiver is not None
+    rc = _receiver_conn(analysis.receiver, row["a"], row["b"])
+    if rc is None:
+        return ()
+    rrow = analysis.receiver.connections.frame().loc[rc]
+    rdir = direction if rrow["a"] == row["a"] else 1 - direction
+    # Receiver times count from its own first packet; first onto the sender's origin as the
+    # raw clocks say, then through the fitted offset and skew (tracekit.merge.clock).
+    shift = (analysis.receiver.series.t0_ns - analysis.sender.series.t0_ns) / 1e9
+    fit = analysis.merge.clock if analysis.merge is not None else None
+
+    def clock(t: np.ndarray) -> np.ndarray:
+        return fit.to_sender_s(t + shift) if fit is not None else t + shift
+
+    title = "Time-sequence graph, receiver's view"
+    if fit is not None:
+        title += (
+            f" (clock offset {fit.offset_s * 1e3:+.3f} ms, skew {fit.skew_ppm:+.1f} ppm removed)"
+        )
+    return (tsg_plot(analysis.receiver.series.of(rc, rdir), shades, title, clock),)
+
+
+def _merge_plots(
+    analysis: Analysis, conn: int, direction: int, shades: tuple[Shade, ...]
+) -> tuple[Plot, ...]:
+    """Departures against arrivals (the paper's fig. 7) and the one-way delay."""
+    m = analysis.merge
+    if m is None:
+        return ()
+    tx = m.transmissions
+    tx = tx[(tx["conn"] == conn) & (tx["dir"] == direction)]
+    if tx.empty:
+        return ()
+    fate = tx["fate"].astype(str).to_numpy()
+    left = tx[tx["sender_t_s"].notna()]
+    came = tx[tx["receiver_t_s"].notna()]
+    traces = [
+        _segments_trace(
+            "departure (sender)",
+            left.rename(columns={"sender_t_s": "t_s"}),
+            P.segment,
+            keep=False,
+        ),
+        _segments_trace(
+            "arrival (receiver)",
+            came.rename(columns={"receiver_t_s": "t_s"}),
+            P.receiver,
+            keep=False,
+        ),
+    ]
+    for name, code, at, symbol in (
+        ("network drop", "network_drop", "sender_t_s", "x"),
+        ("receiver drop", "receiver_drop", "receiver_t_s", "diamond"),
+        ("sender capture gap", "sender_capture_gap", "receiver_t_s", "triangle-down"),
+        ("receiver capture gap", "receiver_capture_gap", "sender_t_s", "triangle-up"),
+    ):
+        hit = tx[fate == code]
+        if len(hit):
+            color = P.loss if code != "receiver_drop" else P.probe
+            traces.append(_markers(name, hit[at], hit["seq_rel"], color, symbol))
+    combined = Plot(
+        "Departures and arrivals, sender and receiver captures merged",
+        "time (s, sender's clock)",
+        "sequence offset (bytes)",
+        tuple(traces),
+        shades,
+        height_px=420,
+    )
+    delay = m.delay[(m.delay["conn"] == conn) & (m.delay["dir"] == direction)]
+    t = delay["t_s"].to_numpy(np.float64)
+    owd = Plot(
+        "One-way delay and queueing delay above its minimum",
+        "time (s, sender's clock)",
+        "ms",
+        (
+            Trace("one-way delay", Kind.LINE, t, delay["owd_s"].to_numpy(np.float64) * 1e3),
+            Trace(
+                "queueing delay",
+                Kind.LINE,
+                t,
+                delay["queue_s"].to_numpy(np.float64) * 1e3,
+                color=P.retransmit,
+            ),
+        ),
+    )
+    return (combined, owd)
+
+
+def _udp_view(stream: UdpStream, conns: pd.DataFrame) -> ConnectionView:
+    """A numbered UDP stream: arrival time against datagram number, losses marked (fig. 2)."""
+    arr = stream.arrivals
+    got = arr[~arr["lost"]]
+    lost = arr[arr["lost"]]
+    row = conns.loc[stream.conn]
+    plot = Plot(
+        "Arrival time against datagram number (lost datagrams at 0)",
+        "datagram number",
+        "arrival since the first (ms)",
+        (
+            Trace(
+                "received",
+                Kind.MARKERS,
+                got["index"].to_numpy(np.float64),
+                got["arrival_s"].to_numpy(np.float64) * 1e3,
+                color=P.segment,
+                symbol="circle",
+            ),
+            _markers(
+                "lost",
+                lost["index"].to_numpy(np.float64),
+                np.zeros(len(lost)),
+                P.loss,
+                "x",
+            ),
+        ),
+    )
+    first = stream.first_loss_index
+    facts = (
+        ("sent / received", f"{stream.sent_count} / {stream.received_count}"),
+        ("first loss at", "none" if first is None else f"datagram {first}"),
+        ("loss after the first", f"{stream.loss_ratio_after_first:.1%}"),
+        (
+            "ingress / bottleneck rate",
+            "-" if stream.rate_ratio is None else f"{stream.rate_ratio:.2f}",
+        ),
+        ("blocks lost", str(len(stream.blocks))),
+    )
+    return ConnectionView(
+        title=f"UDP stream {stream.conn}: {row['a']} -> {row['b']}",
+        facts=facts,
+        plots=(plot,),
+    )
+
+
 def _shades(findings: list[Finding], conn: int) -> tuple[Shade, ...]:
+    """The time ranges of a connection's warnings and errors, for its TSGs (info is listed only)."""
     return tuple(
-        Shade(f.start_s, f.end_s, f"{f.kind}: {f.summary}") for f in findings if f.conn == conn
+        Shade(f.start_s, f.end_s, f"{f.kind}: {f.summary}")
+        for f in findings
+        if f.conn == conn and f.severity is not Severity.INFO
     )
 
 
@@ -270,26 +423,17 @@ def build_report(
         plots = (
             tsg_plot(
                 d,
-                0.0,
                 shades,
                 f"Time-sequence graph, sender's view ({row['a']} {arrow} {row['b']})",
             ),
-            rate_plot(d, cfg, shades),
-            rtt_plot(d, shades),
-            flight_plot(d, snd.series.window_known.get((conn, direction), False), shades),
+            rate_plot(d, cfg, ()),
+            rtt_plot(d, ()),
+            flight_plot(d, snd.series.window_known.get((conn, direction), False), ()),
         )
         receiver_plots: tuple[Plot | None, ...] = ()
         if analysis.receiver is not None:
-            rc = _receiver_conn(analysis.receiver, row["a"], row["b"])
-            if rc is not None:
-                rrow = analysis.receiver.connections.frame().loc[rc]
-                rdir = direction if rrow["a"] == row["a"] else 1 - direction
-                # Both captures' times are on their own clocks; align their origins.
-                shift = (analysis.receiver.series.t0_ns - snd.series.t0_ns) / 1e9
-                rd = analysis.receiver.series.of(rc, rdir)
-                receiver_plots = (
-                    tsg_plot(rd, shift, shades, "Time-sequence graph, receiver's view"),
-                )
+            receiver_plots = _receiver_plots(analysis, conn, direction, row, shades)
+            plots = (*plots, *_merge_plots(analysis, conn, direction, shades))
         rtt = _median_rtt(d)
         facts = (
             ("a", str(row["a"])),
@@ -318,6 +462,7 @@ def build_report(
             )
         )
 
+    views += [_udp_view(stream, conns) for stream in analysis.udp]
     counts = pd.Series([f.conn for f in analysis.findings], dtype="int64").value_counts()
     overview = Table(
         columns=(
