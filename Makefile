@@ -1,7 +1,7 @@
 # tracekit: the two commands of the quick start are `make demo` and `make test`.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip install -q --root-user-action=ignore --disable-pip-version-check
-DEMO_CAPTURE ?= fixtures/captures/slow_start_overrun/sender.pcap
+DEMO ?= fixtures/captures/slow_start_overrun
 TEST_TOOLS := tshark:tshark tcptrace:tcptrace tcpdump:tcpdump chromium:chromium
 LAB_TOOLS := tcpdump:tcpdump nft:nftables ethtool:ethtool iperf3:iperf3 tcptrace:tcptrace
 
@@ -14,8 +14,11 @@ install-test:
 	$(PIP) -e '.[test]'
 	.ci/system-deps $(TEST_TOOLS)
 
+# The main job on a bundled pair of captures: findings on the terminal, the report as a file.
 demo: install
-	tracekit flows $(DEMO_CAPTURE)
+	tracekit analyze $(DEMO)/sender.pcap --receiver $(DEMO)/receiver.pcap
+	tracekit report $(DEMO)/sender.pcap --receiver $(DEMO)/receiver.pcap -o demo-report.html
+	@echo "open demo-report.html in a browser (it works offline)"
 
 lint:
 	$(PYTHON) -m ruff check .
