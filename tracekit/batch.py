@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from tracekit import schema
 from tracekit.check.inputs import CaptureInput, analyze_input, find_inputs
+from tracekit.detectors import all_detectors
 from tracekit.errors import TracekitError
 from tracekit.findings import Finding
 from tracekit.table_io import write_parquet_atomic
@@ -266,8 +267,11 @@ def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
     if workers == 1:
         yield from map(run_job, jobs)
         return
-    # forkserver: workers start from a clean process, not a fork of one that holds threads.
-    context = multiprocessing.get_context("forkserver")
+    # fork: a worker starts with the pipeline and the detectors already imported, where a
+    # spawned one spends seconds importing them (bench/batch.py measures what that costs on
+    # 2 cores). Arrow re-creates its thread pools in a forked child.
+    all_detectors()
+    context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for future in as_completed(futures):

@@ -1,0 +1,75 @@
+"""Batch speed: `tracekit batch` on 1 and on 2 cores over copies of the lab captures (not a test).
+
+Copies every TCP scenario of fixtures/captures (sender.pcap, receiver.pcap) COPIES times into a
+temporary folder, runs `tracekit batch DIR -o OUT --jobs N` for N = 1 and 2 in a fresh process
+(startup and worker start included, as a user sees it), each REPEAT times into a fresh output
+folder, and prints the best captures/s of each and the ratio; the issue asks for at least 1.7.
+
+Usage: python bench/batch.py [--copies 4] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB = ROOT / "fixtures" / "captures"
+MAIN = "from cli.main import main; main()"
+
+
+def make_corpus(folder: Path, copies: int) -> int:
+    """Copy the lab's TCP scenarios `copies` times under folder; the number of inputs."""
+    scenarios = [
+        d
+        for d in sorted(LAB.iterdir())
+        if (d / "truth.json").is_file()
+        and json.loads((d / "truth.json").read_text())["flow"]["protocol"] == "tcp"
+    ]
+    if not scenarios:
+        sys.exit(f"no lab captures in {LAB}: run `make fixtures` first")
+    for i in range(copies):
+        for scenario in scenarios:
+            target = folder / f"copy{i:02}" / scenario.name
+            target.mkdir(parents=True)
+            for name in ("sender.pcap", "receiver.pcap"):
+                shutil.copy(scenario / name, target / name)
+    return copies * len(scenarios)
+
+
+def timed_run(corpus: Path, out: Path, jobs: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-c", MAIN, "batch", str(corpus), "-o", str(out), "--jobs", str(jobs)]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tracekit-bench-") as tmp:
+        corpus = Path(tmp) / "corpus"
+        n = make_corpus(corpus, args.copies)
+        print(f"{n} inputs (sender + receiver pairs), {os.cpu_count()} cores")
+        rates = {}
+        for jobs in (1, 2):
+            best = min(
+                timed_run(corpus, Path(tmp) / f"out-{jobs}-{r}", jobs) for r in range(args.repeat)
+            )
+            rates[jobs] = n / best
+            print(f"--jobs {jobs}: {best:6.1f} s, {rates[jobs]:5.2f} captures/s")
+        print(f"ratio 2 cores / 1 core: {rates[2] / rates[1]:.2f} (the issue asks >= 1.7)")
+
+
+if __name__ == "__main__":
+    main()
