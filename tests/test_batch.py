@@ -74,6 +74,12 @@ def test_dataset_reads_in_duckdb_pandas_and_polars(corpus: Path, tmp_path: Path)
     assert dict(counts) == {
         r: n for r, n in zip(captures["capture"], captures["findings"], strict=True) if n
     }
+    # The queries docs/commands/batch.md shows run on it as they are written.
+    sql = (REPO / "docs/commands/batch.md").read_text().split("```sql\n")[1].split("```")[0]
+    statements = [s for s in sql.replace("OUT/", f"{out}/").split(";") if "SELECT" in s]
+    assert len(statements) == 4
+    for statement in statements:
+        duckdb.sql(statement).fetchall()
 
 
 def test_resume_skips_finished_and_redoes_changed(corpus: Path, tmp_path: Path) -> None:

@@ -105,3 +105,10 @@ def test_example_policy_loads_and_sets_every_key() -> None:
     doc = tomllib.loads(EXAMPLE.read_text())
     assert {(t, k) for t in ("fail", "thresholds", "baseline") for k in doc[t]} == set(KEYS)
     assert policy.overrides
+
+
+def test_every_key_is_documented() -> None:
+    doc = (Path(__file__).parent.parent / "docs/commands/check.md").read_text()
+    for table, key in KEYS:
+        assert f"| `{table}.{key}` |" in doc
+    assert "| `on_bad_input` |" in doc
