@@ -54,14 +54,11 @@ SKIP_SHORT_FRAME = 4
 SKIP_BAD_HEADER = 5
 SKIP_REASONS = ("kept", "non_ip", "not_tcp_udp", "ip_fragment", "short_frame", "bad_header")
 
-# Flow key bytes: version, protocol, then the lower endpoint (16 address bytes, 2 port bytes,
-# big-endian) and the higher one; IPv4 addresses fill the first 4 of their 16 bytes.
-KEY_BYTES = 40
 
 STATUS_DONE = 0
 STATUS_GROW = 1  # the flow table is full: grow it and call again from the returned record
 
-KEY_WORDS = KEY_BYTES // 8
+KEY_WORDS = 5  # see FlowTable
 MIX_PRIME = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, Fibonacci hashing (Knuth 6.4)
 
 
@@ -119,11 +116,16 @@ class Columns:
 
 
 class FlowTable:
-    """Open-addressing hash table from flow key bytes to flow id, ids in order of first sight."""
+    """Open-addressing hash table from flow key to flow id, ids in order of first sight.
+
+    A key is KEY_WORDS 64-bit words: word 0 holds version << 56 | protocol << 48 | the lower
+    endpoint's port << 16 | the higher endpoint's port; words 1-2 the lower endpoint's address as
+    two big-endian halves (an IPv4 address in the top 32 bits of word 1), words 3-4 the higher's.
+    """
 
     def __init__(self, capacity: int = 1024) -> None:
         self.slots = np.full(capacity * 2, -1, np.int32)
-        self.keys = np.zeros((capacity, KEY_BYTES), np.uint8)
+        self.keys = np.zeros((capacity, KEY_WORDS), np.uint64)
         self.hashes = np.zeros(capacity, np.uint64)
         self.count = np.zeros(1, np.int64)
 
@@ -131,7 +133,7 @@ class FlowTable:
         """Double the capacity and re-insert every flow."""
         capacity = self.keys.shape[0] * 2
         n = int(self.count[0])
-        keys = np.zeros((capacity, KEY_BYTES), np.uint8)
+        keys = np.zeros((capacity, KEY_WORDS), np.uint64)
         keys[:n] = self.keys[:n]
         hashes = np.zeros(capacity, np.uint64)
         hashes[:n] = self.hashes[:n]
@@ -166,21 +168,8 @@ def _u32(b: np.ndarray, p: int) -> int:
 
 
 @njit(cache=True)
-def _same_key(words: np.ndarray, table_words: np.ndarray, flow: int) -> bool:
-    # An explicit loop: numba compiles it, not a generator expression inside all().
-    for k in range(KEY_WORDS):  # noqa: SIM110
-        if table_words[flow, k] != words[k]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _endpoint_less(b: np.ndarray, src: int, dst: int, alen: int, sport: int, dport: int) -> bool:
-    """Whether (src address, src port) <= (dst address, dst port), compared as bytes."""
-    for i in range(alen):
-        if b[src + i] != b[dst + i]:
-            return b[src + i] < b[dst + i]
-    return sport <= dport
+def _u64(b: np.ndarray, p: int) -> np.uint64:
+    return (np.uint64(_u32(b, p)) << np.uint64(32)) | np.uint64(_u32(b, p + 4))
 
 
 @njit(cache=True)
@@ -218,35 +207,17 @@ def decode_records(
     flow_hashes: np.ndarray,
     flow_count: np.ndarray,
 ) -> tuple[int, int]:
-    """Decode records [start, count); returns (next record, STATUS_*)."""
-    key = np.zeros(KEY_BYTES, np.uint8)
-    words = key.view(np.uint64)
-    table_words = flow_keys.view(np.uint64)
+    """Decode records [start, count); returns (next record, STATUS_*).
+
+    A skipped record gets only its `reason`; a kept one gets every field, written once.
+    """
     mask = slots.shape[0] - 1
     last = -1
+    zero = np.uint64(0)
     for i in range(start, count):
         off = np.int64(rec_off[i])
         end = off + np.int64(rec_caplen[i])
         origlen = np.int64(rec_origlen[i])
-        reason[i] = KEPT
-        ip_version[i] = 0
-        proto_out[i] = 0
-        ip_id[i] = 0
-        payload_out[i] = 0
-        tcp_flags[i] = 0
-        seq[i] = 0
-        ack[i] = 0
-        win_raw[i] = 0
-        opts[i] = 0
-        mss[i] = 0
-        wscale[i] = 255
-        tsval[i] = 0
-        tsecr[i] = 0
-        sack_n[i] = 0
-        flow_out[i] = -1
-        src_end[i] = 0
-        udp_head_len[i] = 0
-        udp_head[i] = 0
 
         # Link layer: find the network header and its version (0: not IP).
         link = link_by_iface[rec_iface[i]]
@@ -258,9 +229,7 @@ def decode_records(
                 continue
             ethertype = _u16(buf, off + 12)
             q = off + 14
-            while ethertype == ETHERTYPE_VLAN or (
-                ethertype in (ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD)
-            ):
+            while ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
                 if q + 4 > end:
                     break
                 ethertype = _u16(buf, q + 2)
@@ -269,7 +238,7 @@ def decode_records(
                 version = 4
             elif ethertype == ETHERTYPE_IPV6:
                 version = 6
-            elif ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ):
+            elif ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
                 reason[i] = SKIP_SHORT_FRAME
                 continue
         elif link in (LINK_SLL, LINK_SLL2):
@@ -300,7 +269,7 @@ def decode_records(
             # AF_INET is 2 everywhere; AF_INET6 is 24 (NetBSD/OpenBSD), 28 (FreeBSD), 30 (macOS).
             if family == 2:
                 version = 4
-            elif family == 24 or family == 28 or family == 30:
+            elif family in (24, 28, 30):
                 version = 6
         elif link == LINK_IPV4:
             version = 4
@@ -340,12 +309,13 @@ def decode_records(
                 reason[i] = SKIP_IP_FRAGMENT
                 continue
             proto = np.int64(buf[q + 9])
-            src = q + 12
-            dst = q + 16
-            alen = 4
+            src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
+            dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
+            src_lo = zero
+            dst_lo = zero
             l4 = q + ihl
             l4len = total - ihl
-            ip_id[i] = _u16(buf, q + 4)
+            ident = _u16(buf, q + 4)
         else:
             if end - q < 40:
                 reason[i] = SKIP_SHORT_FRAME
@@ -357,30 +327,21 @@ def decode_records(
             if l4len == 0:
                 l4len = origlen - (q - off) - 40
             proto = np.int64(buf[q + 6])
-            src = q + 8
-            dst = q + 24
-            alen = 16
+            src_hi = _u64(buf, q + 8)
+            src_lo = _u64(buf, q + 16)
+            dst_hi = _u64(buf, q + 24)
+            dst_lo = _u64(buf, q + 32)
+            ident = 0
             l4 = q + 40
             # Skip extension headers, RFC 8200 4: each is (next header, length) then data.
-            bad = False
-            while (
-                proto == 0
-                or proto == 43
-                or proto == 44
-                or proto == 51
-                or proto == 60
-                or proto == 135
-                or proto == 139
-                or proto == 140
-            ):
+            skip = KEPT
+            while proto in (0, 43, 44, 51, 60, 135, 139, 140):
                 if end - l4 < 8:
-                    bad = True
-                    reason[i] = SKIP_SHORT_FRAME
+                    skip = SKIP_SHORT_FRAME
                     break
                 if proto == 44:  # fragment header: only an atomic fragment is whole
                     if _u16(buf, l4 + 2) & 0xFFF9:
-                        bad = True
-                        reason[i] = SKIP_IP_FRAGMENT
+                        skip = SKIP_IP_FRAGMENT
                         break
                     ext = np.int64(8)
                 elif proto == 51:  # AH counts its length in 4-byte units, RFC 4302 2.2
@@ -390,14 +351,24 @@ def decode_records(
                 proto = np.int64(buf[l4])
                 l4 += ext
                 l4len -= ext
-            if bad:
+            if skip != KEPT:
+                reason[i] = skip
                 continue
             if l4len < 0:
                 reason[i] = SKIP_BAD_HEADER
                 continue
-        ip_version[i] = version
 
         # Transport layer.
+        flags = 0
+        sq = 0
+        ak = 0
+        window = 0
+        bits = 0
+        mss_value = 0
+        shift = 255
+        ts_value = 0
+        ts_echo = 0
+        blocks = 0
         if proto == 6:
             if end - l4 < 20:
                 reason[i] = SKIP_SHORT_FRAME
@@ -408,15 +379,14 @@ def decode_records(
                 continue
             sport = _u16(buf, l4)
             dport = _u16(buf, l4 + 2)
-            seq[i] = _u32(buf, l4 + 4)
-            ack[i] = _u32(buf, l4 + 8)
-            tcp_flags[i] = buf[l4 + 13]
-            win_raw[i] = _u16(buf, l4 + 14)
+            sq = _u32(buf, l4 + 4)
+            ak = _u32(buf, l4 + 8)
+            flags = buf[l4 + 13]
+            window = _u16(buf, l4 + 14)
             payload = l4len - doff
             # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
             o = l4 + 20
             oend = min(l4 + doff, end)
-            bits = 0
             while o < oend:
                 kind = buf[o]
                 if kind == 0:  # end of option list
@@ -430,26 +400,24 @@ def decode_records(
                 if olen < 2 or o + olen > oend:
                     break
                 if kind == 2 and olen == 4:
-                    mss[i] = _u16(buf, o + 2)
+                    mss_value = _u16(buf, o + 2)
                     bits |= 0x01
                 elif kind == 3 and olen == 3:
-                    wscale[i] = buf[o + 2]
+                    shift = buf[o + 2]
                     bits |= 0x02
                 elif kind == 4 and olen == 2:
                     bits |= 0x04
-                elif kind == 5 and olen >= 10 and (olen - 2) % 8 == 0:
-                    nblocks = min((olen - 2) // 8, 4)
-                    for k in range(nblocks):
+                elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
+                    blocks = min((olen - 2) >> 3, 4)
+                    for k in range(blocks):
                         sack[i, 2 * k] = _u32(buf, o + 2 + 8 * k)
                         sack[i, 2 * k + 1] = _u32(buf, o + 6 + 8 * k)
-                    sack_n[i] = nblocks
                     bits |= 0x10
                 elif kind == 8 and olen == 10:
-                    tsval[i] = _u32(buf, o + 2)
-                    tsecr[i] = _u32(buf, o + 6)
+                    ts_value = _u32(buf, o + 2)
+                    ts_echo = _u32(buf, o + 6)
                     bits |= 0x08
                 o += olen
-            opts[i] = bits
         elif proto == 17:
             if end - l4 < 8:
                 reason[i] = SKIP_SHORT_FRAME
@@ -461,7 +429,7 @@ def decode_records(
             dport = _u16(buf, l4 + 2)
             payload = l4len - 8
             head_len = min(8, payload, end - (l4 + 8))
-            head = np.uint64(0)
+            head = zero
             for k in range(head_len):
                 head |= np.uint64(buf[l4 + 8 + k]) << np.uint64(56 - 8 * k)
             udp_head[i] = head
@@ -469,40 +437,69 @@ def decode_records(
         else:
             reason[i] = SKIP_NOT_TCP_UDP
             continue
+        reason[i] = KEPT
+        ip_version[i] = version
         proto_out[i] = proto
+        ip_id[i] = ident
         payload_out[i] = min(payload, 0xFFFF)
+        tcp_flags[i] = flags
+        seq[i] = sq
+        ack[i] = ak
+        win_raw[i] = window
+        opts[i] = bits
+        mss[i] = mss_value
+        wscale[i] = shift
+        tsval[i] = ts_value
+        tsecr[i] = ts_echo
+        sack_n[i] = blocks
 
-        # Flow key: the unordered 5-tuple with the lower (address, port) endpoint first.
-        for k in range(KEY_WORDS):
-            words[k] = 0
-        key[0] = version
-        key[1] = proto
-        if _endpoint_less(buf, src, dst, alen, sport, dport):
-            lo, lo_port, hi, hi_port = src, sport, dst, dport
+        # Flow key: the unordered 5-tuple, lower (address, port) endpoint first; comparing the
+        # big-endian halves as integers orders the endpoints as their bytes would.
+        if src_hi < dst_hi or (
+            src_hi == dst_hi and (src_lo < dst_lo or (src_lo == dst_lo and sport <= dport))
+        ):
             src_end[i] = 0
+            w1, w2, w3, w4 = src_hi, src_lo, dst_hi, dst_lo
+            lo_port, hi_port = sport, dport
         else:
-            lo, lo_port, hi, hi_port = dst, dport, src, sport
             src_end[i] = 1
-        for k in range(alen):
-            key[2 + k] = buf[lo + k]
-            key[20 + k] = buf[hi + k]
-        key[18] = lo_port >> 8
-        key[19] = lo_port & 0xFF
-        key[36] = hi_port >> 8
-        key[37] = hi_port & 0xFF
+            w1, w2, w3, w4 = dst_hi, dst_lo, src_hi, src_lo
+            lo_port, hi_port = dport, sport
+        w0 = (
+            (np.uint64(version) << np.uint64(56))
+            | (np.uint64(proto) << np.uint64(48))
+            | (np.uint64(lo_port) << np.uint64(16))
+            | np.uint64(hi_port)
+        )
         # Consecutive packets mostly belong to the same flow: try the last one before hashing.
-        if last >= 0 and _same_key(words, table_words, last):
+        if (
+            last >= 0
+            and flow_keys[last, 0] == w0
+            and flow_keys[last, 1] == w1
+            and flow_keys[last, 2] == w2
+            and flow_keys[last, 3] == w3
+            and flow_keys[last, 4] == w4
+        ):
             flow_out[i] = last
             continue
-        h = np.uint64(0)
-        for k in range(KEY_WORDS):
-            h = (h ^ words[k]) * MIX_PRIME
-            h ^= h >> np.uint64(29)
+        h = w0 * MIX_PRIME
+        h = ((h ^ (h >> np.uint64(29))) ^ w1) * MIX_PRIME
+        h = ((h ^ (h >> np.uint64(29))) ^ w2) * MIX_PRIME
+        h = ((h ^ (h >> np.uint64(29))) ^ w3) * MIX_PRIME
+        h = ((h ^ (h >> np.uint64(29))) ^ w4) * MIX_PRIME
+        h ^= h >> np.uint64(32)
         s = np.int64(h & np.uint64(mask))
         flow = -1
         while slots[s] >= 0:
             cand = slots[s]
-            if flow_hashes[cand] == h and _same_key(words, table_words, cand):
+            if (
+                flow_hashes[cand] == h
+                and flow_keys[cand, 0] == w0
+                and flow_keys[cand, 1] == w1
+                and flow_keys[cand, 2] == w2
+                and flow_keys[cand, 3] == w3
+                and flow_keys[cand, 4] == w4
+            ):
                 flow = cand
                 break
             s = (s + 1) & mask
@@ -510,7 +507,11 @@ def decode_records(
             n = flow_count[0]
             if n >= flow_keys.shape[0]:
                 return i, STATUS_GROW
-            table_words[n, :] = words
+            flow_keys[n, 0] = w0
+            flow_keys[n, 1] = w1
+            flow_keys[n, 2] = w2
+            flow_keys[n, 3] = w3
+            flow_keys[n, 4] = w4
             flow_hashes[n] = h
             slots[s] = n
             flow_count[0] = n + 1
