@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.findings import Finding
 
 DIRECTION_NAMES = ("a2b", "b2a")
 
@@ -24,3 +30,50 @@ def times(rows: pd.DataFrame) -> np.ndarray:
     """Sender times of the rows (where the sender capture lacks one, the arrival time)."""
     t = rows["sender_t_s"].to_numpy(dtype=np.float64)
     return np.where(np.isnan(t), rows["receiver_t_s"].to_numpy(dtype=np.float64), t)
+
+
+class FateDetector(Detector):
+    """A detector that reports the transmissions of one fate (tracekit.merge), per direction.
+
+    A subclass names the fate (its `kind`) and says, in `summary_text`, `explanation` and
+    `advice`, what that fate means and what to change.
+    """
+
+    explanation: ClassVar[str]
+    advice: ClassVar[str]
+
+    @dataclass(frozen=True)
+    class Config:
+        # With two captures each one is a fact, not a sample: one is enough to report.
+        min_drops_packets: int = 1
+
+    config: Config
+
+    @abstractmethod
+    def summary_text(self, count: int, total: int) -> str:
+        """The finding's one-line summary."""
+
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        if ctx.merge is None:
+            return
+        for conn, direction, rows, total in by_connection(ctx.merge.transmissions, self.kind):
+            if len(rows) < self.config.min_drops_packets:
+                continue
+            t = np.sort(times(rows))
+            count = len(rows)
+            yield self.finding(
+                conn=conn,
+                direction=DIRECTION_NAMES[direction],
+                start_s=float(t[0]),
+                end_s=float(t[-1]),
+                evidence={
+                    f"{self.kind}s_packets": count,
+                    f"{self.kind}_bytes": int(rows["len"].sum()),
+                    "transmissions_packets": total,
+                    "drop_ratio": count / total,
+                    "drop_times_s": t,
+                },
+                summary=self.summary_text(count, total),
+                explanation=self.explanation,
+                advice=self.advice,
+            )

@@ -8,65 +8,32 @@ a full socket or backlog queue, or a stack that could not keep up (Antony et al.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-
-import numpy as np
-
-from tracekit.detectors._two_vantage import DIRECTION_NAMES, by_connection, times
-from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.findings import Finding, Severity
+from tracekit.detectors._two_vantage import FateDetector
+from tracekit.findings import Severity
 
 
-class ReceiverDrop(Detector):
+class ReceiverDrop(FateDetector):
     kind = "receiver_drop"
     title = "The receiving host dropped packets that had reached it"
     severity = Severity.WARNING
+    explanation = (
+        "The receiver's capture shows these segments arriving, yet the receiver "
+        "never acknowledged them, cumulatively or by SACK, before the sender resent "
+        "them: the host discarded them after the capture point (a firewall rule, a "
+        "full socket or backlog queue, a CPU that could not keep up; Antony et al. "
+        "section 3.2). The sender took each as congestion and slowed down, though "
+        "the network delivered them."
+    )
+    advice = (
+        "Look inside the receiving host: firewall drop counters (nft list ruleset, "
+        "iptables -nvL), `nstat` (TcpExtTCPBacklogDrop, TcpExtTCPRcvQDrop, "
+        "TcpExtPFMemallocDrop), `ethtool -S` and /proc/net/softnet_stat for NIC and "
+        "backlog drops; raise net.core.netdev_max_backlog and the socket buffer, or "
+        "spread interrupts over more CPUs."
+    )
 
-    @dataclass(frozen=True)
-    class Config:
-        # Each is proven by the receiver's own ACKs: one is enough to report.
-        min_drops_packets: int = 1
-
-    config: Config
-
-    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        if ctx.merge is None:
-            return
-        for conn, direction, rows, total in by_connection(ctx.merge.transmissions, "receiver_drop"):
-            if len(rows) < self.config.min_drops_packets:
-                continue
-            t = np.sort(times(rows))
-            count = len(rows)
-            yield self.finding(
-                conn=conn,
-                direction=DIRECTION_NAMES[direction],
-                start_s=float(t[0]),
-                end_s=float(t[-1]),
-                evidence={
-                    "receiver_drops_packets": count,
-                    "receiver_drop_bytes": int(rows["len"].sum()),
-                    "transmissions_packets": total,
-                    "drop_ratio": count / total,
-                    "drop_times_s": t,
-                },
-                summary=(
-                    f"{count} of {total} packets reached the receiver's capture point and were "
-                    "dropped inside the receiving host"
-                ),
-                explanation=(
-                    "The receiver's capture shows these segments arriving, yet the receiver "
-                    "never acknowledged them, cumulatively or by SACK, before the sender resent "
-                    "them: the host discarded them after the capture point (a firewall rule, a "
-                    "full socket or backlog queue, a CPU that could not keep up; Antony et al. "
-                    "section 3.2). The sender took each as congestion and slowed down, though "
-                    "the network delivered them."
-                ),
-                advice=(
-                    "Look inside the receiving host: firewall drop counters (nft list ruleset, "
-                    "iptables -nvL), `nstat` (TcpExtTCPBacklogDrop, TcpExtTCPRcvQDrop, "
-                    "TcpExtPFMemallocDrop), `ethtool -S` and /proc/net/softnet_stat for NIC and "
-                    "backlog drops; raise net.core.netdev_max_backlog and the socket buffer, or "
-                    "spread interrupts over more CPUs."
-                ),
-            )
+    def summary_text(self, count: int, total: int) -> str:
+        return (
+            f"{count} of {total} packets reached the receiver's capture point and were "
+            "dropped inside the receiving host"
+        )
