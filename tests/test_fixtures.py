@@ -134,6 +134,18 @@ def test_network_drops_are_the_frames_missing_from_the_receiver_capture(name: st
 
 
 @needs_tshark
+@pytest.mark.parametrize("name", TCP)
+def test_every_transfer_closes_cleanly(name: str) -> None:
+    # A receiver that closed with data in flight would answer with RSTs, and that tail would
+    # look like receiver drops: both ends send a FIN and neither ever sends a RST.
+    for side in ("sender", "receiver"):
+        capture = frames(name, side)
+        assert not (capture.flags & TH_RST).any()
+        assert (capture.flags[capture.from_sender] & TH_FIN).any()
+        assert (capture.flags[~capture.from_sender] & TH_FIN).any()
+
+
+@needs_tshark
 def test_clean_capture_loses_and_resends_nothing() -> None:
     sent, received = frames("clean", "sender"), frames("clean", "receiver")
     assert sent.from_sender.sum() == received.from_sender.sum()
