@@ -218,6 +218,64 @@ def _finding_schema() -> dict[str, Any]:
     }
 
 
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_COUNT = {"type": "integer", "minimum": 0}
+
+
+def _two_vantage_schema() -> dict[str, Any]:
+    """With --receiver: the clock fit (tracekit.merge.clock) and each transmission's fate."""
+    return {
+        "type": "object",
+        "required": ["clock", "fates", "sender_only_connections", "receiver_only_connections"],
+        "additionalProperties": False,
+        "properties": {
+            "clock": {
+                "description": "receiver minus sender clock: offset at the sender capture's "
+                "first packet, skew in ppm; null when no connection was in both captures",
+                "type": ["object", "null"],
+                "required": ["offset_s", "skew_ppm"],
+                "properties": {"offset_s": {"type": "number"}, "skew_ppm": {"type": "number"}},
+            },
+            "fates": {
+                "type": "object",
+                "propertyNames": {"enum": list(schema.FATES)},
+                "additionalProperties": _COUNT,
+            },
+            "sender_only_connections": {"type": "array", "items": _COUNT},
+            "receiver_only_connections": {"type": "array", "items": _COUNT},
+        },
+    }
+
+
+def _udp_stream_schema() -> dict[str, Any]:
+    """A numbered UDP test stream (tracekit.udpstream): received against sent."""
+    return {
+        "type": "object",
+        "required": [
+            "conn",
+            "direction",
+            "sent_packets",
+            "received_packets",
+            "lost_packets",
+            "first_loss_index",
+            "lost_numbers",
+        ],
+        "properties": {
+            "conn": _COUNT,
+            "direction": {"enum": list(DIRECTIONS)},
+            "sent_packets": _COUNT,
+            "received_packets": _COUNT,
+            "lost_packets": _COUNT,
+            "first_loss_index": {"type": ["integer", "null"]},
+            "loss_ratio_after_first": _NUMBER_OR_NULL,
+            "rate_ratio": _NUMBER_OR_NULL,
+            "buffer_bytes": _NUMBER_OR_NULL,
+            "lost_blocks": {"type": "array", "items": {"type": "array", "items": _COUNT}},
+            "lost_numbers": {"type": "array", "items": _COUNT},
+        },
+    }
+
+
 def analyze_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of `tracekit analyze --json`, as docs/analyze.schema.json."""
     return {
@@ -232,8 +290,15 @@ def analyze_schema() -> dict[str, Any]:
         "properties": {
             "connections": {"type": "array", "items": {"$ref": "#/$defs/connection"}},
             "findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}},
+            "two_vantage": {"$ref": "#/$defs/two_vantage"},
+            "udp_streams": {"type": "array", "items": {"$ref": "#/$defs/udp_stream"}},
         },
-        "$defs": {"connection": _connection_schema(), "finding": _finding_schema()},
+        "$defs": {
+            "connection": _connection_schema(),
+            "finding": _finding_schema(),
+            "two_vantage": _two_vantage_schema(),
+            "udp_stream": _udp_stream_schema(),
+        },
     }
 
 

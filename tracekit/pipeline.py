@@ -41,11 +41,28 @@ class Analysis:
     udp: tuple[UdpStream, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document of `tracekit analyze --json` (docs/analyze.schema.json)."""
-        return {
+        """The JSON document of `tracekit analyze --json` (docs/analyze.schema.json).
+
+        With a receiver capture it adds `two_vantage` (the clock fit, the fate counts, the
+        connections seen in one capture only); with numbered UDP streams, `udp_streams`.
+        """
+        doc: dict[str, Any] = {
             "connections": records(self.sender.connections.table),
             "findings": [f.to_dict() for f in self.findings],
         }
+        if self.merge is not None:
+            doc["two_vantage"] = {
+                "clock": self.merge.clock.to_dict() if self.merge.clock is not None else None,
+                "fates": self.merge.counts(),
+                "sender_only_connections": [int(c) for c in self.merge.connections.sender_only],
+                "receiver_only_connections": [int(c) for c in self.merge.connections.receiver_only],
+            }
+        if self.udp:
+            doc["udp_streams"] = [
+                {**stream.to_dict(), "lost_numbers": stream.lost.astype(int).tolist()}
+                for stream in self.udp
+            ]
+        return doc
 
 
 def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:
