@@ -58,3 +58,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: str, case: st
     assert "Traceback" not in result.output
     if before is not None:
         assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(before).digest()
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "commands"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_has_its_page(name: str) -> None:
+    page = DOCS / f"{name}.md"
+    assert page.is_file(), f"docs/commands/{name}.md is missing"
+    assert f"tracekit {name}" in page.read_text()
