@@ -305,3 +305,10 @@ def test_quiet_when_the_round_did_not_grow(tmp_path: Path, overrun) -> None:
     pkts, _, _ = overrun
     # Round 3 is twice round 2; asking for more growth than that rules slow start out.
     assert detect(pkts, tmp_path / "g.pcap", min_growth_factor=2.5) == []
+
+
+def test_growth_is_judged_against_the_largest_round_before(tmp_path: Path, overrun) -> None:
+    pkts, _, _ = overrun
+    # Round 3 (80) is twice round 2 (40), the largest before it: 2.0 passes, 2.01 does not.
+    assert len(detect(pkts, tmp_path / "a.pcap", min_growth_factor=2.0)) == 1
+    assert detect(pkts, tmp_path / "b.pcap", min_growth_factor=2.01) == []

@@ -194,7 +194,9 @@ class SlowStartOverrun(Detector):
         if block.size == 0 or block[0] == 0:
             return None
         r = int(block[0])
-        if flights[r] < self.config.min_growth_factor * flights[r - 1]:
+        # Growth over the largest flight before, not just the last: a round the application
+        # left short (it had nothing to send) says nothing about the window.
+        if flights[r] < self.config.min_growth_factor * flights[:r].max():
             return None
         members = in_flight & (which == r)
         return _Round(
