@@ -19,16 +19,28 @@ from tracekit.table_io import write_packet_table
     type=click.Path(dir_okay=False, path_type=Path),
     help="Parquet file to write (replaced atomically).",
 )
-def ingest(capture: Path, output: Path) -> None:
+@click.option(
+    "--receiver",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The receiver's capture of the same transfer: adds each packet's fate (delivered, "
+    "network drop, receiver drop, ...) as the column `fate`.",
+)
+def ingest(capture: Path, output: Path, receiver: Path | None) -> None:
     """Read CAPTURE into the packet table and write it as Parquet.
 
     One row per TCP or UDP packet with connection, direction and relative sequence numbers
     (columns in docs/tables.md); the connections table rides along in the file's metadata
-    under the key `tracekit.connections`, and as `OUTPUT` with `.connections.parquet`.
+    under the key `tracekit.connections`, and beside it as `OUTPUT` with `.connections.parquet`.
     """
     conns = common.connections(capture, need_tcp=False)
-    write_packet_table(conns, output)
+    packets = conns.packets
+    if receiver is not None:
+        from tracekit.merge import merge
+
+        matched = merge(conns, common.connections(receiver, need_tcp=False))
+        packets = matched.sender_packets(packets)
+    write_packet_table(conns, output, packets)
     click.echo(
-        f"{output}: {conns.packets.num_rows} packets, {conns.table.num_rows} connections",
+        f"{output}: {packets.num_rows} packets, {conns.table.num_rows} connections",
         err=True,
     )

@@ -12,6 +12,7 @@ from crafting import CLIENT, SERVER, tcp, write
 
 from cli.main import cli
 from tracekit.connections import packet_schema
+from tracekit.schema import FATES
 
 
 def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:
@@ -37,3 +38,16 @@ def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:
     conns = pd.read_parquet(tmp_path / "table.connections.parquet")
     assert conns["b"].tolist() == [f"{SERVER}:80"]
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_ingest_with_receiver_adds_each_packets_fate(tmp_path: Path) -> None:
+    lab = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "receiver_drops"
+    truth = json.loads((lab / "truth.json").read_text())
+    out = tmp_path / "t.parquet"
+    args = ["ingest", str(lab / "sender.pcap"), "--receiver", str(lab / "receiver.pcap")]
+    result = CliRunner().invoke(cli, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    fate = pd.read_parquet(out, columns=["fate"])["fate"]
+    # The kernel's nftables counter: the packets the receiving host dropped after capture.
+    assert int((fate == FATES.index("receiver_drop")).sum()) == truth["drops"]["receiver"]
+    assert int((fate == FATES.index("network_drop")).sum()) == truth["drops"]["network"]

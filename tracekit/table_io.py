@@ -31,8 +31,8 @@ def connections_path(packets_path: Path) -> Path:
     return packets_path.with_name(packets_path.stem + ".connections.parquet")
 
 
-def write_packet_table(conns: Connections, path: Path) -> None:
-    """Write the packet table to `path` and the connections table beside it.
+def write_packet_table(conns: Connections, path: Path, packets: pa.Table | None = None) -> None:
+    """Write the packet table (`packets`, or the connections') to `path`, connections beside it.
 
     The connections also ride in the packet file's metadata (`tracekit.connections`, JSON), so
     the one file says which address each `conn` is.
@@ -41,6 +41,6 @@ def write_packet_table(conns: Connections, path: Path) -> None:
         b"tracekit.capture": str(conns.capture.path).encode(),
         b"tracekit.connections": json.dumps(conns.table.to_pylist()).encode(),
     }
-    packets = conns.packets.replace_schema_metadata(meta)
+    packets = (conns.packets if packets is None else packets).replace_schema_metadata(meta)
     write_parquet_atomic(conns.table, connections_path(path))
     write_parquet_atomic(packets, path)
