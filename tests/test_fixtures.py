@@ -42,12 +42,6 @@ def frames(name: str, side: str) -> Frames:
     return read_frames(CAPTURES / name / f"{side}.pcap")
 
 
-def _identities(capture: Frames) -> list[tuple[int, ...]]:
-    """Per-frame identities (IP ID, sequence, length, flags, datagram number)."""
-    columns = (capture.ip_id, capture.seq, capture.payload_bytes, capture.flags, capture.udp_number)
-    return list(zip(*(column.tolist() for column in columns), strict=True))
-
-
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_each_scenario_has_small_captures_and_its_truth(name: str) -> None:
     folder = CAPTURES / name
@@ -215,13 +209,10 @@ def test_slow_start_overrun_loses_a_block_in_one_round() -> None:
     )
     arrived = received.keys(received.from_sender)
     data = sent.from_sender & (sent.payload_bytes > 0)
-    identity = zip(
-        sent.ip_id, sent.seq, sent.payload_bytes, sent.flags, sent.udp_number, strict=True
-    )
-    lost = np.array([data[row] and not arrived[key] for row, key in enumerate(identity)])
+    lost = np.array([data[row] and not arrived[key] for row, key in enumerate(sent.identities())])
     lost_ts = sent.ts_s[lost]
     rtt_s = doc["path"]["rtt_ms"] / 1000
-    # Most of the block leaves within one round trip, before any retransmission.
+    # Most of the block leaves within one round trip.
     in_one_round = max(np.sum((lost_ts >= t) & (lost_ts < t + rtt_s)) for t in lost_ts)
     assert lost_ts.size >= 10
     assert in_one_round >= 0.75 * lost_ts.size
@@ -268,11 +259,11 @@ def test_path_delay_and_rate_are_what_the_truth_says(name: str) -> None:
     # Both captures share one clock: a frame's one-way delay is its receiver-capture time minus
     # its sender-capture time. The least of them is the relay's delay plus one frame's
     # serialization at the bottleneck (1514 bytes at 30 Mbit/s: 0.4 ms).
-    sent_at = dict(zip(_identities(sent), sent.ts_s.tolist(), strict=True))
+    sent_at = dict(zip(sent.identities(), sent.ts_s.tolist(), strict=True))
     delays = [
         ts - sent_at[key]
         for key, ts, forward in zip(
-            _identities(received), received.ts_s.tolist(), received.from_sender, strict=True
+            received.identities(), received.ts_s.tolist(), received.from_sender, strict=True
         )
         if forward and key in sent_at
     ]
