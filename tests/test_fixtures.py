@@ -75,6 +75,9 @@ def test_truth_agrees_with_the_kernel_counters(name: str) -> None:
     assert doc["drops"]["sender_nic"] == 0
     assert doc["drops"]["relay"] == 0
     assert doc["capture"]["kernel_drops"] == {"sender": 0, "receiver": 0}
+    # The delay line kept time: no frame left the relay more than 10 ms after it was due.
+    for direction in ("m0->m1", "m1->m0"):
+        assert doc["relay"][direction]["max_late_ns"] <= 10_000_000
     if name in TCP:
         retrans = doc["retransmissions"]
         assert (

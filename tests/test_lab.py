@@ -41,6 +41,7 @@ SHORT = dataclasses.replace(
     receiver_drop_every=40,
     expect_network_drops=(1, None),
     expect_receiver_drops=(1, None),
+    relay_max_late_ms=None,  # this test checks counters; CI may share the machine with others
 )
 
 
