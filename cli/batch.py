@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
-from tracekit.batch import BatchConfig, Outcome, outcome_counts, run_batch
+from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_batch
 
 
 @click.command()
@@ -37,30 +38,30 @@ def batch(root: Path, output: Path, jobs: int, engine: str, scheduler: str | Non
     that cannot be read is reported and the batch goes on. Exit 0 even then: its error is in
     OUT/captures (status 'error'); see `tracekit check` to gate CI.
     """
-    config = BatchConfig(root=root, out=output, jobs=jobs, engine=engine, scheduler=scheduler)  # type: ignore[arg-type]
-    bar: Any = None
+    config = BatchConfig(
+        root=root, out=output, jobs=jobs, engine=cast(Engine, engine), scheduler=scheduler
+    )
+    with ExitStack() as stack:
+        bar: Any = None
 
-    def start(to_do: int, done: int) -> None:
-        nonlocal bar
-        if done:
-            click.echo(f"tracekit: {done} inputs already done in {output}, skipped", err=True)
-        if sys.stderr.isatty() and to_do:
-            bar = click.progressbar(length=to_do, label="analysing", file=sys.stderr)
-            bar.__enter__()
+        def start(to_do: int, done: int) -> None:
+            nonlocal bar
+            if done:
+                click.echo(f"tracekit: {done} inputs already done in {output}, skipped", err=True)
+            if sys.stderr.isatty() and to_do:
+                bar = stack.enter_context(
+                    click.progressbar(length=to_do, label="analysing", file=sys.stderr)
+                )
 
-    def finished(outcome: Outcome) -> None:
-        if outcome.status in ("error", "crash"):
+        def finished(outcome: Outcome) -> None:
+            if outcome.status in ("error", "crash"):
+                # On its own line, not in the middle of the bar's.
+                click.echo("\n" if bar is not None else "", err=True, nl=False)
+                click.echo(f"tracekit: {outcome.status}: {outcome.name}: {outcome.error}", err=True)
             if bar is not None:
-                click.echo("", err=True)
-            click.echo(f"tracekit: {outcome.status}: {outcome.name}: {outcome.error}", err=True)
-        if bar is not None:
-            bar.update(1)
+                bar.update(1)
 
-    try:
         outcomes = run_batch(config, on_start=start, on_done=finished)
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
     counts = outcome_counts(outcomes)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     click.echo(f"{output}: {len(outcomes)} inputs: {summary}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -40,19 +41,17 @@ class Resent(Detector):
                 )
 
 
-@pytest.fixture(autouse=True)
-def only_test_detector(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(detectors, "all_detectors", lambda: (Resent,))
-
-
 @pytest.fixture
-def runs(tmp_path: Path) -> Path:
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """clean: 0.8 Mbit/s, nothing resent; lossy: 0.8 Mbit/s, two segments resent; pair: a
-    sender/receiver pair by the naming rule, as clean."""
+    sender/receiver pair by the naming rule, as clean, the receiver's gzipped. The one detector
+    is Resent."""
+    monkeypatch.setattr(detectors, "all_detectors", lambda: (Resent,))
     transfer(tmp_path / "runs/clean.pcap")
     transfer(tmp_path / "runs/lossy.pcap", resend=[10, 11])
     transfer(tmp_path / "runs/pair.sender.pcap")
-    transfer(tmp_path / "runs/pair.receiver.pcap")
+    receiver = transfer(tmp_path / "pair.receiver.pcap")
+    (tmp_path / "runs/pair.receiver.pcap.gz").write_bytes(gzip.compress(receiver.read_bytes()))
     (tmp_path / "runs/notes.txt").write_text("not a capture: a folder walk passes it by")
     return tmp_path / "runs"
 
@@ -90,7 +89,7 @@ def test_a_finding_fails_by_default_and_the_table_shows_it(runs: Path, tmp_path:
     saved = json.loads(doc.read_text())
     assert saved["passed"] is False
     assert [c["passed"] for c in saved["captures"]] == [True, False, True]
-    assert saved["captures"][2]["receiver"] == str(runs / "pair.receiver.pcap")
+    assert saved["captures"][2]["receiver"] == str(runs / "pair.receiver.pcap.gz")
 
 
 def test_the_policy_decides(runs: Path, tmp_path: Path) -> None:
@@ -167,3 +166,37 @@ def test_usage_errors_exit_2(runs: Path, tmp_path: Path, args: list[str]) -> Non
 
 def test_no_path_is_a_usage_error() -> None:
     assert invoke()[0] == ExitStatus.BAD_INPUT
+
+
+LAB = Path(__file__).parent.parent / "fixtures/captures"
+
+
+def lab_truth(scenario: str) -> dict:
+    return json.loads((LAB / scenario / "truth.json").read_text())
+
+
+@pytest.mark.parametrize("scenario", ["slow_start_overrun", "clean"])
+def test_real_detectors_on_the_lab_captures(scenario: str, tmp_path: Path) -> None:
+    # The lab's truth says whether the capture shows a slow start overrun.
+    truth = lab_truth(scenario)
+    shows = "slow_start_overrun" in truth["labels"]
+    assert shows or "slow_start_overrun" in truth["absent_labels"]
+    policy = tmp_path / "p.toml"
+    policy.write_text('[fail]\nseverity = "none"\nkinds = ["slow_start_overrun"]\n')
+    junit = tmp_path / "j.xml"
+    code, _, _ = invoke(LAB / scenario, "--policy", policy, "--junit", junit)
+    assert code == (ExitStatus.CHECK_FAILED if shows else ExitStatus.OK)
+    failures = ET.parse(junit).getroot().findall("testsuite/testcase/failure")
+    assert [f.get("type") for f in failures] == (["tracekit.finding"] if shows else [])
+    assert all("slow_start_overrun" in f.get("message") for f in failures)
+
+
+def test_receiver_drops_threshold_on_the_lab_capture(tmp_path: Path) -> None:
+    dropped = lab_truth("receiver_drops")["drops"]["receiver"]  # nftables' counter
+    assert dropped > 0
+    policy = tmp_path / "p.toml"
+    for allowed, code in ((dropped, ExitStatus.OK), (dropped - 1, ExitStatus.CHECK_FAILED)):
+        policy.write_text(
+            f'[fail]\nseverity = "none"\n[thresholds]\nmax_receiver_drops = {allowed}\n'
+        )
+        assert invoke(LAB / "receiver_drops", "--policy", policy)[0] == code

@@ -154,14 +154,15 @@ def file_key(name: str) -> str:
 
 
 def fingerprint(inp: CaptureInput) -> str:
-    """Sizes and modification times of the input's files (missing: -1)."""
+    """Sizes and modification times of the input's files (missing: -1); not their paths, so
+    DIR given another way (relative, absolute, moved) still finds its finished inputs."""
     parts = []
     for path in inp.paths:
         try:
             st = path.stat()
-            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+            parts.append(f"{st.st_size}:{st.st_mtime_ns}")
         except OSError:
-            parts.append(f"{path}:-1")
+            parts.append("-1")
     return "|".join(parts)
 
 
