@@ -3,6 +3,7 @@ hold (their SYNs, read with scapy) and the de-facto schema CI reporters read."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def test_one_case_per_connection_and_counts_that_add_up(tmp_path: Path) -> None:
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["runs/fast.v1", "runs/two", "runs/gone"]
     for suite in suites:
+        # The order the de-facto schema (Jenkins' junit XSD) lays down.
+        letters = {"properties": "p", "testcase": "t", "system-out": "o"}
+        tags = "".join(letters[child.tag] for child in suite)
+        assert re.fullmatch("p?t+o?", tags), tags
         cases = suite.findall("testcase")
         assert int(suite.get("tests")) == len(cases)
         assert int(suite.get("failures")) == sum(c.find("failure") is not None for c in cases)
