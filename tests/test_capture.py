@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from scapy.packet import Packet
 
 from fixtures.crafted import craft
 from tracekit import schema
-from tracekit.capture import Capture, read_capture, require_tcp
+from tracekit.capture import Capture, read_capture, reader, require_tcp, source
 from tracekit.errors import CaptureError
 
 CRAFTED = Path(craft.__file__).resolve().parent
@@ -291,3 +292,34 @@ def test_read_only_file_can_be_read(tmp_path: Path) -> None:
 def test_crafted_files_are_reproducible() -> None:
     for name, data in craft.crafted_files().items():
         assert (CRAFTED / name).read_bytes() == data, name
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("file_format", ["pcap", "pcapng"])
+def test_records_across_window_and_call_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_format: str, compress: bool
+) -> None:
+    # Small windows and kernel calls, so records straddle window ends many times over.
+    monkeypatch.setattr(source, "WINDOW_BYTES", 2 * 4096)
+    monkeypatch.setattr(reader, "RECORDS_PER_CALL", 7)
+    repeats = 10
+    records = [
+        (craft.ts_ns(i), craft.link_ethernet(e.ip)) for i, e in enumerate(craft.ZOO * repeats)
+    ]
+    if file_format == "pcap":
+        data = craft.pcap_bytes(records, 1, nanos=True)
+    else:
+        blocks = [craft.epb("<", 0, ts // 1000, frame) for ts, frame in records]
+        data = craft.shb("<") + craft.idb("<", 1) + b"".join(blocks)
+    if compress:
+        data = gzip.compress(data, mtime=0)
+    path = tmp_path / "many.cap"
+    path.write_bytes(data)
+    assert len(data) > 4 * source.WINDOW_BYTES or compress
+    capture = read_capture(path)
+    reasons = [e.reason for e in craft.ZOO] * repeats
+    assert capture.stats.frames == len(reasons)
+    assert capture.stats.skipped == skipped_counts(reasons)
+    ips = [e.ip for e in craft.ZOO * repeats if e.reason == "kept"]
+    check_zoo(capture, [i + 1 for i in kept_entries(reasons)], ips)
+    check_sack_and_udp(capture, ips)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import lzma
+import mmap
 import os
 import zlib
 from pathlib import Path
@@ -20,6 +22,9 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # RFC 8878 3.1.1
 
 # Compressed bytes fed to a decompressor at a time: bounds what one step can expand to.
 _READ_STEP = 1 << 18
+# Bytes of capture in view at once: a mapped window of the file, or a buffer of decompressed
+# bytes. Twice the largest block the walk accepts, so any whole block fits in one window.
+WINDOW_BYTES = 16 * 1024 * 1024
 
 
 def detect_compression(head: bytes) -> str | None:
@@ -43,12 +48,13 @@ def _decompressor(compression: str) -> Any:
 
 
 class ByteSource:
-    """A capture's bytes, decompressed when they are compressed, read into a caller's buffer.
+    """A capture's bytes, one bounded window at a time: `buf[:n]` holds bytes `base` onwards.
 
-    The file is opened 'rb' and never written. A compressed file is fed to its decompressor in
-    small steps, one member (gzip), stream (xz) or frame (zstd) after another, so a stream that
-    ends before its end marker (a capture piped to gzip and killed) yields every byte up to the
-    cut, with `cut_reason` set.
+    The file is opened 'rb' and never written. An uncompressed file is mapped read-only
+    (PROT_READ) window by window, never whole, and walked in place without a copy. A compressed
+    file is fed to its decompressor in small steps, one member (gzip), stream (xz) or frame (zstd)
+    after another, into a buffer; a stream that ends before its end marker (a capture piped to
+    gzip and killed) yields every byte up to the cut, with `cut_reason` set.
     """
 
     def __init__(self, path: Path) -> None:
@@ -74,12 +80,58 @@ class ByteSource:
         self.compression = detect_compression(head)
         self._decomp: Any = _decompressor(self.compression) if self.compression else None
         self._pending = b""
-        self._raw_eof = False
+        self._map: mmap.mmap | None = None
         self.eof = False
         self.cut_reason: str | None = None
+        self.base = 0
+        self.n = 0
+        if self.compression is None:
+            self.buf = np.empty(0, np.uint8)
+            self._map_at(0)
+        else:
+            self.buf = np.empty(WINDOW_BYTES, np.uint8)
+            self.n = self.fill(self.buf, 0)
+
+    def advance(self, pos: int) -> int:
+        """Move the window so it starts with the byte now at buf[pos]; returns its new index.
+
+        The window then holds more bytes after it, unless the capture has ended (`eof`).
+        """
+        offset = self.base + pos
+        if self.compression is None:
+            aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
+            self._map_at(aligned)
+            return offset - aligned
+        rest = self.n - pos
+        self.buf[:rest] = self.buf[pos : self.n]
+        self.base = offset
+        self.n = self.fill(self.buf, rest)
+        return 0
+
+    def _map_at(self, offset: int) -> None:
+        length = min(WINDOW_BYTES, self.total_bytes - offset)
+        old = self._map
+        self.buf = np.empty(0, np.uint8)  # release the old window's buffer before unmapping it
+        if old is not None:
+            with contextlib.suppress(BufferError):  # a view still held elsewhere: GC unmaps it
+                old.close()
+        # MAP_POPULATE maps the window's pages in one go instead of faulting them one by one.
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        try:
+            self._map = mmap.mmap(
+                self._raw.fileno(), length, flags=flags, prot=mmap.PROT_READ, offset=offset
+            )
+        except (OSError, ValueError) as exc:
+            raise CaptureError(self.path, f"cannot map: {exc}") from None
+        self.buf = np.frombuffer(self._map, np.uint8)
+        self.base = offset
+        self.n = length
+        self.eof = offset + length >= self.total_bytes
 
     def raw_position(self) -> int:
         """Bytes of the file on disk consumed so far (for progress)."""
+        if self.compression is None:
+            return self.base + self.n
         try:
             return min(self._raw.tell(), self.total_bytes)
         except (OSError, ValueError):
@@ -138,7 +190,11 @@ class ByteSource:
             raise CaptureError(self.path, f"corrupt {self.compression} data: {exc}") from None
 
     def close(self) -> None:
-        """Close the file."""
+        """Unmap the window and close the file."""
+        self.buf = np.empty(0, np.uint8)
+        if self._map is not None:
+            with contextlib.suppress(BufferError):
+                self._map.close()
         self._raw.close()
 
     def __enter__(self) -> ByteSource:
