@@ -1,4 +1,25 @@
-"""Read pcap and pcapng captures into columnar packet tables (issue 3)."""
+"""Read pcap and pcapng captures into columnar packet tables (issue 3).
+
+`read_capture(path)` returns a `Capture`: the packet, flow, SACK and UDP tables of the schemas in
+tracekit.schema (docs/tables.md), and `ReadStats`.
+
+- Files: classic pcap (microsecond or nanosecond timestamps, either byte order) and pcapng
+  (sections of either byte order, several interfaces, if_tsresol and if_tsoffset, Enhanced,
+  Simple and obsolete Packet Blocks; other blocks are skipped). gzip, xz and zstd compression is
+  told by magic bytes, never by the name.
+- Link types: Ethernet with any number of 802.1Q/802.1ad tags, Linux cooked v1 and v2, raw IP
+  (101, 12, 14, 228, 229), BSD loopback (0) and OpenBSD loopback (108).
+- IPv4 and IPv6 (extension headers skipped); TCP with MSS, window scale, SACK-permitted, SACK
+  blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload lengths come from
+  the IP header, so snaplen-cut frames are exact.
+- Frames that are not kept are counted in `stats.skipped` by reason: non_ip, not_tcp_udp,
+  ip_fragment, short_frame (headers past the captured bytes), bad_header.
+- A capture cut off mid-record is read up to the cut, with `stats.truncated_tail` and a warning;
+  corruption raises CaptureError (the line between them: tracekit.capture.reader).
+- Files are opened read-only. Uncompressed files are walked in place through bounded read-only
+  mmap windows, compressed ones decompressed in bounded steps; numba kernels walk the records and
+  decode the headers, so memory is the output tables plus a few tens of MB.
+"""
 
 from tracekit.capture.model import Capture, ReadStats
 from tracekit.capture.reader import read_capture, require_tcp

@@ -8,6 +8,7 @@ with no per-packet Python object.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -153,12 +154,12 @@ def _rehash(slots: np.ndarray, hashes: np.ndarray, n: int) -> None:
 
 
 @njit(cache=True)
-def _u16(b: np.ndarray, p: int) -> int:
+def _u16(b: np.ndarray, p: Any) -> Any:
     return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
 
 
 @njit(cache=True)
-def _u32(b: np.ndarray, p: int) -> int:
+def _u32(b: np.ndarray, p: Any) -> Any:
     return (
         (np.int64(b[p]) << 24)
         | (np.int64(b[p + 1]) << 16)
@@ -168,7 +169,7 @@ def _u32(b: np.ndarray, p: int) -> int:
 
 
 @njit(cache=True)
-def _u64(b: np.ndarray, p: int) -> np.uint64:
+def _u64(b: np.ndarray, p: Any) -> Any:
     return (np.uint64(_u32(b, p)) << np.uint64(32)) | np.uint64(_u32(b, p + 4))
 
 
@@ -408,7 +409,9 @@ def decode_records(
                 elif kind == 4 and olen == 2:
                     bits |= 0x04
                 elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
-                    blocks = min((olen - 2) >> 3, 4)
+                    blocks = int((olen - 2) >> 3)
+                    if blocks > 4:  # 40 option bytes hold at most 4 blocks, RFC 2018 3
+                        blocks = 4
                     for k in range(blocks):
                         sack[i, 2 * k] = _u32(buf, o + 2 + 8 * k)
                         sack[i, 2 * k + 1] = _u32(buf, o + 6 + 8 * k)

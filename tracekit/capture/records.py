@@ -9,6 +9,8 @@ output arrays, or finds a corrupt record.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -43,7 +45,7 @@ TSRES_POW2 = 1
 
 
 @njit(cache=True)
-def _rd32(b: np.ndarray, p: int, big: bool) -> int:
+def _rd32(b: np.ndarray, p: Any, big: bool) -> Any:
     if big:
         return (
             (np.int64(b[p]) << 24)
@@ -60,7 +62,7 @@ def _rd32(b: np.ndarray, p: int, big: bool) -> int:
 
 
 @njit(cache=True)
-def _rd16(b: np.ndarray, p: int, big: bool) -> int:
+def _rd16(b: np.ndarray, p: Any, big: bool) -> Any:
     if big:
         return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
     return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
@@ -106,7 +108,7 @@ def walk_pcap(
 
 
 @njit(cache=True)
-def _ts_ns(raw: int, kind: int, exp: int, offset_ns: int) -> int:
+def _ts_ns(raw: Any, kind: Any, exp: Any, offset_ns: Any) -> Any:
     """A pcapng timestamp in units of 10**-exp or 2**-exp seconds, as Unix nanoseconds."""
     if kind == TSRES_POW10:
         if exp <= 9:

@@ -138,17 +138,11 @@ class ByteSource:
             return self.total_bytes
 
     def fill(self, buf: np.ndarray, start: int) -> int:
-        """Read into buf[start:] until it is full or the stream ends; returns the new fill end."""
-        view = memoryview(buf)
+        """Decompress into buf[start:] until it is full or the stream ends; the new fill end."""
+        view = buf.data
         end = start
         limit = buf.shape[0]
         while end < limit and not self.eof:
-            if self.compression is None:
-                got = self._read_raw(view[end:limit])
-                if not got:
-                    self.eof = True
-                end += got
-                continue
             if not self._pending:
                 self._pending = self._decompress_step()
                 continue
@@ -157,12 +151,6 @@ class ByteSource:
             self._pending = self._pending[take:]
             end += take
         return end
-
-    def _read_raw(self, into: memoryview) -> int:
-        try:
-            return self._raw.readinto(into)  # type: ignore[attr-defined, no-any-return]
-        except OSError as exc:
-            raise CaptureError(self.path, f"cannot read: {exc.strerror or exc}") from None
 
     def _decompress_step(self) -> bytes:
         """Decompress the next step of input; sets eof (and maybe cut_reason) at the end."""
