@@ -13,8 +13,9 @@ from scapy.utils import rdpcap, wrpcap
 
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
+from tracekit.detectors._measure import packet_pair_rate_samples_bps
 from tracekit.detectors.base import AnalysisContext
-from tracekit.detectors.window_limited import WindowLimited, ack_dispersion_rate_bps
+from tracekit.detectors.window_limited import WindowLimited
 from tracekit.findings import Finding
 from tracekit.pipeline import vantage
 
@@ -77,7 +78,7 @@ def test_path_rate_from_ack_dispersion_on_a_busy_path() -> None:
     # On the clean capture the bottleneck is busy all along: every estimate is its rate.
     d = lab_context("clean").series.of(0, 0)
     payload_rate = truth("clean")["path"]["bottleneck_rate_bps"] * PAYLOAD_PER_FRAME
-    samples = ack_dispersion_rate_bps(d)
+    samples = packet_pair_rate_samples_bps(d)
     assert samples.size > 50
     assert float(sorted(samples)[samples.size // 2]) == pytest.approx(payload_rate, rel=0.03)
 

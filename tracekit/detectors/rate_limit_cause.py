@@ -16,7 +16,7 @@ bandwidth of the bottleneck. tracekit labels each phase of each direction with o
 - `bandwidth`: the ACKs came back at the path's rate: the bottleneck was busy.
 
 A phase starts as a window of `phase_rtts` smallest RTTs; consecutive windows with the same
-label merge into one phase. The path's rate comes from ACK dispersion (window_limited).
+label merge into one phase. The path's rate comes from ACK dispersion (_measure.path_rate_bps).
 """
 
 from __future__ import annotations
@@ -28,16 +28,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.detectors.window_limited import (
-    DIRECTION_NAMES,
+from tracekit.detectors._measure import (
     data_directions,
     flight_levels,
     min_rtt_s,
     path_rate_bps,
     segment_size_bytes,
 )
-from tracekit.findings import Finding, Severity
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes
 
 LABELS = (
@@ -201,7 +200,7 @@ class RateLimitCause(Detector):
 
         starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
         ends = np.r_[starts[1:], n]
-        name = DIRECTION_NAMES[direction]
+        name = DIRECTIONS[direction]
         for lo, hi in zip(starts, ends, strict=True):
             yield self._phase(
                 conn,

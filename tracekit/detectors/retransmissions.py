@@ -33,9 +33,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracekit.detectors._measure import data_directions, min_rtt_s
 from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.detectors.window_limited import DIRECTION_NAMES, data_directions, min_rtt_s
-from tracekit.findings import Finding, Severity
+from tracekit.findings import DIRECTIONS, Finding, Severity
 
 CLASSES = ("rto", "tail_loss_probe", "fast_retransmit", "spurious", "reordering")
 REASONS = (
@@ -240,7 +240,7 @@ class Retransmissions(Detector):
 
     def _finding(self, conn: int, direction: int, d: Any, table: pd.DataFrame) -> Finding:
         cfg = self.config
-        name = DIRECTION_NAMES[direction]
+        name = DIRECTIONS[direction]
         counts = np.bincount(table["class_code"].to_numpy(), minlength=len(CLASSES))
         total = int(counts.sum())
         data = d.segments[d.segments["len"] > 0]

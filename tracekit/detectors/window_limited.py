@@ -7,9 +7,9 @@ socket buffer), and that window is below the path's bandwidth-delay product, the
 for part of every round trip: the window, not the path, sets the rate. Cooper et al. size the
 window a path needs as rate x RTT (135 Mbit/s x 539 ms = 9,095,625 bytes, window scale shift 8).
 
-The path's rate comes from the ACKs (`ack_dispersion_rate_bps`): where the sender emitted
+The path's rate comes from the ACKs (`_measure.path_rate_bps`): where the sender emitted
 segments back to back, the bottleneck spread them out, and the receiver's ACKs come back at the
-bottleneck's rate. The helpers here are shared with window_oscillation and rate_limit_cause.
+bottleneck's rate.
 """
 
 from __future__ import annotations
@@ -19,152 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-import pandas as pd
-from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit import physics
+from tracekit.detectors._measure import (
+    achieved_rate_bps,
+    data_directions,
+    flight_levels,
+    min_rtt_s,
+    path_rate_bps,
+    segment_size_bytes,
+)
 from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.findings import Finding, Severity
-
-DIRECTION_NAMES = ("a2b", "b2a")
-
-
-def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Any]]:
-    """(conn, dir, Direction) for every TCP direction that carried data, in connection order."""
-    series = ctx.series
-    if series is None or series.segments.empty:
-        return
-    data = series.segments[series.segments["len"] > 0]
-    keys = data[["conn", "dir"]].drop_duplicates().sort_values(["conn", "dir"])
-    for conn, direction in keys.itertuples(index=False):
-        yield int(conn), int(direction), series.of(int(conn), int(direction))
-
-
-def segment_size_bytes(segments: pd.DataFrame) -> int:
-    """The sender's usual full segment: the most common payload length among data segments.
-
-    Bulk transfers send mostly full segments, so the mode is the MSS the sender used (1448 on
-    an Ethernet path with timestamps) even when a few segments are short or TSO-sized.
-    """
-    size = segments["len"].to_numpy().astype(np.int64)
-    size = size[size > 0]
-    if size.size == 0:
-        return 0
-    values, counts = np.unique(size, return_counts=True)
-    best = values[counts == counts.max()]
-    return int(best.max())
-
-
-def ack_dispersion_rate_bps(
-    direction: Any,
-    span_acks: int = 4,
-    compression_ratio: float = 0.5,
-    regularity_factor: float = 2.0,
-) -> npt.NDArray[np.float64]:
-    """Bottleneck rate samples of one direction from the spacing of its ACKs.
-
-    Sender-based packet pair (Allman and Paxson, "On estimating end-to-end network path
-    properties", SIGCOMM 1999, 4): when the segments covered by `span_acks` consecutive ACKs
-    left the sender in less than `compression_ratio` of the time their ACKs took to come back,
-    the path, not the sender, spaced them, and the ACKs arrive at the bottleneck's rate. A
-    sample is the bytes those ACKs advanced the ACK line by over their spread. Spans with a
-    stall inside (an inter-ACK gap over `regularity_factor` times the span's mean: a delayed
-    ACK timer, the end of a flight) and ACKs that carry SACK blocks, are duplicates or fill a
-    hole are left out: their spacing says nothing about the path's rate.
-    """
-    acks = direction.acks
-    new = direction.segments[direction.segments["kind"] == "new"]
-    if len(acks) <= span_acks or new.empty:
-        return np.zeros(0)
-    t = acks["t_s"].to_numpy()
-    line = acks["ack_rel"].to_numpy()
-    end = new["end_rel"].to_numpy()
-    sent_t = new["t_s"].to_numpy()
-    # The segment each ACK acknowledges up to its last byte: its first copy's departure.
-    j = np.searchsorted(end, line)
-    jj = np.minimum(j, end.size - 1)
-    with_sack = np.isin(t, direction.sacks["t_s"].to_numpy())
-    prev_dup = np.r_[False, acks["dupack"].to_numpy()[:-1]]
-    usable = (
-        (j < end.size)
-        & (end[jj] == line)
-        & acks["advance"].to_numpy()
-        & ~acks["dupack"].to_numpy()
-        & ~with_sack
-        & ~prev_dup
-    )
-    sent = np.where(usable, sent_t[jj], np.nan)
-    k = span_acks
-    run = sliding_window_view(usable, k + 1).all(axis=1)
-    gaps = np.diff(t)
-    worst_gap = sliding_window_view(gaps, k).max(axis=1)
-    dt_ack = t[k:] - t[:-k]
-    with np.errstate(invalid="ignore"):
-        dt_sent = sent[k:] - sent[:-k]
-        good = (
-            run
-            & (dt_ack > 0)
-            & (dt_sent < compression_ratio * dt_ack)
-            & (worst_gap <= regularity_factor * dt_ack / k)
-        )
-    advanced = (line[k:] - line[:-k]).astype(np.float64)
-    good &= advanced > 0
-    return advanced[good] * 8 / dt_ack[good]
-
-
-def path_rate_bps(direction: Any, min_samples_count: int = 3) -> float | None:
-    """Median of the ACK dispersion samples; None with fewer than min_samples_count."""
-    samples = ack_dispersion_rate_bps(direction)
-    if samples.size < min_samples_count:
-        return None
-    return float(np.median(samples))
-
-
-def achieved_rate_bps(direction: Any) -> float:
-    """Goodput: the ACK line's advance over the time from the first data segment to the last ACK."""
-    data = direction.segments[direction.segments["len"] > 0]
-    acks = direction.acks
-    if data.empty or acks.empty:
-        return 0.0
-    line = acks["ack_rel"].to_numpy()
-    start = float(data["t_s"].iloc[0])
-    done = float(acks["t_s"].iloc[int(np.argmax(line))])
-    first = int(data["seq_rel"].min())
-    if done <= start:
-        return 0.0
-    return float(max(int(line.max()) - first, 0) * 8 / (done - start))
-
-
-def flight_levels(
-    direction: Any,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """Per data segment: the highest flight of its burst, the window then, and where known.
-
-    A burst is the run of segments one ACK released; with delayed ACKs the first segment of a
-    pair leaves a segment of room that the second then fills, so a segment is judged by the
-    most its burst put in flight. The window is the last one advertised before the segment
-    (-1 before any: `known` is False there).
-    """
-    data = direction.segments[direction.segments["len"] > 0]
-    flight = direction.flight
-    fl = flight["flight_bytes"].to_numpy().astype(np.float64)
-    rwnd = flight["rwnd_bytes"].to_numpy().astype(np.float64)
-    if len(data) != len(flight) or fl.size == 0:
-        return fl, rwnd, rwnd >= 0
-    burst = np.searchsorted(direction.acks["frame"].to_numpy(), data["frame"].to_numpy())
-    first = np.flatnonzero(np.r_[True, burst[1:] != burst[:-1]])
-    size = np.diff(np.r_[first, fl.size])
-    top = np.repeat(np.maximum.reduceat(fl, first), size)
-    known = rwnd >= 0
-    return top[known], rwnd[known], known
-
-
-def min_rtt_s(direction: Any) -> float | None:
-    """The smallest RTT sample (Karn or timestamp): the path's round trip without queueing."""
-    rtt = direction.rtt["rtt_s"].to_numpy()
-    rtt = rtt[rtt > 0]
-    return float(rtt.min()) if rtt.size else None
+from tracekit.findings import DIRECTIONS, Finding, Severity
 
 
 class WindowLimited(Detector):
@@ -245,7 +111,7 @@ class WindowLimited(Detector):
         receiver_side = "b" if direction == 0 else "a"
         announced = int(row[f"ws_{receiver_side}"])
         times = d.flight["t_s"].to_numpy()[known]
-        name = DIRECTION_NAMES[direction]
+        name = DIRECTIONS[direction]
         how = (
             "as configured"
             if source == "config"

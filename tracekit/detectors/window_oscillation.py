@@ -23,15 +23,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.detectors.window_limited import (
-    DIRECTION_NAMES,
+from tracekit.detectors._measure import (
     data_directions,
     min_rtt_s,
     path_rate_bps,
     segment_size_bytes,
 )
-from tracekit.findings import Finding, Severity
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes, window_scale_shift
 
 
@@ -122,7 +121,7 @@ class WindowOscillation(Detector):
         # Segments per burst: data sent between one big reopening and the next.
         per_burst = np.diff(np.searchsorted(dt, big_t))
         burst = float(np.median(per_burst)) if per_burst.size else 0.0
-        name = DIRECTION_NAMES[direction]
+        name = DIRECTIONS[direction]
         rtt = min_rtt_s(d)
         path = path_rate_bps(d)
         needed = None

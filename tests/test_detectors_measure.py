@@ -1,0 +1,201 @@
+"""The detectors' shared measurements (tracekit.detectors._measure) on inputs built by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from crafting import CLIENT, SERVER, tcp, write
+
+from tracekit.capture import read_capture
+from tracekit.detectors._measure import (
+    achieved_rate_bps,
+    data_directions,
+    flight_levels,
+    min_rtt_s,
+    packet_pair_rate_samples_bps,
+    path_rate_bps,
+    segment_size_bytes,
+)
+from tracekit.detectors.base import AnalysisContext
+from tracekit.pipeline import vantage
+from tracekit.series import Direction
+
+MSS = 1000
+
+
+def direction(
+    segments: dict[str, Any] | None = None,
+    acks: dict[str, Any] | None = None,
+    sacks: dict[str, Any] | None = None,
+    rtt: dict[str, Any] | None = None,
+    flight: dict[str, Any] | None = None,
+) -> Direction:
+    """A Direction of the given columns; tables left out are empty."""
+
+    def table(columns: dict[str, Any] | None, names: list[str]) -> pd.DataFrame:
+        return pd.DataFrame(columns if columns is not None else {n: [] for n in names})
+
+    return Direction(
+        conn=0,
+        direction=0,
+        segments=table(segments, ["t_s", "seq_rel", "end_rel", "len", "kind", "frame"]),
+        acks=table(acks, ["t_s", "ack_rel", "dupack", "advance", "frame"]),
+        sacks=table(sacks, ["t_s", "left_rel", "right_rel", "dsack"]),
+        rtt=table(rtt, ["t_s", "rtt_s"]),
+        flight=table(flight, ["t_s", "flight_bytes", "rwnd_bytes"]),
+    )
+
+
+def context(path: Path) -> AnalysisContext:
+    v = vantage(read_capture(path))
+    return AnalysisContext(
+        connections=v.connections.frame(), packets=v.connections.packets, series=v.series
+    )
+
+
+# --- which directions -----------------------------------------------------------------------
+
+
+def test_data_directions_are_those_that_carried_data_in_connection_order(tmp_path: Path) -> None:
+    packets = [
+        # Connection 0: data from the client only, ACKs back.
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "A", 1, 1, 100),
+        tcp(0.1, SERVER, CLIENT, 80, 40000, "A", 1, 101),
+        # Connection 1: data both ways.
+        tcp(0.2, CLIENT, SERVER, 40001, 80, "A", 1, 1, 100),
+        tcp(0.3, SERVER, CLIENT, 80, 40001, "A", 1, 101, 50),
+        tcp(0.4, CLIENT, SERVER, 40001, 80, "A", 101, 51),
+        # Connection 2: pure ACKs, no data either way.
+        tcp(0.5, CLIENT, SERVER, 40002, 80, "A", 1, 1),
+        tcp(0.6, SERVER, CLIENT, 80, 40002, "A", 1, 1),
+    ]
+    ctx = context(write(tmp_path / "three.pcap", packets))
+    found = [(conn, d, (ser.conn, ser.direction)) for conn, d, ser in data_directions(ctx)]
+    assert found == [(0, 0, (0, 0)), (1, 0, (1, 0)), (1, 1, (1, 1))]
+
+
+# --- sizes ----------------------------------------------------------------------------------
+
+
+def test_segment_size_is_the_most_common_payload() -> None:
+    # Pure ACKs (length 0) are the most common lengths here, and do not count.
+    sizes = [0, 0, 0, 0, 1448, 1448, 1448, 500, 2896, 0]
+    assert segment_size_bytes(pd.DataFrame({"len": sizes})) == 1448
+
+
+def test_segment_size_tie_goes_to_the_larger() -> None:
+    assert segment_size_bytes(pd.DataFrame({"len": [536, 536, 1448, 1448, 100]})) == 1448
+
+
+def test_segment_size_without_data_is_zero() -> None:
+    assert segment_size_bytes(pd.DataFrame({"len": [0, 0]})) == 0
+    assert segment_size_bytes(pd.DataFrame({"len": []})) == 0
+
+
+# --- time -----------------------------------------------------------------------------------
+
+
+def test_min_rtt_skips_zero_samples() -> None:
+    assert min_rtt_s(direction(rtt={"t_s": [1, 2, 3, 4], "rtt_s": [0.05, 0.0, 0.03, 0.04]})) == 0.03
+    assert min_rtt_s(direction()) is None
+
+
+# --- rates from the ACKs --------------------------------------------------------------------
+
+
+def pairs(
+    n: int = 10, sent_gap_s: float = 1e-4, ack_gap_s: float = 1e-3, stall: int = -1
+) -> Direction:
+    """n segments of MSS bytes sent sent_gap_s apart, each ACKed alone, ack_gap_s apart.
+
+    With stall >= 0 the ACKs from that one on come 10 ms later (a stall before it).
+    """
+    i = np.arange(n)
+    ack_t = 0.1 + i * ack_gap_s + np.where(i >= stall, 0.01, 0.0) * (stall >= 0)
+    return direction(
+        segments={
+            "t_s": i * sent_gap_s,
+            "seq_rel": i * MSS,
+            "end_rel": (i + 1) * MSS,
+            "len": np.full(n, MSS),
+            "kind": ["new"] * n,
+            "frame": 2 * i,
+        },
+        acks={
+            "t_s": ack_t,
+            "ack_rel": (i + 1) * MSS,
+            "dupack": np.zeros(n, bool),
+            "advance": np.ones(n, bool),
+            "frame": 2 * i + 1,
+        },
+    )
+
+
+def test_packet_pairs_measure_the_ack_spacing_of_compressed_segments() -> None:
+    # One MSS per ms comes back: 8 Mbit/s. Spans of 4 ACKs over 10 ACKs: 6 samples.
+    samples = packet_pair_rate_samples_bps(pairs())
+    np.testing.assert_allclose(samples, np.full(6, MSS * 8 / 1e-3))
+    assert path_rate_bps(pairs()) == pytest.approx(8e6)
+
+
+def test_packet_pairs_need_the_sender_faster_than_the_acks() -> None:
+    # Sent as fast as the ACKs return: the sender, not the path, may have spaced them.
+    assert packet_pair_rate_samples_bps(pairs(sent_gap_s=1e-3)).size == 0
+    assert path_rate_bps(pairs(sent_gap_s=1e-3)) is None
+
+
+def test_packet_pairs_leave_out_spans_with_a_stall() -> None:
+    # A 10 ms stall before ACK 5 spoils the four spans across it (ACKs 1-5 to 4-8): the spans
+    # of ACKs 0-4 and 5-9 are left, too few for the median's default of 3.
+    d = pairs(stall=5)
+    np.testing.assert_allclose(packet_pair_rate_samples_bps(d), [8e6, 8e6])
+    assert path_rate_bps(d) is None
+    assert path_rate_bps(d, min_samples_count=2) == pytest.approx(8e6)
+
+
+def test_packet_pairs_leave_out_sacked_and_duplicate_acks() -> None:
+    d = pairs()
+    dup = d.acks["dupack"].to_numpy().copy()
+    dup[9] = True  # the last ACK a duplicate: the span ending on it goes
+    d.acks["dupack"] = dup
+    sacked = direction(segments=d.segments, acks=d.acks, sacks={"t_s": [d.acks["t_s"][0]]})
+    # ACK 0 carrying a SACK block as well: the span that starts on it goes too.
+    assert packet_pair_rate_samples_bps(d).size == 5
+    assert packet_pair_rate_samples_bps(sacked).size == 4
+
+
+def test_achieved_rate_is_the_ack_line_over_the_transfer() -> None:
+    d = direction(
+        segments={
+            "t_s": [0.5, 1.0, 1.1],
+            "seq_rel": [0, 0, 5000],
+            "len": [0, 5000, 5000],  # the first is a pure ACK: it starts nothing
+        },
+        # The line reaches 10000 at 2.0 s; the duplicate after it does not stretch the time.
+        acks={"t_s": [1.2, 2.0, 2.5], "ack_rel": [5000, 10000, 10000]},
+    )
+    assert achieved_rate_bps(d) == pytest.approx(10000 * 8 / (2.0 - 1.0))
+    assert achieved_rate_bps(direction()) == 0.0
+
+
+# --- the flight -----------------------------------------------------------------------------
+
+
+def test_flight_levels_take_the_top_of_each_burst_where_the_window_is_known() -> None:
+    # ACKs at frames 10 and 20 split the data into bursts [5, 6], [11, 12, 13], [21].
+    d = direction(
+        segments={"len": [MSS] * 6, "frame": [5, 6, 11, 12, 13, 21]},
+        acks={"frame": [10, 20]},
+        flight={
+            "flight_bytes": [1000, 2000, 1500, 2500, 3500, 3000],
+            "rwnd_bytes": [-1, -1, 4000, 4000, 4000, 5000],  # none advertised before frame 10
+        },
+    )
+    top, rwnd, known = flight_levels(d)
+    np.testing.assert_array_equal(top, [3500, 3500, 3500, 3000])
+    np.testing.assert_array_equal(rwnd, [4000, 4000, 4000, 5000])
+    np.testing.assert_array_equal(known, [False, False, True, True, True, True])

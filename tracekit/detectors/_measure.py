@@ -1,0 +1,176 @@
+"""Measurements several detectors share: directions, sizes, the base RTT, the flight, rates.
+
+Private (the leading underscore): `tracekit.detectors.discover` skips it, it holds no detector.
+Everything here reads the series of `tracekit.series` and returns numbers or arrays; the
+judgement, what is too much or too little, stays in the detectors.
+
+`packet_pair_rate_samples_bps` (and its median, `path_rate_bps`) is the bottleneck's rate as a
+property of the path, from a whole direction: it keeps only the short spans of ACKs whose
+segments the sender emitted closer together than they came back, so it needs no knowledge of
+when the bottleneck was busy, and an idle or window-limited sender does not pull it down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
+
+from tracekit.detectors.base import AnalysisContext
+from tracekit.series import Direction
+
+# --- which directions --------------------------------------------------------------------------
+
+
+def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Direction]]:
+    """(conn, dir, Direction) for every TCP direction that carried data, in connection order."""
+    series = ctx.series
+    if series is None or series.segments.empty:
+        return
+    data = series.segments[series.segments["len"] > 0]
+    keys = data[["conn", "dir"]].drop_duplicates().sort_values(["conn", "dir"])
+    for conn, direction in keys.itertuples(index=False):
+        yield int(conn), int(direction), series.of(int(conn), int(direction))
+
+
+# --- sizes -------------------------------------------------------------------------------------
+
+
+def segment_size_bytes(segments: pd.DataFrame) -> int:
+    """The sender's usual full segment: the most common payload length among data segments.
+
+    Bulk transfers send mostly full segments, so the mode is the MSS the sender used (1448 on
+    an Ethernet path with timestamps) even when a few segments are short or TSO-sized. On a
+    tie, the largest of the most common lengths.
+    """
+    size = segments["len"].to_numpy().astype(np.int64)
+    size = size[size > 0]
+    if size.size == 0:
+        return 0
+    values, counts = np.unique(size, return_counts=True)
+    best = values[counts == counts.max()]
+    return int(best.max())
+
+
+# --- time --------------------------------------------------------------------------------------
+
+
+def min_rtt_s(direction: Direction) -> float | None:
+    """The smallest RTT sample (Karn or timestamp): the path's round trip without queueing."""
+    rtt = direction.rtt["rtt_s"].to_numpy()
+    rtt = rtt[rtt > 0]
+    return float(rtt.min()) if rtt.size else None
+
+
+# --- rates from the ACKs -----------------------------------------------------------------------
+
+
+def packet_pair_rate_samples_bps(
+    direction: Direction,
+    span_acks: int = 4,
+    compression_ratio: float = 0.5,
+    regularity_factor: float = 2.0,
+) -> npt.NDArray[np.float64]:
+    """Samples of the bottleneck's rate over a whole direction, from the spacing of its ACKs.
+
+    Sender-based packet pair (Allman and Paxson, "On estimating end-to-end network path
+    properties", SIGCOMM 1999, 4): when the segments covered by `span_acks` consecutive ACKs
+    left the sender in less than `compression_ratio` of the time their ACKs took to come back,
+    the path, not the sender, spaced them, and the ACKs arrive at the bottleneck's rate. A
+    sample is the payload bytes those ACKs advanced the ACK line by over their spread. Spans
+    with a stall inside (an inter-ACK gap over `regularity_factor` times the span's mean: a
+    delayed ACK timer, the end of a flight) and ACKs that carry SACK blocks, are duplicates or
+    fill a hole are left out: their spacing says nothing about the path's rate. Because each
+    sample selects itself, the caller need not know when the bottleneck was busy.
+    """
+    acks = direction.acks
+    new = direction.segments[direction.segments["kind"] == "new"]
+    if len(acks) <= span_acks or new.empty:
+        return np.zeros(0)
+    t = acks["t_s"].to_numpy()
+    line = acks["ack_rel"].to_numpy()
+    end = new["end_rel"].to_numpy()
+    sent_t = new["t_s"].to_numpy()
+    # The segment each ACK acknowledges up to its last byte: its first copy's departure.
+    j = np.searchsorted(end, line)
+    jj = np.minimum(j, end.size - 1)
+    with_sack = np.isin(t, direction.sacks["t_s"].to_numpy())
+    prev_dup = np.r_[False, acks["dupack"].to_numpy()[:-1]]
+    usable = (
+        (j < end.size)
+        & (end[jj] == line)
+        & acks["advance"].to_numpy()
+        & ~acks["dupack"].to_numpy()
+        & ~with_sack
+        & ~prev_dup
+    )
+    sent = np.where(usable, sent_t[jj], np.nan)
+    k = span_acks
+    run = sliding_window_view(usable, k + 1).all(axis=1)
+    gaps = np.diff(t)
+    worst_gap = sliding_window_view(gaps, k).max(axis=1)
+    dt_ack = t[k:] - t[:-k]
+    with np.errstate(invalid="ignore"):
+        dt_sent = sent[k:] - sent[:-k]
+        good = (
+            run
+            & (dt_ack > 0)
+            & (dt_sent < compression_ratio * dt_ack)
+            & (worst_gap <= regularity_factor * dt_ack / k)
+        )
+    advanced = (line[k:] - line[:-k]).astype(np.float64)
+    good &= advanced > 0
+    return advanced[good] * 8 / dt_ack[good]
+
+
+def path_rate_bps(direction: Direction, min_samples_count: int = 3) -> float | None:
+    """The path's bottleneck rate: the median packet-pair sample; None with too few samples."""
+    samples = packet_pair_rate_samples_bps(direction)
+    if samples.size < min_samples_count:
+        return None
+    return float(np.median(samples))
+
+
+def achieved_rate_bps(direction: Direction) -> float:
+    """Goodput: the ACK line's advance over the time from the first data segment to the last ACK."""
+    data = direction.segments[direction.segments["len"] > 0]
+    acks = direction.acks
+    if data.empty or acks.empty:
+        return 0.0
+    line = acks["ack_rel"].to_numpy()
+    start = float(data["t_s"].iloc[0])
+    done = float(acks["t_s"].iloc[int(np.argmax(line))])
+    first = int(data["seq_rel"].min())
+    if done <= start:
+        return 0.0
+    return float(max(int(line.max()) - first, 0) * 8 / (done - start))
+
+
+# --- the flight and the queue ------------------------------------------------------------------
+
+
+def flight_levels(
+    direction: Direction,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per data segment: the highest flight of its burst, the window then, and where known.
+
+    A burst is the run of segments one ACK released; with delayed ACKs the first segment of a
+    pair leaves a segment of room that the second then fills, so a segment is judged by the
+    most its burst put in flight. The window is the last one advertised before the segment
+    (-1 before any: `known` is False there).
+    """
+    data = direction.segments[direction.segments["len"] > 0]
+    flight = direction.flight
+    fl = flight["flight_bytes"].to_numpy().astype(np.float64)
+    rwnd = flight["rwnd_bytes"].to_numpy().astype(np.float64)
+    if len(data) != len(flight) or fl.size == 0:
+        return fl, rwnd, rwnd >= 0
+    burst = np.searchsorted(direction.acks["frame"].to_numpy(), data["frame"].to_numpy())
+    first = np.flatnonzero(np.r_[True, burst[1:] != burst[:-1]])
+    size = np.diff(np.r_[first, fl.size])
+    top = np.repeat(np.maximum.reduceat(fl, first), size)
+    known = rwnd >= 0
+    return top[known], rwnd[known], known
