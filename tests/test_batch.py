@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -21,8 +22,11 @@ from click.testing import CliRunner
 from crafting import CLIENT, SERVER
 
 from cli.main import cli
+from tracekit import detectors
 from tracekit.batch import BatchConfig, file_key, run_batch
+from tracekit.detectors import AnalysisContext, Detector
 from tracekit.errors import TracekitError
+from tracekit.findings import Finding, Severity
 
 REPO = Path(__file__).parent.parent
 
@@ -180,3 +184,29 @@ def test_an_empty_folder_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(TracekitError, match="no captures found"):
         run_batch(BatchConfig(tmp_path / "empty", tmp_path / "out"))
+
+
+class Broken(Detector):
+    """Raises on connections that moved exactly 10 segments of data: a bug on one input."""
+
+    kind = "test_broken"
+    title = "A detector with a bug"
+    severity = Severity.INFO
+
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        if (ctx.connections["bytes_a2b"] == 10 * 1000).any():
+            raise ZeroDivisionError("a bug")
+        yield from ()
+
+
+def test_a_crash_is_recorded_and_retried(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(detectors, "all_detectors", lambda: (Broken,))
+    config = BatchConfig(corpus, tmp_path / "out", jobs=1)
+    first = {o.name: (o.status, o.error) for o in run_batch(config)}
+    assert first["lab/run1"] == ("crash", "ZeroDivisionError: a bug")
+    assert first["a.pcap"][0] == "ok"
+    again = {o.name: o.status for o in run_batch(config)}
+    assert again == {"a.pcap": "skipped", "bad.pcap": "skipped", "deep/b.pcapng.pcap": "skipped",
+                     "lab/run1": "crash"}  # fmt: skip

@@ -36,7 +36,6 @@ import pyarrow.parquet as pq
 
 from tracekit import schema
 from tracekit.check.inputs import CaptureInput, analyze_input, find_inputs
-from tracekit.detectors import all_detectors
 from tracekit.errors import TracekitError
 from tracekit.findings import Finding
 from tracekit.table_io import write_parquet_atomic
@@ -265,16 +264,19 @@ def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
 
 
 def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
-    if workers == 1:
+    if workers == 1 or len(jobs) < 2:
         yield from map(run_job, jobs)
         return
-    # fork: a worker starts with the pipeline and the detectors already imported, where a
-    # spawned one spends seconds importing them (bench/batch.py measures what that costs on
-    # 2 cores). Arrow re-creates its thread pools in a forked child.
-    all_detectors()
+    # The first analysis in a process spends seconds loading numba's compiled functions and
+    # importing what the stages import lazily. Done once here, on the smallest input, every
+    # forked worker starts warm instead of each paying it again (bench/batch.py: that doubled
+    # work is what kept 2 cores from 2x on a few dozen inputs). Arrow re-creates its thread
+    # pools in a forked child.
+    *rest, smallest = jobs
+    yield run_job(smallest)
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(run_job, job) for job in jobs]
+        futures = [pool.submit(run_job, job) for job in rest]
         for future in as_completed(futures):
             yield future.result()
 
