@@ -30,12 +30,13 @@ EXPECTED = (
 
 @pytest.fixture(scope="module")
 def browser() -> Any:
-    with Browser(width=1400, height=1000) as b:
+    with Browser() as b:
         yield b
 
 
 def load(browser: Browser, path: Path, value: str = STATUS) -> PageResult:
-    return browser.open(path, READY, value, timeout=30, scale=0.25)
+    # Tall enough that every plot of the first connection is on screen, so all of them draw.
+    return browser.open(path, READY, value, timeout=30, scale=0.25, height=2400)
 
 
 def test_synthetic_report_loads_draws_every_plot_and_is_not_blank(
@@ -51,7 +52,10 @@ def test_synthetic_report_loads_draws_every_plot_and_is_not_blank(
     assert status["plots"] == {plot_id: n for plot_id, n in expected}
     width, height, pixels = png_pixels(result.screenshot_png)
     grey = np.frombuffer(pixels, np.uint8).reshape(height, width, 3).mean(axis=2)
-    assert width == 350 and grey.std() > 10  # text, lines and plots, not a blank page
+    assert (width, height) == (
+        350,
+        600,
+    ) and grey.std() > 10  # text, lines and plots, not a blank page
     # Plenty of distinct shades: a blank or single-colour page has a handful at most.
     assert len(np.unique(grey.astype(np.uint8))) > 40
 
@@ -78,9 +82,26 @@ def test_zoom_on_one_plot_moves_the_others(browser: Browser, tmp_path: Path) -> 
         JSON.stringify(Array.from(document.querySelectorAll('#conn-0 .plot'),
           d => d._fullLayout.xaxis.range.map(v => +v.toFixed(3))))), 100));
     })"""
-    ranges = json.loads(browser.open(path, READY, probe, scale=0.1).value)
+    ranges = json.loads(browser.open(path, READY, probe, scale=0.1, height=2400).value)
     assert len(ranges) == 5
     assert all(r == [0.4, 0.7] for r in ranges)
+
+
+def test_a_plot_drawn_after_a_zoom_opens_zoomed(browser: Browser, tmp_path: Path) -> None:
+    path = write(synthetic_report(3_000), tmp_path / "report.html")
+    probe = """new Promise(done => {
+      const tsg = document.getElementById('plot-0-0-sender');
+      const flight = document.getElementById('plot-0-3-sender');
+      const drawn = !!flight._fullLayout;
+      Plotly.relayout(tsg, {'xaxis.range': [0.4, 0.7]}).then(() => {
+        flight.scrollIntoView();
+        setTimeout(() => done([drawn, flight._fullLayout.xaxis.range.map(v => +v.toFixed(3))]),
+                   1500);
+      });
+    })"""
+    drawn_before, flight_range = browser.open(path, READY, probe, scale=0.1, height=700).value
+    assert drawn_before is False
+    assert flight_range == [0.4, 0.7]
 
 
 def test_table_sorts_by_number_when_a_header_is_clicked(browser: Browser, tmp_path: Path) -> None:
@@ -109,6 +130,18 @@ def test_table_sorts_by_number_when_a_header_is_clicked(browser: Browser, tmp_pa
     assert (peer_sort, bytes_sort) == ("ascending", "none")
 
 
+def test_plots_below_the_screen_draw_when_scrolled_to(browser: Browser, tmp_path: Path) -> None:
+    path = write(synthetic_report(400), tmp_path / "report.html")
+    script = """new Promise(done => {
+      const before = Object.keys(window.tracekitStatus.plots).sort();
+      window.scrollTo(0, document.body.scrollHeight);
+      setTimeout(() => done([before, Object.keys(window.tracekitStatus.plots).sort()]), 2000);
+    })"""
+    before, after = browser.open(path, READY, script, scale=0.1, height=700).value
+    assert "plot-0-0-sender" in before and "plot-0-3-sender" not in before
+    assert after == ["plot-0-0-receiver"] + [f"plot-0-{i}-sender" for i in range(4)]
+
+
 def test_closed_section_draws_when_opened(browser: Browser, tmp_path: Path) -> None:
     path = write(
         synthetic_report(400, n_connections=2), tmp_path / "two.html", Budget(open_connections=1)
@@ -118,5 +151,5 @@ def test_closed_section_draws_when_opened(browser: Browser, tmp_path: Path) -> N
       document.getElementById('conn-1').open = true;
       setTimeout(() => done([before, Object.keys(window.tracekitStatus.plots).length]), 1500);
     })"""
-    before, after = browser.open(path, READY, script, scale=0.1).value
+    before, after = browser.open(path, READY, script, scale=0.1, height=5000).value
     assert (before, after) == (5, 10)

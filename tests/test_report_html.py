@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tracekit.report.html import PLOTLY_JS, Budget, render, write
+from tracekit.report.html import DRAW_COST, PLOTLY_JS, Budget, render, write
 from tracekit.report.model import ConnectionView, Kind, Plot, Report, Shade, Table, Trace
 
 HOSTILE = '</script><script>window.pwned=1</script><!-- "quoted" & <b>bold</b>'
@@ -115,7 +115,10 @@ def test_decimation_keeps_marked_points_and_respects_the_budget() -> None:
     trace = Trace("data", Kind.SEGMENTS, t, seq, y_end=seq + 1, keep=keep)
     view = ConnectionView("c", (), (Plot("p", "time (s)", "seq", (trace,)),))
     report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
-    enc = embedded_data(render(report, Budget(total_points=4_000, floor_points=100)))
+    # A segment costs DRAW_COST[SEGMENTS] line points: 40 000 buys at most 4 000 segments.
+    budget = Budget(total_cost=40_000, floor_points=100)
+    assert DRAW_COST[Kind.SEGMENTS] == 10
+    enc = embedded_data(render(report, budget))
     out = enc["plots"][0]["traces"][0]
     assert out["n_raw"] == n
     assert out["n"] <= 4_000 + keep.sum()

@@ -73,17 +73,21 @@ def _first_per_bucket(hit: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
     return idx[np.r_[True, owner[1:] != owner[:-1]]]
 
 
-def allocate(counts: list[int], total: int, floor: int = 2_000) -> list[int]:
-    """Share a point budget among traces: small ones keep every point, big ones split the rest.
+def allocate(
+    counts: list[int], total: int, floor: int = 2_000, weights: list[int] | None = None
+) -> list[int]:
+    """Share a drawing budget among traces: small ones keep every point, big ones split the rest.
 
-    Water-filling: traces are served smallest first, each getting all its points or an equal
-    share of what is left, whichever is less; no trace gets under `floor` (or its own count).
+    Water-filling on cost, a point of trace i costing weights[i] (1 when not given): traces are
+    served cheapest first, each getting all its points or an equal share of the cost that is
+    left, whichever is less; no trace is cut below `floor` points (or its own count).
     """
+    w = weights or [1] * len(counts)
     targets = [0] * len(counts)
     left = total
-    pending = sorted(range(len(counts)), key=lambda i: counts[i])
+    pending = sorted(range(len(counts)), key=lambda i: counts[i] * w[i])
     for served, i in enumerate(pending):
         share = left // (len(pending) - served)
-        targets[i] = min(counts[i], max(share, floor))
-        left = max(0, left - targets[i])
+        targets[i] = min(counts[i], max(share // w[i], floor))
+        left = max(0, left - targets[i] * w[i])
     return targets

@@ -41,17 +41,24 @@ CSP = (
 )
 
 
+# What a point costs to draw, relative to a point of a line, measured in headless Chromium here
+# (plotly 3.7, SwiftShader WebGL): plotly simplifies SVG lines to the pixel grid, a marker is a
+# sprite, but a segment is a separate two-point line plus its two end ticks.
+DRAW_COST = {Kind.LINE: 1, Kind.STEP: 1, Kind.MARKERS: 3, Kind.SEGMENTS: 10}
+
+
 @dataclass(frozen=True)
 class Budget:
-    """How many points a report may carry, which bounds its size and its load time.
+    """How much a report may draw, which bounds its size and its load time.
 
-    Measured (docs/report.md): about 900 000 points in all give a 5 M-packet capture's report
-    of under 25 MB that loads in headless Chromium in under 3 s. Points marked `keep` come on top.
+    `total_cost` is in line points (DRAW_COST gives the other kinds' price); points marked
+    `keep` come on top. The default keeps a 5 M-packet capture's report well under 25 MB and
+    its load in headless Chromium under 3 s (docs/report.md has the measurements).
     """
 
-    total_points: int = 500_000
-    floor_points: int = 2_000  # no trace is thinned below this: its shape would be lost
-    webgl_from_points: int = 8_000  # draw with WebGL above this; SVG stays crisper below
+    total_cost: int = 250_000
+    floor_points: int = 500  # no trace is thinned below this: its shape would be lost
+    webgl_from_points: int = 5_000  # bars and markers draw with WebGL above this
     open_connections: int = 3  # sections drawn at load; the rest draw when opened
 
 
@@ -64,8 +71,15 @@ def render(report: Report, budget: Budget = Budget()) -> str:
             charts.append((ci, pi, "sender", plot))
             if pair is not None:
                 charts.append((ci, pi, "receiver", pair))
-    counts = [len(t) for *_, chart in charts for t in chart.traces]
-    targets = iter(allocate(counts, budget.total_points, budget.floor_points))
+    traces = [t for *_, chart in charts for t in chart.traces]
+    targets = iter(
+        allocate(
+            [len(t) for t in traces],
+            budget.total_cost,
+            budget.floor_points,
+            [DRAW_COST[t.kind] for t in traces],
+        )
+    )
     shown = raw = 0
     plots_json: list[dict[str, Any]] = []
     figures: dict[tuple[int, int], list[str]] = {}

@@ -2,7 +2,10 @@
 // sorts tables. window.tracekitStatus records what happened, for tests and for the curious.
 (function () {
   "use strict";
-  var status = { errors: [], plots: {}, timings: {}, expected: 0, ready: false, readyMs: null };
+  // plots: traces drawn per plot id; timings: [decode, draw] ms per plot; readyMs: when the
+  // plots near the screen at load had painted; lastDrawnMs: when the latest plot was drawn.
+  var status = { errors: [], plots: {}, timings: {}, expected: 0, ready: false, readyMs: null,
+                 lastDrawnMs: null };
   status.startMs = performance.now();
   window.tracekitStatus = status;
   window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
@@ -56,7 +59,7 @@
       out.mode = "lines"; out.line = line;
     } else {
       out.mode = "markers";
-      out.marker = { color: t.color, symbol: t.symbol, size: 8, line: { color: t.color, width: 1.5 } };
+      out.marker = { color: t.color, symbol: t.symbol, size: 7, line: { color: t.color, width: 1.2 } };
     }
     return out;
   }
@@ -94,6 +97,7 @@
 
   // Zoom or pan on one plot moves every other plot of the same connection to the same times.
   var syncing = false;
+  var zoomed = {};  // connection -> its current time range; null or absent: the full range
   function link(div, connection) {
     div.on("plotly_relayout", function (ev) {
       if (syncing) return;
@@ -106,6 +110,7 @@
         update = { "xaxis.autorange": true };
       }
       if (!update) return;
+      zoomed[connection] = update["xaxis.range"] || null;
       var others = document.querySelectorAll("#conn-" + connection + " .plot.drawn");
       var pending = [];
       syncing = true;
@@ -122,9 +127,13 @@
     var t0 = performance.now();
     var traces = p.traces.map(trace);
     var t1 = performance.now();
-    return Plotly.newPlot(div, traces, layout(p), CONFIG).then(function () {
+    var look = layout(p);
+    // A plot drawn after its connection was zoomed opens on the same time range.
+    if (zoomed[p.connection]) look.xaxis.range = zoomed[p.connection].slice();
+    return Plotly.newPlot(div, traces, look, CONFIG).then(function () {
       status.plots[div.id] = div.data.length;
       status.timings[div.id] = [Math.round(t1 - t0), Math.round(performance.now() - t1)];
+      status.lastDrawnMs = performance.now();
       link(div, p.connection);
     });
   }
@@ -137,22 +146,35 @@
     delete status.plots[div.id];
   }
 
-  // One plot after another: each appears as soon as it is ready, and the page stays responsive.
-  function drawAll(divs) {
-    return Array.prototype.reduce.call(divs, function (chain, div) {
-      return chain.then(function () { return draw(div); });
-    }, Promise.resolve());
+  // Plots draw one after another, and only once they come near the screen: the first screen is
+  // ready sooner, and a long report never holds more WebGL contexts than a browser allows.
+  var queue = Promise.resolve();
+  function enqueue(div) {
+    queue = queue.then(function () { return draw(div); }).catch(function (err) {
+      status.errors.push(String(err && err.message || err));
+    });
+    return queue;
   }
 
-  function drawSection(section) {
-    return drawAll(section.querySelectorAll(".plot"));
+  var watcher = new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      if (e.isIntersecting && e.target.closest("details").open) enqueue(e.target);
+    });
+  }, { rootMargin: "200px 0px" });
+  document.querySelectorAll(".plot").forEach(function (div) { watcher.observe(div); });
+
+  function nearScreen(div) {
+    var r = div.getBoundingClientRect();
+    return r.width > 0 && r.bottom > -200 && r.top < window.innerHeight + 200;
   }
 
   var sections = document.querySelectorAll("details.connection");
   sections.forEach(function (section) {
     section.addEventListener("toggle", function () {
-      if (section.open) drawSection(section);
-      else section.querySelectorAll(".plot").forEach(undraw);
+      section.querySelectorAll(".plot").forEach(function (div) {
+        if (!section.open) undraw(div);
+        else if (nearScreen(div)) enqueue(div);
+      });
     });
   });
   document.querySelectorAll("a[data-open]").forEach(function (a) {
@@ -186,17 +208,21 @@
     });
   });
 
-  var open = document.querySelectorAll("details.connection[open] .plot");
-  status.expected = open.length;
-  drawAll(open).then(function () {
-    // One more frame so the WebGL canvases have painted before we call the page ready.
+  var first = Array.prototype.filter.call(
+    document.querySelectorAll("details.connection[open] .plot"), nearScreen);
+  status.expected = first.length;
+  first.forEach(enqueue);
+  queue.then(function () {
+    // Ready once the drawn plots are on screen: the first frame after newPlot paints them (the
+    // WebGL ones can take long), and a callback of the frame after that runs only once it has.
     requestAnimationFrame(function () {
-      status.readyMs = performance.now();
-      status.ready = true;
-      document.documentElement.setAttribute("data-ready", "true");
+      requestAnimationFrame(function () {
+        setTimeout(function () {
+          status.readyMs = performance.now();
+          status.ready = true;
+          document.documentElement.setAttribute("data-ready", "true");
+        }, 0);
+      });
     });
-  }, function (err) {
-    status.errors.push(String(err && err.message || err));
-    status.ready = true;
   });
 })();
