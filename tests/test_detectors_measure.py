@@ -8,17 +8,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
+from crafting import CLIENT, OPTS, SERVER, tcp, write
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from tracekit.capture import read_capture
 from tracekit.detectors._measure import (
+    ETHERNET_HEADER_BYTES,
     achieved_rate_bps,
+    ack_line_rate_bps,
     data_directions,
     flight_levels,
     min_rtt_s,
+    packet_basis,
     packet_pair_rate_samples_bps,
     path_rate_bps,
+    queue_at_start_bytes,
     segment_size_bytes,
+    wire_directions,
+    wire_overhead_bytes,
 )
 from tracekit.detectors.base import AnalysisContext
 from tracekit.pipeline import vantage
@@ -78,6 +86,28 @@ def test_data_directions_are_those_that_carried_data_in_connection_order(tmp_pat
     assert found == [(0, 0, (0, 0)), (1, 0, (1, 0)), (1, 1, (1, 1))]
 
 
+def test_wire_directions_are_both_directions_of_each_tcp_connection(tmp_path: Path) -> None:
+    client6, server6 = "fd00::1", "fd00::2"
+    packets = [
+        # Connection 0: IPv4, both SYNs carry timestamps.
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", 0, 0, 0, OPTS),
+        tcp(0.1, SERVER, CLIENT, 80, 40000, "SA", 0, 1, 0, OPTS),
+        tcp(0.2, CLIENT, SERVER, 40000, 80, "A", 1, 1, 100, [("Timestamp", (1, 1))]),
+        # Connection 1: IPv6 without options, data from the client only.
+        tcp(0.3, client6, server6, 40001, 80, "S", 0),
+        tcp(0.4, server6, client6, 80, 40001, "SA", 0, 1),
+        tcp(0.5, client6, server6, 40001, 80, "A", 1, 1, 100),
+        # A UDP datagram: not TCP, no direction of it.
+        Ether() / IP(src=CLIENT, dst=SERVER) / UDP(sport=5000, dport=5001) / (b"x" * 8),
+    ]
+    packets[-1].time = 0.6
+    ctx = context(write(tmp_path / "two.pcap", packets))
+    found = [(d.conn, d.direction, overhead) for d, overhead in wire_directions(ctx, 14)]
+    # 14 Ethernet + 20 IPv4 + 20 TCP + 12 timestamps; 14 Ethernet + 40 IPv6 + 20 TCP.
+    assert found == [(0, 0, 66), (0, 1, 66), (1, 0, 74), (1, 1, 74)]
+    assert [overhead for _, overhead in wire_directions(ctx, 0)] == [52, 52, 60, 60]
+
+
 # --- sizes ----------------------------------------------------------------------------------
 
 
@@ -94,6 +124,19 @@ def test_segment_size_tie_goes_to_the_larger() -> None:
 def test_segment_size_without_data_is_zero() -> None:
     assert segment_size_bytes(pd.DataFrame({"len": [0, 0]})) == 0
     assert segment_size_bytes(pd.DataFrame({"len": []})) == 0
+
+
+def test_wire_overhead_counts_what_a_qdisc_counts() -> None:
+    assert ETHERNET_HEADER_BYTES == 14
+    assert wire_overhead_bytes(4, True, 14) == 14 + 20 + 20 + 12
+    assert wire_overhead_bytes(4, False, 14) == 14 + 20 + 20
+    assert wire_overhead_bytes(6, True, 0) == 40 + 20 + 12
+    assert wire_overhead_bytes(6, False, 0) == 40 + 20
+
+
+def test_packet_basis_names_each_part_of_l() -> None:
+    text = packet_basis(1448, 66, 14)
+    assert text.startswith("l = 1448 payload + 52 IP/TCP header + 14 link header bytes: ")
 
 
 # --- time -----------------------------------------------------------------------------------
@@ -166,6 +209,58 @@ def test_packet_pairs_leave_out_sacked_and_duplicate_acks() -> None:
     # ACK 0 carrying a SACK block as well: the span that starts on it goes too.
     assert packet_pair_rate_samples_bps(d).size == 5
     assert packet_pair_rate_samples_bps(sacked).size == 4
+
+
+def line(t_s: list[float], ack_rel: list[int], dupack: list[bool] | None = None) -> pd.DataFrame:
+    """ACKs at t_s with ACK numbers ack_rel; each advances the line unless it repeats one."""
+    dup = dupack if dupack is not None else [False] * len(t_s)
+    advance = [i == 0 or ack_rel[i] > ack_rel[i - 1] for i in range(len(ack_rel))]
+    return pd.DataFrame({"t_s": t_s, "ack_rel": ack_rel, "dupack": dup, "advance": advance})
+
+
+def test_ack_line_rate_is_the_slope_from_the_first_to_the_last_ack() -> None:
+    acks = line([0.000, 0.001, 0.002, 0.003, 0.004], [1000, 2000, 3000, 4000, 5000])
+    # 4000 bytes from the first ACK to the last in 4 ms: 8 Mbit/s, over all five ACKs.
+    assert ack_line_rate_bps(acks, 0.0) == (pytest.approx(8e6), 5)
+    # The interval picks ACKs by time, [start_s, stop_s), and by ACK number, (above, up_to].
+    assert ack_line_rate_bps(acks, 0.001, stop_s=0.0045) == (pytest.approx(8e6), 4)
+    assert ack_line_rate_bps(acks, 0.0, above_rel=1000, up_to_rel=5000) == (
+        pytest.approx(8e6),
+        4,
+    )
+
+
+def test_ack_line_rate_stops_at_the_first_duplicate() -> None:
+    acks = line(
+        [0.000, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006],
+        [1000, 2000, 3000, 4000, 5000, 5000, 9000],
+        [False, False, False, False, False, True, False],
+    )
+    # The jump to 9000 after the hole does not count: 4000 bytes in 4 ms.
+    assert ack_line_rate_bps(acks, 0.0) == (pytest.approx(8e6), 5)
+    # Fewer than four ACKs before the duplicate: no rate.
+    rate, used = ack_line_rate_bps(acks, 0.002)
+    assert np.isnan(rate) and used == 3
+
+
+def test_queue_at_start_is_the_wait_beyond_the_base_rtt_at_the_rate() -> None:
+    acks = line([0.10, 0.12, 0.15], [1000, 2000, 3000])
+    # Sent at 0, ACKed at 0.12 with a base RTT of 0.1: 20 ms behind a queue drained at 8 Mbit/s.
+    assert queue_at_start_bytes(0.0, 2000, 1000, acks, 0.1, 8e6) == pytest.approx(20_000)
+    # An ACK faster than the base RTT means no queue, not a negative one.
+    assert queue_at_start_bytes(0.05, 2000, 1000, acks, 0.1, 8e6) == 0.0
+
+
+def test_queue_at_start_is_unknown_after_a_hole_or_without_rates() -> None:
+    # The first ACK covering byte 1500 covers 3500 more: a hole was filled, NaN.
+    hole = line([0.10, 0.30], [1000, 5000])
+    assert np.isnan(queue_at_start_bytes(0.0, 1500, 1000, hole, 0.1, 8e6))
+    # Two segments more (a delayed ACK) are still this segment's ACK.
+    assert queue_at_start_bytes(0.0, 3000, 1000, hole, 0.1, 8e6) == pytest.approx(200_000)
+    acks = line([0.10, 0.12], [1000, 2000])
+    assert np.isnan(queue_at_start_bytes(0.0, 3000, 1000, acks, 0.1, 8e6))  # never ACKed
+    assert np.isnan(queue_at_start_bytes(0.0, 2000, 1000, acks, float("nan"), 8e6))
+    assert np.isnan(queue_at_start_bytes(0.0, 2000, 1000, acks, 0.1, float("nan")))
 
 
 def test_achieved_rate_is_the_ack_line_over_the_transfer() -> None:

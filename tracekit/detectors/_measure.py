@@ -4,10 +4,16 @@ Private (the leading underscore): `tracekit.detectors.discover` skips it, it hol
 Everything here reads the series of `tracekit.series` and returns numbers or arrays; the
 judgement, what is too much or too little, stays in the detectors.
 
-`packet_pair_rate_samples_bps` (and its median, `path_rate_bps`) is the bottleneck's rate as a
-property of the path, from a whole direction: it keeps only the short spans of ACKs whose
-segments the sender emitted closer together than they came back, so it needs no knowledge of
-when the bottleneck was busy, and an idle or window-limited sender does not pull it down.
+Two rates come from the spacing of ACKs, and they answer different questions:
+
+- `packet_pair_rate_samples_bps` (and its median, `path_rate_bps`) is the bottleneck's rate as
+  a property of the path, from a whole direction: it keeps only the short spans of ACKs whose
+  segments the sender emitted closer together than they came back, so it needs no knowledge of
+  when the bottleneck was busy, and an idle or window-limited sender does not pull it down.
+- `ack_line_rate_bps` is what the bottleneck delivered over one interval the caller picks (a
+  slow-start round, a line-rate burst): the slope of the ACK line across it. It is the
+  bottleneck's rate only where the caller knows a queue kept the bottleneck busy; over a whole
+  transfer it is the goodput.
 """
 
 from __future__ import annotations
@@ -20,7 +26,22 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit.detectors.base import AnalysisContext
+from tracekit.schema import PROTO_TCP
 from tracekit.series import Direction
+
+# IPv4 and TCP headers without options (RFC 791, RFC 9293); IPv6's fixed header (RFC 8200).
+IPV4_HEADER_BYTES = 20
+IPV6_HEADER_BYTES = 40
+TCP_HEADER_BYTES = 20
+# The timestamp option, padded to 12 bytes as Linux sends it on every segment (RFC 7323 3.2).
+TCP_TIMESTAMP_OPTION_BYTES = 12
+# The link header a bottleneck queue counts with each packet: Ethernet II, 14 bytes, what Linux
+# counts on an Ethernet or veth device (skb->len).
+ETHERNET_HEADER_BYTES = 14
+# Fewer ACKs than this give no rate: with delayed ACKs (RFC 9293 3.8.6.3) each ACK covers two
+# segments, so four ACKs span about eight segments of the bottleneck's service.
+MIN_RATE_ACKS = 4
+
 
 # --- which directions --------------------------------------------------------------------------
 
@@ -34,6 +55,23 @@ def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Direction]
     keys = data[["conn", "dir"]].drop_duplicates().sort_values(["conn", "dir"])
     for conn, direction in keys.itertuples(index=False):
         yield int(conn), int(direction), series.of(int(conn), int(direction))
+
+
+def wire_directions(
+    ctx: AnalysisContext, link_header_bytes: int
+) -> Iterator[tuple[Direction, int]]:
+    """Both directions of every TCP connection, each with its per-packet wire overhead.
+
+    The overhead is `wire_overhead_bytes` for the connection's IP version and whether it
+    carries timestamps. Directions without data are included (the caller skips them).
+    """
+    if ctx.series is None:
+        return
+    tcp = ctx.connections[ctx.connections["proto"] == PROTO_TCP]
+    for row in tcp.itertuples(index=False):
+        overhead = wire_overhead_bytes(int(row.ip_version), bool(row.ts_ok), link_header_bytes)
+        for direction in (0, 1):
+            yield ctx.series.of(int(row.conn), direction), overhead
 
 
 # --- sizes -------------------------------------------------------------------------------------
@@ -53,6 +91,26 @@ def segment_size_bytes(segments: pd.DataFrame) -> int:
     values, counts = np.unique(size, return_counts=True)
     best = values[counts == counts.max()]
     return int(best.max())
+
+
+def wire_overhead_bytes(ip_version: int, timestamps: bool, link_header_bytes: int) -> int:
+    """Bytes a bottleneck queue counts per packet beyond its TCP payload.
+
+    A Linux qdisc (tbf's `limit` and `rate` alike) counts skb->len: the IP packet plus the
+    link header on an Ethernet device, no preamble or FCS.
+    """
+    ip = IPV6_HEADER_BYTES if ip_version == 6 else IPV4_HEADER_BYTES
+    tcp = TCP_HEADER_BYTES + (TCP_TIMESTAMP_OPTION_BYTES if timestamps else 0)
+    return link_header_bytes + ip + tcp
+
+
+def packet_basis(payload_bytes: int, overhead_bytes: int, link_header_bytes: int) -> str:
+    """One line saying which packet size l the buffer equations used, and why."""
+    return (
+        f"l = {payload_bytes} payload + {overhead_bytes - link_header_bytes} IP/TCP header + "
+        f"{link_header_bytes} link header bytes: a Linux qdisc (tbf's limit and rate) counts "
+        "skb->len, the IP packet plus the Ethernet header; rates count the same bytes"
+    )
 
 
 # --- time --------------------------------------------------------------------------------------
@@ -134,6 +192,38 @@ def path_rate_bps(direction: Direction, min_samples_count: int = 3) -> float | N
     return float(np.median(samples))
 
 
+def ack_line_rate_bps(
+    acks: pd.DataFrame,
+    start_s: float,
+    stop_s: float = np.inf,
+    above_rel: float = -np.inf,
+    up_to_rel: float = np.inf,
+) -> tuple[float, int]:
+    """Payload rate at which the ACK line advanced over one interval, until it first stalled.
+
+    Takes the ACKs in [start_s, stop_s) whose ACK number lies in (above_rel, up_to_rel], up to
+    the first duplicate among them (a hole: from there the line no longer shows what arrived),
+    and returns the line's slope from the first to the last of those that advanced it. That is
+    what the bottleneck delivered over the interval: its service rate where the caller knows a
+    queue kept it busy throughout (ACK dispersion over a burst or a slow-start round), less
+    where it idled. Returns (bit/s, or NaN with fewer than MIN_RATE_ACKS ACKs, ACKs used).
+    """
+    t = acks["t_s"].to_numpy()
+    line = acks["ack_rel"].to_numpy()
+    pick = np.flatnonzero((t >= start_s) & (t < stop_s) & (line > above_rel) & (line <= up_to_rel))
+    dup = np.flatnonzero(acks["dupack"].to_numpy()[pick])
+    if dup.size:
+        pick = pick[: dup[0]]
+    pick = pick[acks["advance"].to_numpy()[pick]]
+    if pick.size < MIN_RATE_ACKS:
+        return float("nan"), int(pick.size)
+    first, last = pick[0], pick[-1]
+    span = t[last] - t[first]
+    if span <= 0:
+        return float("nan"), int(pick.size)
+    return float((line[last] - line[first]) * 8 / span), int(pick.size)
+
+
 def achieved_rate_bps(direction: Direction) -> float:
     """Goodput: the ACK line's advance over the time from the first data segment to the last ACK."""
     data = direction.segments[direction.segments["len"] > 0]
@@ -174,3 +264,28 @@ def flight_levels(
     top = np.repeat(np.maximum.reduceat(fl, first), size)
     known = rwnd >= 0
     return top[known], rwnd[known], known
+
+
+def queue_at_start_bytes(
+    sent_s: float,
+    end_rel: int,
+    payload_bytes: int,
+    acks: pd.DataFrame,
+    base_rtt_s: float,
+    rate_bps: float,
+) -> float:
+    """Bytes already queued at the bottleneck when a segment left, from its RTT's excess.
+
+    The first ACK covering the segment came back after the base RTT plus the wait behind the
+    queue ahead of it, which drained at rate_bps. NaN when that ACK covers far more than the
+    segment (a hole filled by a retransmission: the wait was the recovery's, not a queue's).
+    """
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+    k = int(np.searchsorted(line, end_rel, side="left"))
+    if k >= line.size or not (np.isfinite(base_rtt_s) and np.isfinite(rate_bps)):
+        return float("nan")
+    # A delayed ACK covers two segments (RFC 9293 3.8.6.3): allow up to two more full ones.
+    if line[k] - end_rel > 2 * payload_bytes:
+        return float("nan")
+    wait = acks["t_s"].to_numpy()[k] - sent_s - base_rtt_s
+    return float(max(wait, 0.0) * rate_bps / 8)

@@ -16,16 +16,15 @@ import numpy as np
 import pandas as pd
 
 from tracekit import physics
-from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.detectors.slow_start_overrun import (
-    DIRECTIONS,
-    ack_delivery_bps,
+from tracekit.detectors._measure import (
+    ETHERNET_HEADER_BYTES,
+    ack_line_rate_bps,
     packet_basis,
     queue_at_start_bytes,
-    wire_overhead_bytes,
+    wire_directions,
 )
-from tracekit.findings import Finding, Severity
-from tracekit.schema import PROTO_TCP
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction, resent, trains
 
 # The line rate is the rate of the sender's tightest spacing: the 10th percentile of the gaps
@@ -68,25 +67,17 @@ class LineRateBurst(Detector):
         # A pattern, not one event: a single burst after an idle spell or the initial window
         # is what every unpaced TCP does once (RFC 5681 4.1); three make a habit.
         min_bursts_count: int = 3
-        # The link header a bottleneck queue counts with each packet: Ethernet II, 14 bytes,
-        # what Linux counts on an Ethernet or veth device (skb->len). 0 for a raw IP link.
-        link_header_bytes: int = 14
+        # The link header a bottleneck queue counts with each packet (Ethernet II, as Linux
+        # counts it on an Ethernet or veth device); 0 for a raw IP link.
+        link_header_bytes: int = ETHERNET_HEADER_BYTES
 
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        if ctx.series is None:
-            return
-        tcp = ctx.connections[ctx.connections["proto"] == PROTO_TCP]
-        for row in tcp.itertuples(index=False):
-            overhead = wire_overhead_bytes(
-                int(row.ip_version), bool(row.ts_ok), self.config.link_header_bytes
-            )
-            for direction in (0, 1):
-                ser = ctx.series.of(int(row.conn), direction)
-                found = self._bursts(ser, overhead)
-                if found is not None:
-                    yield self._finding(ser, found, overhead)
+        for ser, overhead in wire_directions(ctx, self.config.link_header_bytes):
+            found = self._bursts(ser, overhead)
+            if found is not None:
+                yield self._finding(ser, found, overhead)
 
     def _bursts(self, ser: Direction, overhead: int) -> _Bursts | None:
         """The direction's line-rate bursts, or None when there are too few."""
@@ -123,7 +114,7 @@ class LineRateBurst(Detector):
         end = data["end_rel"].to_numpy()
         delivered = np.array(
             [
-                ack_delivery_bps(ser.acks, t[i], above_rel=seq[i], up_to_rel=end[j])[0]
+                ack_line_rate_bps(ser.acks, t[i], above_rel=seq[i], up_to_rel=end[j])[0]
                 for i, j in zip(first, last, strict=True)
             ]
         ) * ((payload + overhead) / payload)

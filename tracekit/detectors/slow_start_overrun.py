@@ -5,8 +5,9 @@ until one flight no longer fits the bottleneck's memory; that round loses a bloc
 Eq. 1 turns the round's size, its losses and the two rates into the bottleneck's buffer; eq. 3
 gives the buffer a loss-free start needs, eq. 2 the rate the path supports without loss.
 
-The wire sizes (`wire_overhead_bytes`) and the ACK-dispersion rate (`ack_delivery_bps`) are
-shared with the line_rate_burst detector.
+The bottleneck's rate s is the slope of the ACK line across the round
+(`_measure.ack_line_rate_bps`), and the packet size l counts the headers a bottleneck queue
+counts (`_measure.wire_overhead_bytes`), as in the line_rate_burst detector.
 """
 
 from __future__ import annotations
@@ -15,100 +16,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracekit import physics
+from tracekit.detectors._measure import (
+    ETHERNET_HEADER_BYTES,
+    ack_line_rate_bps,
+    packet_basis,
+    queue_at_start_bytes,
+    wire_directions,
+)
 from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.findings import Finding, Severity
-from tracekit.schema import PROTO_TCP
+from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction, resent, rounds
-
-# IPv4 and TCP headers without options (RFC 791, RFC 9293); IPv6's fixed header (RFC 8200).
-IPV4_HEADER_BYTES = 20
-IPV6_HEADER_BYTES = 40
-TCP_HEADER_BYTES = 20
-# The timestamp option, padded to 12 bytes as Linux sends it on every segment (RFC 7323 3.2).
-TCP_TIMESTAMP_OPTION_BYTES = 12
-# Fewer ACKs than this give no rate: with delayed ACKs (RFC 9293 3.8.6.3) each ACK covers two
-# segments, so four ACKs span about eight segments of the bottleneck's service.
-MIN_RATE_ACKS = 4
-DIRECTIONS = ("a2b", "b2a")
-
-
-def wire_overhead_bytes(ip_version: int, timestamps: bool, link_header_bytes: int) -> int:
-    """Bytes a bottleneck queue counts per packet beyond its TCP payload.
-
-    A Linux qdisc (tbf's `limit` and `rate` alike) counts skb->len: the IP packet plus the
-    link header on an Ethernet device, no preamble or FCS.
-    """
-    ip = IPV6_HEADER_BYTES if ip_version == 6 else IPV4_HEADER_BYTES
-    tcp = TCP_HEADER_BYTES + (TCP_TIMESTAMP_OPTION_BYTES if timestamps else 0)
-    return link_header_bytes + ip + tcp
-
-
-def packet_basis(payload_bytes: int, overhead_bytes: int, link_header_bytes: int) -> str:
-    """One line saying which packet size l the buffer equations used, and why."""
-    return (
-        f"l = {payload_bytes} payload + {overhead_bytes - link_header_bytes} IP/TCP header + "
-        f"{link_header_bytes} link header bytes: a Linux qdisc (tbf's limit and rate) counts "
-        "skb->len, the IP packet plus the Ethernet header; rates count the same bytes"
-    )
-
-
-def ack_delivery_bps(
-    acks: pd.DataFrame,
-    start_s: float,
-    stop_s: float = np.inf,
-    above_rel: float = -np.inf,
-    up_to_rel: float = np.inf,
-) -> tuple[float, int]:
-    """Payload rate at which the ACK line advanced until it first stalled.
-
-    Takes the ACKs in [start_s, stop_s) whose ACK number lies in (above_rel, up_to_rel], up to
-    the first duplicate among them (a hole: from there the line no longer shows what arrived).
-    While a queue keeps the bottleneck busy these ACKs leave the receiver at its service rate
-    (ACK dispersion), so the slope of the line over the ones that advanced it is what the
-    bottleneck delivered. Returns (bit/s or NaN, ACKs used).
-    """
-    t = acks["t_s"].to_numpy()
-    line = acks["ack_rel"].to_numpy()
-    pick = np.flatnonzero((t >= start_s) & (t < stop_s) & (line > above_rel) & (line <= up_to_rel))
-    dup = np.flatnonzero(acks["dupack"].to_numpy()[pick])
-    if dup.size:
-        pick = pick[: dup[0]]
-    pick = pick[acks["advance"].to_numpy()[pick]]
-    if pick.size < MIN_RATE_ACKS:
-        return float("nan"), int(pick.size)
-    first, last = pick[0], pick[-1]
-    span = t[last] - t[first]
-    if span <= 0:
-        return float("nan"), int(pick.size)
-    return float((line[last] - line[first]) * 8 / span), int(pick.size)
-
-
-def queue_at_start_bytes(
-    sent_s: float,
-    end_rel: int,
-    payload_bytes: int,
-    acks: pd.DataFrame,
-    base_rtt_s: float,
-    rate_bps: float,
-) -> float:
-    """Bytes already queued at the bottleneck when a segment left, from its RTT's excess.
-
-    The first ACK covering the segment came back after the base RTT plus the wait behind the
-    queue ahead of it, which drained at rate_bps. NaN when that ACK covers far more than the
-    segment (a hole filled by a retransmission: the wait was the recovery's, not a queue's).
-    """
-    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
-    k = int(np.searchsorted(line, end_rel, side="left"))
-    if k >= line.size or not (np.isfinite(base_rtt_s) and np.isfinite(rate_bps)):
-        return float("nan")
-    # A delayed ACK covers two segments (RFC 9293 3.8.6.3): allow up to two more full ones.
-    if line[k] - end_rel > 2 * payload_bytes:
-        return float("nan")
-    wait = acks["t_s"].to_numpy()[k] - sent_s - base_rtt_s
-    return float(max(wait, 0.0) * rate_bps / 8)
 
 
 @dataclass(frozen=True)
@@ -142,25 +61,16 @@ class SlowStartOverrun(Detector):
         # as Linux does); counting ACKs with delayed ACKs gives 1.5. Below 1.4 it is not slow
         # start any more, and a loss there is congestion avoidance's, not an overrun.
         min_growth_factor: float = 1.4
-        # The link header a bottleneck queue counts with each packet: Ethernet II, 14 bytes,
-        # what Linux counts on an Ethernet or veth device (skb->len). 0 for a raw IP link.
-        link_header_bytes: int = 14
+        # The link header a bottleneck queue counts with each packet (Ethernet II, as Linux
+        # counts it on an Ethernet or veth device); 0 for a raw IP link.
+        link_header_bytes: int = ETHERNET_HEADER_BYTES
 
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        if ctx.series is None:
-            return
-        tcp = ctx.connections[ctx.connections["proto"] == PROTO_TCP]
-        for row in tcp.itertuples(index=False):
-            for direction in (0, 1):
-                ser = ctx.series.of(int(row.conn), direction)
-                found = self._overrun(ser)
-                if found is None:
-                    continue
-                overhead = wire_overhead_bytes(
-                    int(row.ip_version), bool(row.ts_ok), self.config.link_header_bytes
-                )
+        for ser, overhead in wire_directions(ctx, self.config.link_header_bytes):
+            found = self._overrun(ser)
+            if found is not None:
                 yield self._finding(ser, found, overhead)
 
     def _overrun(self, ser: Direction) -> _Round | None:
@@ -256,7 +166,7 @@ class SlowStartOverrun(Detector):
         # that round's own queue kept the bottleneck busy (slow start sends each round at about
         # twice the rate its ACKs return); up to the first duplicate ACK, after which the line
         # stalls at the hole and shows nothing more.
-        s_payload, acks_used = ack_delivery_bps(ser.acks, rnd.start_s, rnd.end_s)
+        s_payload, acks_used = ack_line_rate_bps(ser.acks, rnd.start_s, rnd.end_s)
         s = s_payload * wire
         rtt = ser.rtt[ser.rtt["t_s"] < rnd.start_s]["rtt_s"]
         if rtt.empty:
