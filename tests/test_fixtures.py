@@ -78,6 +78,10 @@ def test_truth_agrees_with_the_kernel_counters(name: str) -> None:
     # The delay line kept time: no frame left the relay more than 10 ms after it was due.
     for direction in ("m0->m1", "m1->m0"):
         assert doc["relay"][direction]["max_late_ns"] <= 10_000_000
+    if name not in TCP:
+        # Every datagram that passed nftables reached the socket (no receive-buffer overflow).
+        assert doc["udp"]["received_count"] == change["receiver_snmp"]["Udp.InDatagrams"]
+        assert change["receiver_snmp"]["Udp.RcvbufErrors"] == 0
     if name in TCP:
         retrans = doc["retransmissions"]
         assert (
