@@ -24,7 +24,7 @@ ZOOM = """Plotly.relayout(document.getElementById('plot-0-0-sender'),
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp, Browser() as browser:
+    with tempfile.TemporaryDirectory() as tmp, Browser(height=1800) as browser:
         page = write(synthetic_report(3_000), Path(tmp) / "report.html")
         shots = {
             "report.png": dict(full_page=True),

@@ -23,10 +23,11 @@ def decimate(
     """Indices of the points to draw, in order of x (ties in input order).
 
     Contract: when len(x) <= target every index comes back. Otherwise x's range is cut into
-    target // 4 equal buckets and each bucket keeps its first and last point in x order, its
-    point of lowest y and its point of highest y_end (y when y_end is None), plus every point
-    where `keep` is True; so at most target + keep.sum() indices, with no repeats. NaN y values
-    are ignored when finding extremes.
+    at least target // 4 equal buckets and each bucket keeps its first and last point in x
+    order, its point of lowest y and its point of highest y_end (y when y_end is None), plus
+    every point where `keep` is True; so at most target + keep.sum() indices, with no repeats.
+    Buckets are made finer (never coarser) while that fills less than half the target. NaN y
+    values are ignored when finding extremes.
     """
     n = len(x)
     if target < POINTS_PER_BUCKET:
@@ -38,7 +39,28 @@ def decimate(
     lows = y if order is None else y[order]
     tops = lows if y_end is None else (y_end if order is None else y_end[order])
 
+    keep_sorted = None if keep is None else (keep if order is None else keep[order])
     n_buckets = target // POINTS_PER_BUCKET
+    selected = _m4(xs, lows, tops, n_buckets)
+    # A monotone series gives two points a bucket (its first is its lowest, its last its
+    # highest), and clustered times leave buckets empty: use the budget with finer buckets.
+    for _ in range(3):
+        finer = n_buckets * max(2, target // max(int(selected.sum()), 1))
+        if 2 * selected.sum() > target or finer > n:
+            break
+        candidate = _m4(xs, lows, tops, finer)
+        if candidate.sum() > target:
+            break
+        selected, n_buckets = candidate, finer
+    if keep_sorted is not None:
+        selected |= keep_sorted
+    chosen = np.flatnonzero(selected)
+    return chosen if order is None else order[chosen]
+
+
+def _m4(xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int) -> np.ndarray:
+    """Mask of each bucket's first, last, lowest and highest point; xs sorted."""
+    n = len(xs)
     span = float(xs[-1]) - float(xs[0])
     if span > 0:
         scaled = (xs - xs[0]) * (n_buckets / span)
@@ -58,10 +80,7 @@ def decimate(
         bucket_top = np.fmax.reduceat(tops, starts)
         selected[_first_per_bucket(lows == bucket_low[ordinal], ordinal)] = True
         selected[_first_per_bucket(tops == bucket_top[ordinal], ordinal)] = True
-    if keep is not None:
-        selected |= keep if order is None else keep[order]
-    chosen = np.flatnonzero(selected)
-    return chosen if order is None else order[chosen]
+    return selected
 
 
 def _first_per_bucket(hit: np.ndarray, ordinal: np.ndarray) -> np.ndarray:

@@ -56,7 +56,7 @@ class Budget:
     its load in headless Chromium under 3 s (docs/report.md has the measurements).
     """
 
-    total_cost: int = 250_000
+    total_cost: int = 150_000
     floor_points: int = 500  # no trace is thinned below this: its shape would be lost
     webgl_from_points: int = 5_000  # bars and markers draw with WebGL above this
     open_connections: int = 3  # sections drawn at load; the rest draw when opened
