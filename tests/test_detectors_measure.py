@@ -18,6 +18,7 @@ from tracekit.detectors._measure import (
     achieved_rate_bps,
     ack_line_rate_bps,
     data_directions,
+    findings_per_direction,
     flight_levels,
     min_rtt_s,
     packet_basis,
@@ -68,7 +69,8 @@ def context(path: Path) -> AnalysisContext:
 # --- which directions -----------------------------------------------------------------------
 
 
-def test_data_directions_are_those_that_carried_data_in_connection_order(tmp_path: Path) -> None:
+def three_connections(tmp_path: Path) -> AnalysisContext:
+    """Connection 0 carries data from the client, 1 both ways, 2 none."""
     packets = [
         # Connection 0: data from the client only, ACKs back.
         tcp(0.0, CLIENT, SERVER, 40000, 80, "A", 1, 1, 100),
@@ -81,9 +83,25 @@ def test_data_directions_are_those_that_carried_data_in_connection_order(tmp_pat
         tcp(0.5, CLIENT, SERVER, 40002, 80, "A", 1, 1),
         tcp(0.6, SERVER, CLIENT, 80, 40002, "A", 1, 1),
     ]
-    ctx = context(write(tmp_path / "three.pcap", packets))
+    return context(write(tmp_path / "three.pcap", packets))
+
+
+def test_data_directions_are_those_that_carried_data_in_connection_order(tmp_path: Path) -> None:
+    ctx = three_connections(tmp_path)
     found = [(conn, d, (ser.conn, ser.direction)) for conn, d, ser in data_directions(ctx)]
     assert found == [(0, 0, (0, 0)), (1, 0, (1, 0)), (1, 1, (1, 1))]
+
+
+def test_findings_per_direction_keeps_what_the_judge_found(tmp_path: Path) -> None:
+    ctx = three_connections(tmp_path)
+    asked = []
+
+    def judge(c: AnalysisContext, conn: int, direction: int, d: Direction) -> Any:
+        asked.append((conn, direction, d.conn, d.direction))
+        return None if direction == 1 else f"finding {conn}"
+
+    assert list(findings_per_direction(ctx, judge)) == ["finding 0", "finding 1"]
+    assert asked == [(0, 0, 0, 0), (1, 0, 1, 0), (1, 1, 1, 1)]
 
 
 def test_wire_directions_are_both_directions_of_each_tcp_connection(tmp_path: Path) -> None:

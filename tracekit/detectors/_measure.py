@@ -18,7 +18,7 @@ Two rates come from the spacing of ACKs, and they answer different questions:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,7 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit.detectors.base import AnalysisContext
+from tracekit.findings import Finding
 from tracekit.schema import PROTO_TCP
 from tracekit.series import Direction
 
@@ -55,6 +56,17 @@ def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Direction]
     keys = data[["conn", "dir"]].drop_duplicates().sort_values(["conn", "dir"])
     for conn, direction in keys.itertuples(index=False):
         yield int(conn), int(direction), series.of(int(conn), int(direction))
+
+
+def findings_per_direction(
+    ctx: AnalysisContext,
+    judge: Callable[[AnalysisContext, int, int, Direction], Finding | None],
+) -> Iterator[Finding]:
+    """The finding judge(ctx, conn, dir, Direction) gives each direction with data, if any."""
+    for conn, direction, d in data_directions(ctx):
+        finding = judge(ctx, conn, direction, d)
+        if finding is not None:
+            yield finding
 
 
 def wire_directions(

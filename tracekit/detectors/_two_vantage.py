@@ -11,9 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.findings import Finding
-
-DIRECTION_NAMES = ("a2b", "b2a")
+from tracekit.findings import DIRECTIONS, Finding
 
 
 def by_connection(tx: pd.DataFrame, fate: str) -> Iterator[tuple[int, int, pd.DataFrame, int]]:
@@ -63,7 +61,7 @@ class FateDetector(Detector):
             count = len(rows)
             yield self.finding(
                 conn=conn,
-                direction=DIRECTION_NAMES[direction],
+                direction=DIRECTIONS[direction],
                 start_s=float(t[0]),
                 end_s=float(t[-1]),
                 evidence={

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.detectors._two_vantage import DIRECTION_NAMES
 from tracekit.detectors.base import AnalysisContext, Detector
-from tracekit.findings import Finding, Severity
+from tracekit.findings import DIRECTIONS, Finding, Severity
 
 
 class ReceiverCoalescing(Detector):
@@ -68,7 +67,7 @@ class ReceiverCoalescing(Detector):
             runs = np.diff(np.concatenate([[-1], breaks, [where.size - 1]])) + 1
             yield self.finding(
                 conn=int(conn),
-                direction=DIRECTION_NAMES[int(direction)],
+                direction=DIRECTIONS[int(direction)],
                 start_s=float(sent[where[0]]),
                 end_s=float(sent[where[-1] + 1]),
                 evidence={

@@ -23,7 +23,7 @@ import numpy as np
 from tracekit import physics
 from tracekit.detectors._measure import (
     achieved_rate_bps,
-    data_directions,
+    findings_per_direction,
     flight_levels,
     min_rtt_s,
     path_rate_bps,
@@ -59,10 +59,7 @@ class WindowLimited(Detector):
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        for conn, direction, d in data_directions(ctx):
-            finding = self._direction(ctx, conn, direction, d)
-            if finding is not None:
-                yield finding
+        return findings_per_direction(ctx, self._direction)
 
     def _direction(self, ctx: AnalysisContext, conn: int, direction: int, d: Any) -> Finding | None:
         cfg = self.config

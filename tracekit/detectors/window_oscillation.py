@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.detectors._measure import (
-    data_directions,
+    findings_per_direction,
     min_rtt_s,
     path_rate_bps,
     segment_size_bytes,
@@ -76,10 +76,7 @@ class WindowOscillation(Detector):
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        for conn, direction, d in data_directions(ctx):
-            finding = self._direction(ctx, conn, direction, d)
-            if finding is not None:
-                yield finding
+        return findings_per_direction(ctx, self._direction)
 
     def _direction(self, ctx: AnalysisContext, conn: int, direction: int, d: Any) -> Finding | None:
         cfg = self.config
