@@ -52,8 +52,8 @@ class Budget:
     """How much a report may draw, which bounds its size and its load time.
 
     `total_cost` is in line points (DRAW_COST gives the other kinds' price); points marked
-    `keep` come on top. The default keeps a 5 M-packet capture's report well under 25 MB and
-    its load in headless Chromium under 3 s (docs/report.md has the measurements).
+    `keep` come on top. The default keeps a 5 M-packet capture's report at 2.3 MB (limit 25 MB)
+    and its load in headless Chromium under 3 s (measurements in docs/report.md).
     """
 
     total_cost: int = 150_000
