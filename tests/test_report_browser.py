@@ -13,7 +13,7 @@ from browser import Browser, PageResult, chromium_available, png_pixels
 from test_report_html import HOSTILE, small_report
 
 from tracekit.report.html import Budget, write
-from tracekit.report.model import Report, Table
+from tracekit.report.model import ConnectionView, Kind, Plot, Report, Table, Trace
 from tracekit.report.synthetic import synthetic_report
 
 pytestmark = [
@@ -154,6 +154,25 @@ def test_closed_section_draws_when_opened(browser: Browser, tmp_path: Path) -> N
     })"""
     before, after = browser.open(path, READY, script, scale=0.1, height=5000).value
     assert (before, after) == (5, 10)
+
+
+def test_empty_and_gappy_traces_draw_without_errors(browser: Browser, tmp_path: Path) -> None:
+    t = np.array([0.0, 1.0, 2.0])
+    plot = Plot(
+        "RTT",
+        "time (s)",
+        "RTT (ms)",
+        (
+            Trace("RTT", Kind.MARKERS, t, np.array([80.0, np.nan, 81.5])),
+            Trace("none", Kind.SEGMENTS, np.zeros(0), np.zeros(0), y_end=np.zeros(0)),
+            Trace("steps", Kind.STEP, t, np.array([1.0, np.nan, 3.0])),
+        ),
+    )
+    view = ConnectionView("c", (), (plot,))
+    report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
+    result = load(browser, write(report, tmp_path / "gaps.html"))
+    assert result.console_errors == [] and result.exceptions == []
+    assert json.loads(result.value)["plots"] == {"plot-0-0-sender": 3}
 
 
 @pytest.mark.slow

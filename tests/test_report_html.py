@@ -156,3 +156,21 @@ def test_write_into_a_missing_directory_fails_cleanly(tmp_path: Path) -> None:
 def test_vendored_plotly_is_packaged() -> None:
     here = Path(__file__).parent.parent / "tracekit" / "report" / PLOTLY_JS
     assert here.stat().st_size > 1_000_000
+
+
+def test_empty_traces_and_missing_values_render() -> None:
+    t = np.array([0.0, 1.0, 2.0])
+    rtt = np.array([80.0, np.nan, 81.5])
+    plot = Plot(
+        "RTT",
+        "time (s)",
+        "RTT (ms)",
+        (
+            Trace("RTT", Kind.MARKERS, t, rtt),
+            Trace("none", Kind.SEGMENTS, np.zeros(0), np.zeros(0), y_end=np.zeros(0)),
+        ),
+    )
+    report = Report("r", Table((), ()), Table((), ()), (ConnectionView("c", (), (plot,)),), (), "0")
+    rtt_out, empty_out = embedded_data(render(report))["plots"][0]["traces"]
+    np.testing.assert_allclose(decode(rtt_out["y"]), rtt)  # NaN stays a gap, not a zero
+    assert empty_out["n"] == 0 and len(decode(empty_out["x"])) == 0
