@@ -234,8 +234,9 @@ def _section(index: int, view: ConnectionView, plots: str, open_: bool) -> str:
         f'<details class="connection" id="conn-{index}"{" open" if open_ else ""}>'
         f'<summary><span class="num">#{index + 1}</span> {_text(view.title)}</summary>'
         f'<dl class="facts">{facts}</dl>'
-        f'<p class="hint">Drag to zoom, shift-drag to pan, double-click to reset: the plots of '
-        f"this connection move together. Click a legend entry to hide it.</p>"
+        f'<p class="hint">Drag to zoom (the pan tool beside each plot pans), double-click to '
+        f"zoom out: the plots of this connection move together. Click a legend entry to hide "
+        f"it.</p>"
         f"{plots}</details>"
     )
 
