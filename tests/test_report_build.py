@@ -101,16 +101,10 @@ LAB = Path(__file__).resolve().parent.parent / "fixtures" / "captures"
 def _lab_report(scenario: str) -> Report:
     from tracekit.capture import read_capture
     from tracekit.pipeline import analyze
-    from tracekit.udpstream import Layout
 
     folder = LAB / scenario
-    numbering = json.loads((folder / "truth.json").read_text()).get("udp", {}).get("numbering", "")
-    width = 8 if "8 payload bytes" in numbering else 4
-    analysis = analyze(
-        read_capture(folder / "sender.pcap"),
-        read_capture(folder / "receiver.pcap"),
-        udp_layout=Layout(offset_bytes=0, width_bytes=width),
-    )
+    # The lab numbers UDP datagrams as UDPmon does, which is the default layout.
+    analysis = analyze(read_capture(folder / "sender.pcap"), read_capture(folder / "receiver.pcap"))
     return build_report(analysis, (scenario,))
 
 

@@ -30,7 +30,7 @@ def _lab() -> tuple[Path, Path, dict]:  # type: ignore[type-arg]
 def test_lost_numbers_are_the_truth() -> None:
     sp, rp, truth = _lab()
     (stream,) = udp_streams(
-        build_connections(read_capture(sp)), build_connections(read_capture(rp)), Layout(0, 8)
+        build_connections(read_capture(sp)), build_connections(read_capture(rp)), Layout(0, 4)
     )
     sent = truth["udp"]["datagrams_sent"]
     app = np.zeros(sent, dtype=bool)
