@@ -323,3 +323,13 @@ def test_records_across_window_and_call_boundaries(
     ips = [e.ip for e in craft.ZOO * repeats if e.reason == "kept"]
     check_zoo(capture, [i + 1 for i in kept_entries(reasons)], ips)
     check_sack_and_udp(capture, ips)
+
+
+def test_pcapng_absurd_timestamp_resolution_reads_as_zero(tmp_path: Path) -> None:
+    # Found by tests/fuzz_reader.py: if_tsresol 10**-100 s made 10**91 overflow to a zero divisor.
+    # Any 64-bit count of 10**-100 s units is far below 1 ns.
+    frame = craft.link_raw(craft.ZOO[0].ip)
+    data = craft.shb("<") + craft.idb("<", 101, 0, 100) + craft.epb("<", 0, 2**40, frame)
+    path = tmp_path / "tsresol.pcapng"
+    path.write_bytes(data)
+    assert read_capture(path).packets.column("ts_ns").to_pylist() == [0]

@@ -113,6 +113,8 @@ def _ts_ns(raw: Any, kind: Any, exp: Any, offset_ns: Any) -> Any:
     if kind == TSRES_POW10:
         if exp <= 9:
             return raw * 10 ** (9 - exp) + offset_ns
+        if exp - 9 > 18:  # 10**19 overflows int64, and any timestamp is 0 ns in such units
+            return offset_ns
         return raw // 10 ** (exp - 9) + offset_ns
     if exp <= 30:
         whole = raw >> exp
