@@ -170,6 +170,7 @@ TSHARK_FIELDS = (
 
 def bench_file(capture: Path, runs: int) -> dict[str, float]:
     """packets/s of each tool on one capture, and tracekit's peak RSS against the budget."""
+    load = os.getloadavg()[0]
     # Also warms the page cache and numba's compiled-kernel cache, so no run pays for them.
     frames = int(run(sys.executable, "-c", READ_ONLY, str(capture)).stdout)
     out = DATA / (capture.stem + ".parquet")
@@ -180,6 +181,7 @@ def bench_file(capture: Path, runs: int) -> dict[str, float]:
     fields = [arg for f in TSHARK_FIELDS for arg in ("-e", f)]
     tshark_s, _ = best(["tshark", "-n", "-r", str(capture), "-T", "fields", *fields], 1)
     return {
+        "load_average_before": load,
         "frames": frames,
         "ingest_pps": frames / ingest_s,
         "read_capture_pps": frames / read_s,
@@ -210,7 +212,8 @@ def main() -> None:
         run("editcap", "-F", "pcapng", str(pcap), str(pcapng))
     results = {path.suffix.lstrip("."): bench_file(path, args.runs) for path in (pcap, pcapng)}
     (DATA / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"load average before the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    loads = ", ".join(f"{name} {r['load_average_before']:.1f}" for name, r in results.items())
+    print(f"1-minute load average before each file's runs ({os.cpu_count()} cores): {loads}")
     header = ("file", "frames", "tool", "packets/s", "x tcptrace", "peak RSS MiB", "budget MiB")
     print("{:7} {:>9} {:22} {:>12} {:>10} {:>12} {:>10}".format(*header))
     for name, r in results.items():
