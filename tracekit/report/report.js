@@ -147,7 +147,7 @@
   }
 
   // Plots draw one after another, and only once they come near the screen: the first screen is
-  // ready sooner, and a long report never holds more WebGL contexts than a browser allows.
+  // ready sooner, and a long report holds WebGL contexts only for plots someone looked at.
   var queue = Promise.resolve();
   function enqueue(div) {
     queue = queue.then(function () { return draw(div); }).catch(function (err) {
