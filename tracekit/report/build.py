@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -150,7 +150,33 @@ def tsg_plot(
         traces.append(
             _markers("zero window", zero["t_s"], zero["ack_rel"], P.zero_window, "square")
         )
-    return Plot(title, "time (s)", "sequence offset (bytes)", tuple(traces), shades, height_px=460)
+    return Plot(
+        title,
+        "time (s)",
+        "sequence offset (bytes)",
+        tuple(traces),
+        shades,
+        height_px=460,
+        y_range=_sequence_range(data, acks),
+    )
+
+
+def _sequence_range(data: pd.DataFrame, acks: pd.DataFrame) -> tuple[float, float] | None:
+    """The TSG's initial y span: the data and the ACK line, and the window edge when near.
+
+    A receive window far above what was ever sent (a 6 MB window on a 3 MB transfer) would
+    flatten every segment to the bottom; it is off the chart then, which says as much.
+    """
+    if data.empty:
+        return None
+    low = float(data["seq_rel"].min())
+    high = max(float(data["end_rel"].max()), float(acks["ack_rel"].max()) if len(acks) else 0.0)
+    edge = float(acks["edge_rel"].max()) if len(acks) else high
+    span = high - low
+    if edge <= high + span:
+        high = max(high, edge)
+    pad = 0.04 * (high - low) or 1.0
+    return (low - pad, high + pad)
 
 
 def _median_rtt(d: Direction) -> float | None:
@@ -420,7 +446,7 @@ def build_report(
         d = snd.series.of(conn, direction)
         shades = _shades(analysis.findings, conn)
         arrow = "->" if direction == 0 else "<-"
-        plots = (
+        plots: tuple[Plot, ...] = (
             tsg_plot(
                 d,
                 shades,
@@ -434,6 +460,14 @@ def build_report(
         if analysis.receiver is not None:
             receiver_plots = _receiver_plots(analysis, conn, direction, row, shades)
             plots = (*plots, *_merge_plots(analysis, conn, direction, shades))
+        # Every plot of the connection opens on its time span (zoom and pan stay linked).
+        start_s = float(row["start_ns"] - snd.series.t0_ns) / 1e9
+        pad = 0.02 * float(row["duration_s"]) or 1e-3
+        x_range = (start_s - pad, start_s + float(row["duration_s"]) + pad)
+        plots = tuple(replace(p, x_range=x_range) for p in plots)
+        receiver_plots = tuple(
+            p if p is None else replace(p, x_range=x_range) for p in receiver_plots
+        )
         rtt = _median_rtt(d)
         facts = (
             ("a", str(row["a"])),
@@ -514,7 +548,7 @@ def build_report(
         ),
         links=tuple(view_of.get(f.conn) for f in analysis.findings),
     )
-    notes = ()
+    notes: tuple[str, ...] = ()
     if len(tcp) > len(shown):
         notes = (f"{len(tcp) - len(shown)} smaller connections are listed but not drawn.",)
     return Report(

@@ -216,6 +216,8 @@ def _plot_json(plot_id: str, connection: int, plot: Plot, traces: list[dict[str,
             for s in plot.shades
         ],
         "traces": traces,
+        "x_range": list(plot.x_range) if plot.x_range else None,
+        "y_range": list(plot.y_range) if plot.y_range else None,
     }
 
 

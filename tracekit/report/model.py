@@ -114,6 +114,14 @@ class Plot:
     traces: tuple[Trace, ...]
     shades: tuple[Shade, ...] = ()
     height_px: int = 320
+    # Initial axis ranges (low, high); None: fit the data. Double-click returns to them.
+    x_range: tuple[float, float] | None = None
+    y_range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        for name, rng in (("x_range", self.x_range), ("y_range", self.y_range)):
+            if rng is not None and not (np.isfinite(rng).all() and rng[0] < rng[1]):
+                raise ReportError(f"plot {self.title!r}: {name} must be finite and increasing")
 
 
 Cell = str | int | float | None

@@ -92,6 +92,13 @@
     };
   }
 
+  // The glue's initial ranges: a connection's time span, a TSG's sequence span.
+  function ranged(p, lay) {
+    if (p.x_range) { lay.xaxis.range = p.x_range.slice(); lay.xaxis.autorange = false; }
+    if (p.y_range) { lay.yaxis.range = p.y_range.slice(); lay.yaxis.autorange = false; }
+    return lay;
+  }
+
   var CONFIG = { responsive: true, displaylogo: false, scrollZoom: false,
                  modeBarButtonsToRemove: ["select2d", "lasso2d"] };
 
@@ -127,7 +134,7 @@
     var t0 = performance.now();
     var traces = p.traces.map(trace);
     var t1 = performance.now();
-    var look = layout(p);
+    var look = ranged(p, layout(p));
     // A plot drawn after its connection was zoomed opens on the same time range.
     if (zoomed[p.connection]) look.xaxis.range = zoomed[p.connection].slice();
     return Plotly.newPlot(div, traces, look, CONFIG).then(function () {
