@@ -136,3 +136,15 @@ def test_udp_stream_view_marks_the_lost_numbers() -> None:
     lost = {t.name: t for t in view.plots[0].traces}["lost"]
     # Lost between the two capture points: exactly the bottleneck's drops.
     assert len(lost) == truth["drops"]["network"]
+
+
+def test_plots_open_on_the_connection_and_its_data(capture: Path) -> None:
+    report = build_report(analyze_paths(capture), ("t.pcap",))
+    (view,) = report.connections
+    # The crafted connection runs from 0 to 10.1 s; every plot opens on that span.
+    for plot in view.plots:
+        assert plot.x_range is not None
+        assert plot.x_range[0] < 0 < 10.1 < plot.x_range[1] < 10.5
+    # Data reach byte 6,501; the window edge (about 72 kB) is far above: off the chart.
+    low, high = view.plots[0].y_range
+    assert low < 1 and 6501 < high < 7000
