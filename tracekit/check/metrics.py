@@ -33,7 +33,8 @@ class ConnectionMetrics:
     retrans_ratio: float  # retrans_segments / data_segments (0 without data)
     # Data segments the receiver's capture saw more than once (same sequence number and
     # length): the receiver host dropped the first copy after its capture point, or the sender
-    # resent it spuriously. None without a receiver capture or a matching connection there.
+    # resent it spuriously. None without a receiver capture or a matching connection there,
+    # and for UDP.
     receiver_drops: int | None
 
     @property
@@ -86,7 +87,9 @@ def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
         retrans = int(row[f"retrans_{direction}"])
         drops = None
         match = receiver_rows.get((row["a"], row["b"]))
-        if analysis.receiver is not None and match is not None:
+        # UDP has no sequence numbers in the packet table: a copy cannot be told from the next
+        # datagram, and a datagram is never resent, so the number is TCP's alone.
+        if analysis.receiver is not None and match is not None and row["proto"] == "tcp":
             drops = _duplicates(analysis.receiver.connections.packets, match, d)
         metrics.append(
             ConnectionMetrics(
