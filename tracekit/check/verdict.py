@@ -214,7 +214,7 @@ def judge(
         notes.append("not in the baseline: not compared")
     metrics = connection_metrics(analysis)
     if rules.max_receiver_drops is not None and any(m.receiver_drops is None for m in metrics):
-        notes.append("max_receiver_drops not judged: UDP, or no receiver capture of it")
+        notes.append("max_receiver_drops not judged on UDP or without the receiver's capture")
     verdicts = []
     for m in metrics:
         findings = tuple(f for f in analysis.findings if f.conn == m.conn)
