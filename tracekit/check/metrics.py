@@ -56,17 +56,17 @@ def _data_segments(packets: pa.Table, n_conns: int) -> np.ndarray:
     return counts[: n_conns * 2].reshape(n_conns, 2)
 
 
-def _duplicates(packets: pa.Table, conn: int, direction: int) -> int:
-    """Data segments of one (conn, dir) whose (seq_rel, payload_bytes) came before."""
-    conns = packets["conn"].to_numpy()
-    dirs = packets["dir"].to_numpy()
+def _duplicates(packets: pa.Table, n_conns: int) -> np.ndarray:
+    """Data segments per (conn, dir) whose (seq_rel, payload_bytes) came before, shape
+    (n_conns, 2): one pass over the table, whatever the number of connections."""
     length = packets["payload_bytes"].to_numpy()
-    mask = (conns == conn) & (dirs == direction) & (length > 0)
-    seq = packets["seq_rel"].to_numpy()[mask]
-    if seq.size == 0:
-        return 0
-    keys = np.stack([seq, length[mask].astype(np.int64)], axis=1)
-    return int(seq.size - np.unique(keys, axis=0).shape[0])
+    data = length > 0
+    cell = packets["conn"].to_numpy()[data].astype(np.int64) * 2 + packets["dir"].to_numpy()[data]
+    keys = np.stack([cell, packets["seq_rel"].to_numpy()[data], length[data].astype(np.int64)])
+    unique_cells = np.unique(keys, axis=1)[0]
+    total = np.bincount(cell, minlength=n_conns * 2)
+    distinct = np.bincount(unique_cells, minlength=n_conns * 2)
+    return (total - distinct)[: n_conns * 2].reshape(n_conns, 2)
 
 
 def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
@@ -74,11 +74,14 @@ def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
     rows = records(analysis.sender.connections.table)
     segments = _data_segments(analysis.sender.connections.packets, len(rows))
     receiver_rows: dict[tuple[str, str], int] = {}
+    duplicates = np.zeros((0, 2), np.int64)
     if analysis.receiver is not None:
         # The relay between the capture points is transparent, so the 4-tuple matches; the
         # first connection of a 4-tuple stands for it (incarnations repeat in order).
-        for row in records(analysis.receiver.connections.table):
+        received = records(analysis.receiver.connections.table)
+        for row in received:
             receiver_rows.setdefault((row["a"], row["b"]), row["conn"])
+        duplicates = _duplicates(analysis.receiver.connections.packets, len(received))
     metrics = []
     for row in rows:
         d = 0 if row["bytes_a2b"] >= row["bytes_b2a"] else 1
@@ -90,7 +93,7 @@ def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
         # UDP has no sequence numbers in the packet table: a copy cannot be told from the next
         # datagram, and a datagram is never resent, so the number is TCP's alone.
         if analysis.receiver is not None and match is not None and row["proto"] == "tcp":
-            drops = _duplicates(analysis.receiver.connections.packets, match, d)
+            drops = int(duplicates[match, d])
         metrics.append(
             ConnectionMetrics(
                 conn=int(row["conn"]),

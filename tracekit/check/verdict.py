@@ -215,9 +215,12 @@ def judge(
     metrics = connection_metrics(analysis)
     if rules.max_receiver_drops is not None and any(m.receiver_drops is None for m in metrics):
         notes.append("max_receiver_drops not judged on UDP or without the receiver's capture")
+    by_conn: dict[int, list[Finding]] = {}
+    for f in analysis.findings:
+        by_conn.setdefault(f.conn, []).append(f)
     verdicts = []
     for m in metrics:
-        findings = tuple(f for f in analysis.findings if f.conn == m.conn)
+        findings = tuple(by_conn.get(m.conn, ()))
         failures = [
             Failure("finding", f.kind, f"[{f.severity.value}] {f.kind}: {f.summary}")
             for f in findings
