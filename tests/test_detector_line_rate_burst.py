@@ -7,35 +7,30 @@ bottleneck rate. The crafted cases are trains whose spacing is known by construc
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+import lab_captures
 import numpy as np
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
 
 from fixtures.lab.scenarios import SCENARIOS
-from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.line_rate_burst import MAX_LISTED_BURSTS, LineRateBurst
 from tracekit.findings import Finding, Severity
-from tracekit.pipeline import analyze_paths, vantage
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 KIND = LineRateBurst.kind
 needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
 FRAME_BYTES = 1514  # 1500-byte IP packet + 14-byte Ethernet header: what the tbf counts
 
 
-@cache
 def lab(name: str) -> tuple[list[Finding], dict[str, Any]]:
-    found = [f for f in analyze_paths(CAPTURES / name / "sender.pcap").findings if f.kind == KIND]
-    return found, json.loads((CAPTURES / name / "truth.json").read_text())
+    """This detector's findings on a lab capture (sender side), and the capture's truth."""
+    return lab_captures.lab_findings(name, LineRateBurst), lab_captures.truth(name)
 
 
 # --- the lab ------------------------------------------------------------------------------
@@ -67,12 +62,12 @@ def test_fires_on_the_bursty_sender_with_the_path_s_numbers() -> None:
 
 @needs_tshark
 def test_bursts_are_the_runs_tshark_sees_and_their_losses_the_receiver_never_got() -> None:
-    from fixtures.lab.readings import line_rate_runs, read_frames  # tshark, not tracekit
+    from fixtures.lab.readings import line_rate_runs  # on tshark's frames, not tracekit's
 
     found, _ = lab("bursty_sender")
     f = found[0]
-    sent = read_frames(CAPTURES / "bursty_sender" / "sender.pcap")
-    received = read_frames(CAPTURES / "bursty_sender" / "receiver.pcap")
+    sent = lab_captures.lab_frames("bursty_sender", "sender")
+    received = lab_captures.lab_frames("bursty_sender", "receiver")
     # Runs split where the gap exceeds 1.5 packet times at the line rate the detector measured
     # (checked against the NIC tbf's above); every such run is far above the bottleneck rate.
     config = LineRateBurst.Config()
@@ -161,13 +156,14 @@ def trains(
     return pkts
 
 
+def run(ctx: AnalysisContext, **config: Any) -> list[Finding]:
+    """This detector alone, configured."""
+    return run_detectors(ctx, [LineRateBurst], {KIND: LineRateBurst.Config(**config)})
+
+
 def detect(pkts: list[object], path: Path, **config: Any) -> list[Finding]:
     """This detector alone on crafted packets."""
-    snd = vantage(read_capture(write(path, pkts)))
-    ctx = AnalysisContext(
-        connections=snd.connections.frame(), packets=snd.connections.packets, series=snd.series
-    )
-    return run_detectors(ctx, [LineRateBurst], {KIND: LineRateBurst.Config(**config)})
+    return run(lab_captures.context(write(path, pkts)), **config)
 
 
 def test_crafted_line_rate_trains_fire_as_info_without_loss(tmp_path: Path) -> None:
@@ -191,8 +187,9 @@ def test_crafted_paced_trains_are_quiet(tmp_path: Path) -> None:
 
 def test_too_few_or_too_short_bursts_are_quiet(tmp_path: Path) -> None:
     pkts = trains(2, 30, send_bps=100e6, path_bps=30e6)
-    assert detect(pkts, tmp_path / "two.pcap") == []
-    assert len(detect(pkts, tmp_path / "two_ok.pcap", min_bursts_count=2)) == 1
+    two = lab_captures.context(write(tmp_path / "two.pcap", pkts))
+    assert run(two) == []
+    assert len(run(two, min_bursts_count=2)) == 1
     short = trains(4, 12, send_bps=100e6, path_bps=30e6)
     assert detect(short, tmp_path / "short.pcap") == []
 
@@ -200,5 +197,6 @@ def test_too_few_or_too_short_bursts_are_quiet(tmp_path: Path) -> None:
 def test_bursts_barely_above_the_path_rate_are_quiet(tmp_path: Path) -> None:
     # Back to back at 50 Mbit/s into 30: bursts, but not twice the path's rate.
     pkts = trains(4, 30, send_bps=50e6, path_bps=30e6)
-    assert detect(pkts, tmp_path / "slow.pcap") == []
-    assert len(detect(pkts, tmp_path / "slow_ok.pcap", min_rate_factor=1.5)) == 1
+    slow = lab_captures.context(write(tmp_path / "slow.pcap", pkts))
+    assert run(slow) == []
+    assert len(run(slow, min_rate_factor=1.5)) == 1

@@ -3,38 +3,19 @@
 from __future__ import annotations
 
 import itertools
-import json
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
+from lab_captures import context, lab_findings, truth
 
-from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.rate_limit_cause import LABELS, RateLimitCause
 from tracekit.findings import Finding, Severity
-from tracekit.pipeline import vantage
-
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 
 
-def context(path: Path) -> AnalysisContext:
-    v = vantage(read_capture(path))
-    return AnalysisContext(
-        connections=v.connections.frame(), packets=v.connections.packets, series=v.series
-    )
-
-
-@cache
 def phases(name: str) -> list[Finding]:
-    return run_detectors(context(CAPTURES / name / "sender.pcap"), [RateLimitCause])
-
-
-def truth(name: str) -> dict[str, Any]:
-    return json.loads((CAPTURES / name / "truth.json").read_text())
+    return lab_findings(name, RateLimitCause)
 
 
 def longest(found: list[Finding]) -> Finding:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lab_captures import lab_kind
 from test_merge_match import Ack, Seg, exchange
 
 from tracekit.pipeline import analyze_paths
-
-LAB = Path(__file__).resolve().parent.parent / "fixtures" / "captures"
 
 
 def test_bunched_arrivals_fire(tmp_path: Path) -> None:
@@ -38,8 +37,4 @@ def test_spaced_arrivals_are_quiet(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scenario", ["network_drops", "receiver_drops"])
 def test_quiet_on_the_lab_path(scenario: str) -> None:
     # The lab's bottleneck only widens spacing (veth, no NIC coalescing): no finding.
-    lab = LAB / scenario
-    if not lab.is_dir():
-        pytest.skip("lab capture not made yet")
-    analysis = analyze_paths(lab / "sender.pcap", lab / "receiver.pcap")
-    assert not [f for f in analysis.findings if f.kind == "receiver_coalescing"]
+    assert lab_kind(scenario, "receiver_coalescing") == []

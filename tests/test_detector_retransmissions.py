@@ -2,46 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
+from lab_captures import CAPTURES, context, lab_findings, truth
 
 from fixtures.lab.readings import tcptrace_retransmissions
-from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.retransmissions import CLASSES, REASONS, Retransmissions
 from tracekit.findings import Finding
-from tracekit.pipeline import vantage
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 LOSSY = ("slow_start_overrun", "network_drops", "receiver_drops", "bursty_sender")
-
-
-def context(path: Path) -> AnalysisContext:
-    v = vantage(read_capture(path))
-    return AnalysisContext(
-        connections=v.connections.frame(), packets=v.connections.packets, series=v.series
-    )
-
-
-@cache
-def lab_findings(name: str) -> list[Finding]:
-    return run_detectors(context(CAPTURES / name / "sender.pcap"), [Retransmissions])
-
-
-def truth(name: str) -> dict[str, Any]:
-    return json.loads((CAPTURES / name / "truth.json").read_text())
 
 
 @pytest.mark.parametrize("name", LOSSY)
 def test_lab_count_and_classes_match_the_kernel(name: str) -> None:
-    findings = lab_findings(name)
+    findings = lab_findings(name, Retransmissions)
     assert [(f.conn, f.direction) for f in findings] == [(0, "a2b")]
     ev = findings[0].evidence
     resent = truth(name)["retransmissions"]
@@ -60,14 +38,14 @@ def test_lab_count_and_classes_match_the_kernel(name: str) -> None:
 @pytest.mark.skipif(not shutil.which("tcptrace"), reason="tcptrace not installed")
 @pytest.mark.parametrize("name", LOSSY)
 def test_lab_count_matches_tcptrace(name: str) -> None:
-    ev = lab_findings(name)[0].evidence
+    ev = lab_findings(name, Retransmissions)[0].evidence
     assert ev["retransmitted_segments"] == tcptrace_retransmissions(CAPTURES / name / "sender.pcap")
 
 
 @pytest.mark.parametrize("name", ["clean", "window_limited", "paced_sender"])
 def test_lab_quiet_without_retransmissions(name: str) -> None:
     assert truth(name)["retransmissions"]["segments"] == 0
-    assert lab_findings(name) == []
+    assert lab_findings(name, Retransmissions) == []
 
 
 # --- crafted cases: one connection per behaviour, its class known by construction -----------

@@ -9,35 +9,30 @@ drops and the buffer are known by construction.
 from __future__ import annotations
 
 import heapq
-import json
 import shutil
 from collections import Counter
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+import lab_captures
 import numpy as np
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
 
 from fixtures.lab.scenarios import SCENARIOS
 from tracekit import physics
-from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.slow_start_overrun import SlowStartOverrun
 from tracekit.findings import Finding
-from tracekit.pipeline import analyze_paths, vantage
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 KIND = SlowStartOverrun.kind
 needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
 
 
-@cache
 def lab(name: str) -> tuple[list[Finding], dict[str, Any]]:
-    found = [f for f in analyze_paths(CAPTURES / name / "sender.pcap").findings if f.kind == KIND]
-    return found, json.loads((CAPTURES / name / "truth.json").read_text())
+    """This detector's findings on a lab capture (sender side), and the capture's truth."""
+    return lab_captures.lab_findings(name, SlowStartOverrun), lab_captures.truth(name)
 
 
 # --- the lab ------------------------------------------------------------------------------
@@ -62,13 +57,22 @@ def test_fires_once_on_the_slow_start_overrun_capture() -> None:
     assert f.evidence["lost_packets"] >= drops / 2
 
 
-@pytest.mark.parametrize("name", ["slow_start_overrun", "network_drops", "bursty_sender"])
-def test_evidence_matches_the_bottleneck_configuration(name: str) -> None:
-    found, truth = lab(name)
+# Captures whose bottleneck drops packets: slow start may overrun it, depending on the run.
+OVERRUNS = ("slow_start_overrun", "network_drops", "bursty_sender")
+
+
+def lab_overrun(name: str) -> Finding:
+    """The finding on one of OVERRUNS; skips the test where this run's slow start lost none."""
+    found, _ = lab(name)
     if not found:
         pytest.skip(f"{name}: this run's slow start did not end in a block loss")
-    f = found[0]
-    path = truth["path"]
+    return found[0]
+
+
+@pytest.mark.parametrize("name", OVERRUNS)
+def test_evidence_matches_the_bottleneck_configuration(name: str) -> None:
+    f = lab_overrun(name)
+    path = lab_captures.truth(name)["path"]
     configured = path["bottleneck_buffer_bytes"]
     # The tbf counts whole Ethernet frames: 1448 payload + 52 IP/TCP + 14 Ethernet bytes.
     assert f.evidence["packet_bytes"] == path["mtu_bytes"] + 14
@@ -90,16 +94,11 @@ def test_evidence_matches_the_bottleneck_configuration(name: str) -> None:
 
 
 @needs_tshark
-@pytest.mark.parametrize("name", ["slow_start_overrun", "network_drops", "bursty_sender"])
+@pytest.mark.parametrize("name", OVERRUNS)
 def test_lost_packets_are_the_ones_the_receiver_never_saw(name: str) -> None:
-    from fixtures.lab.readings import read_frames  # tshark, not tracekit's reader
-
-    found, _ = lab(name)
-    if not found:
-        pytest.skip(f"{name}: this run's slow start did not end in a block loss")
-    f = found[0]
-    sent = read_frames(CAPTURES / name / "sender.pcap")
-    received = read_frames(CAPTURES / name / "receiver.pcap")
+    f = lab_overrun(name)
+    sent = lab_captures.lab_frames(name, "sender")
+    received = lab_captures.lab_frames(name, "receiver")
     arrived = Counter(
         zip(
             received.ip_id[received.from_sender].tolist(),
@@ -234,13 +233,14 @@ def simulate(
     return pkts, dropped, round_of
 
 
-def detect(pkts: list[object], path: Path, **config: Any) -> list[Finding]:
-    """This detector alone on crafted packets (the whole pipeline would only cost time)."""
-    snd = vantage(read_capture(write(path, pkts)))
-    ctx = AnalysisContext(
-        connections=snd.connections.frame(), packets=snd.connections.packets, series=snd.series
-    )
+def run(ctx: AnalysisContext, **config: Any) -> list[Finding]:
+    """This detector alone, configured (the whole pipeline would only cost time)."""
     return run_detectors(ctx, [SlowStartOverrun], {KIND: SlowStartOverrun.Config(**config)})
+
+
+def detect(pkts: list[object], path: Path, **config: Any) -> list[Finding]:
+    """This detector alone on crafted packets."""
+    return run(lab_captures.context(write(path, pkts)), **config)
 
 
 def lost_by_round(dropped: set[int], round_of: dict[int, int]) -> Counter[int]:
@@ -257,9 +257,19 @@ def overrun() -> tuple[list[object], set[int], dict[int, int]]:
     return simulate(**OVERRUN)
 
 
-def test_simulated_overrun_gives_the_drops_and_the_buffer(tmp_path: Path, overrun) -> None:
-    pkts, dropped, round_of = overrun
-    found = detect(pkts, tmp_path / "ss.pcap")
+@pytest.fixture(scope="module")
+def overrun_ctx(
+    overrun: tuple[list[object], set[int], dict[int, int]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AnalysisContext:
+    """The simulated overrun's capture, written and read once for all the tests that use it."""
+    path = tmp_path_factory.mktemp("overrun") / "ss.pcap"
+    return lab_captures.context(write(path, overrun[0]))
+
+
+def test_simulated_overrun_gives_the_drops_and_the_buffer(overrun, overrun_ctx) -> None:
+    _, dropped, round_of = overrun
+    found = run(overrun_ctx)
     assert len(found) == 1
     f = found[0]
     # The next round's first segments, sent before the loss is known, are dropped too, but
@@ -294,21 +304,19 @@ def test_quiet_when_the_buffer_holds_every_flight(tmp_path: Path) -> None:
     assert detect(pkts, tmp_path / "big.pcap") == []
 
 
-def test_quiet_below_the_block_size_and_fires_at_it(tmp_path: Path, overrun) -> None:
-    pkts, dropped, round_of = overrun
+def test_quiet_below_the_block_size_and_fires_at_it(overrun, overrun_ctx) -> None:
+    _, dropped, round_of = overrun
     lost = lost_by_round(dropped, round_of)[3]
-    assert detect(pkts, tmp_path / "a.pcap", min_lost_packets=lost + 1) == []
-    assert len(detect(pkts, tmp_path / "b.pcap", min_lost_packets=lost)) == 1
+    assert run(overrun_ctx, min_lost_packets=lost + 1) == []
+    assert len(run(overrun_ctx, min_lost_packets=lost)) == 1
 
 
-def test_quiet_when_the_round_did_not_grow(tmp_path: Path, overrun) -> None:
-    pkts, _, _ = overrun
+def test_quiet_when_the_round_did_not_grow(overrun_ctx) -> None:
     # Round 3 is twice round 2; asking for more growth than that rules slow start out.
-    assert detect(pkts, tmp_path / "g.pcap", min_growth_factor=2.5) == []
+    assert run(overrun_ctx, min_growth_factor=2.5) == []
 
 
-def test_growth_is_judged_against_the_largest_round_before(tmp_path: Path, overrun) -> None:
-    pkts, _, _ = overrun
+def test_growth_is_judged_against_the_largest_round_before(overrun_ctx) -> None:
     # Round 3 (80) is twice round 2 (40), the largest before it: 2.0 passes, 2.01 does not.
-    assert len(detect(pkts, tmp_path / "a.pcap", min_growth_factor=2.0)) == 1
-    assert detect(pkts, tmp_path / "b.pcap", min_growth_factor=2.01) == []
+    assert len(run(overrun_ctx, min_growth_factor=2.0)) == 1
+    assert run(overrun_ctx, min_growth_factor=2.01) == []

@@ -2,48 +2,27 @@
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
+from lab_captures import CAPTURES, context, lab_context, lab_findings, truth
 from scapy.layers.inet import TCP
 from scapy.utils import rdpcap, wrpcap
 
-from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors._measure import packet_pair_rate_samples_bps
-from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.window_limited import WindowLimited
 from tracekit.findings import Finding
-from tracekit.pipeline import vantage
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 # The tbf counts whole Ethernet frames (truth.json path.rate_counts); TCP moves 1448 payload
 # bytes per 1514-byte frame on the lab's path.
 PAYLOAD_PER_FRAME = 1448 / 1514
 
 
-def context(path: Path) -> AnalysisContext:
-    v = vantage(read_capture(path))
-    return AnalysisContext(
-        connections=v.connections.frame(), packets=v.connections.packets, series=v.series
-    )
-
-
-@cache
-def lab_context(name: str) -> AnalysisContext:
-    return context(CAPTURES / name / "sender.pcap")
-
-
-def truth(name: str) -> dict[str, Any]:
-    return json.loads((CAPTURES / name / "truth.json").read_text())
-
-
 def findings(name: str, config: WindowLimited.Config | None = None) -> list[Finding]:
-    configs = {"window_limited": config} if config else None
-    return run_detectors(lab_context(name), [WindowLimited], configs)
+    if config is None:
+        return lab_findings(name, WindowLimited)
+    return run_detectors(lab_context(name), [WindowLimited], {"window_limited": config})
 
 
 def test_fires_on_the_small_receive_buffer() -> None:

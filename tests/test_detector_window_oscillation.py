@@ -2,45 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
+from lab_captures import CAPTURES, context, lab_findings, truth
 
-from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.window_oscillation import WindowOscillation
-from tracekit.findings import Finding
-from tracekit.pipeline import vantage
-
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
-
-
-def context(path: Path) -> AnalysisContext:
-    v = vantage(read_capture(path))
-    return AnalysisContext(
-        connections=v.connections.frame(), packets=v.connections.packets, series=v.series
-    )
-
-
-@cache
-def lab_findings(name: str) -> list[Finding]:
-    return run_detectors(context(CAPTURES / name / "sender.pcap"), [WindowOscillation])
-
-
-def truth(name: str) -> dict[str, Any]:
-    return json.loads((CAPTURES / name / "truth.json").read_text())
 
 
 def test_fires_on_the_slow_reader() -> None:
     t = truth("window_oscillation")
-    (f,) = lab_findings("window_oscillation")
+    (f,) = lab_findings("window_oscillation", WindowOscillation)
     ev = f.evidence
     assert (f.conn, f.direction) == (0, "a2b")
     # The reader empties the buffer every read_interval_ms: that is the period.
@@ -66,7 +42,7 @@ def test_zero_windows_agree_with_tshark() -> None:
          "tcp.analysis.zero_window", "-T", "fields", "-e", "frame.number"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    (f,) = lab_findings("window_oscillation")
+    (f,) = lab_findings("window_oscillation", WindowOscillation)
     assert f.evidence["zero_window_count"] == len(out.split()) > 0
 
 
@@ -75,7 +51,7 @@ def test_zero_windows_agree_with_tshark() -> None:
 )
 def test_quiet_where_the_window_never_swings(name: str) -> None:
     assert "window_oscillation" in truth(name)["absent_labels"]
-    assert lab_findings(name) == []
+    assert lab_findings(name, WindowOscillation) == []
 
 
 # --- crafted without a handshake: the window scale is unknown, only zeros count -------------
