@@ -11,13 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from tracekit import schema
 from tracekit.groups import (
     WRAP,
-    first_index,
-    segment_starts,
-    unwrap_where,
 )
 from tracekit.schema import OPT_SACK_PERM, OPT_TS, OPT_WSCALE, PROTO_TCP, TH_ACK, TH_SYN
 from tracekit.segments import RESENT, classify_data
@@ -55,17 +53,7 @@ class Connections:
 def build_connections(capture: Capture) -> Connections:
     """Split the capture's flows into connections, orient them, and relativize TCP numbers."""
     pk = capture.packets
-    n = pk.num_rows
-    flow = pk.column("flow").to_numpy()
-    src_end = pk.column("src_end").to_numpy()
-    proto = pk.column("proto").to_numpy()
-    flags = pk.column("tcp_flags").to_numpy()
-    seq = pk.column("seq").to_numpy().astype(np.int64)
-    ack = pk.column("ack").to_numpy().astype(np.int64)
-    payload = pk.column("payload_bytes").to_numpy()
-    opts = pk.column("opts").to_numpy()
-
-    if n == 0:
+    if pk.num_rows == 0:
         empty = [pa.array([], type=c.type) for c in schema.CONNECTION_COLUMNS]
         return Connections(
             capture=capture,
@@ -74,110 +62,233 @@ def build_connections(capture: Capture) -> Connections:
                 empty, schema=schema.arrow_schema(schema.CONNECTION_COLUMNS)
             ),
         )
-    order = np.argsort(flow, kind="stable")  # capture order within each flow
-    f_s = flow[order]
-    tcp_s = proto[order] == PROTO_TCP
-    end_s = src_end[order]
-    seq_s = seq[order]
-    pure_syn_s = tcp_s & ((flags[order] & (TH_SYN | TH_ACK)) == TH_SYN)
 
-    # A pure SYN opens a new incarnation of its 4-tuple (port reuse), unless it resends the
-    # previous SYN of that flow (same sender, same ISN).
-    flow_start = segment_starts(f_s)
-    new_conn = flow_start.copy()
-    syn_pos = np.flatnonzero(pure_syn_s)
-    if syn_pos.size:
-        resend = np.zeros(syn_pos.size, dtype=bool)
-        resend[1:] = (
-            (f_s[syn_pos[1:]] == f_s[syn_pos[:-1]])
-            & (end_s[syn_pos[1:]] == end_s[syn_pos[:-1]])
-            & (seq_s[syn_pos[1:]] == seq_s[syn_pos[:-1]])
-        )
-        new_conn[syn_pos[~resend]] = True
-    conn_sorted = np.cumsum(new_conn) - 1
-    n_conn = int(conn_sorted[-1]) + 1 if n else 0
+    def col(name: str) -> np.ndarray:
+        return pk.column(name).to_numpy()
 
-    # Number connections by first appearance in the capture, not by flow id.
-    first_row = order[np.flatnonzero(new_conn)]
-    renumber = np.empty(n_conn, dtype=np.int64)
-    renumber[np.argsort(first_row, kind="stable")] = np.arange(n_conn)
-    conn_sorted = renumber[conn_sorted]
-
-    # Side a sent the first SYN; without one, it is the first packet's source.
-    first_pos = first_index(conn_sorted, np.ones(n, dtype=bool), n_conn)
-    syn_first = first_index(conn_sorted, pure_syn_s, n_conn)
-    a_pos = np.where(syn_first >= 0, syn_first, first_pos)
-    a_end = end_s[a_pos] if n_conn else np.zeros(0, dtype=np.uint8)
-    dir_sorted = (end_s != a_end[conn_sorted]).astype(np.uint8)
-
-    # Per (conn, dir) groups, in capture order.
-    cd_sorted = conn_sorted * 2 + dir_sorted
-    order2 = np.argsort(cd_sorted, kind="stable")
-    rows = order[order2]  # original row numbers, grouped by (conn, dir)
-    cd = cd_sorted[order2]
-    n_cd = 2 * n_conn
-    g_flags = flags[rows]
-    g_seq = seq[rows]
-    g_ack = ack[rows]
-    g_tcp = proto[rows] == PROTO_TCP
-    g_payload = payload[rows].astype(np.int64)
-
-    # ISN per direction: the SYN's sequence number (SYN = 0, first data byte = 1). Without the
-    # SYN, the first sequence number seen minus one, so the first data byte is 1 either way.
-    g_syn = g_tcp & ((g_flags & TH_SYN) != 0)
-    syn_idx = first_index(cd, g_syn, n_cd)
-    any_idx = first_index(cd, g_tcp, n_cd)
-    isn = np.zeros(n_cd, dtype=np.int64)
-    has_any = any_idx >= 0
-    isn[has_any] = (g_seq[any_idx[has_any]] - 1) % WRAP
-    has_syn = syn_idx >= 0
-    isn[has_syn] = g_seq[syn_idx[has_syn]]
-    # A direction that sent nothing takes its base from the first ACK the other side sent.
-    g_ackf = g_tcp & ((g_flags & TH_ACK) != 0)
-    ack_idx = first_index(cd, g_ackf, n_cd)
-    other = np.arange(n_cd) ^ 1
-    silent = ~has_any & (ack_idx[other] >= 0)
-    isn[silent] = (g_ack[ack_idx[other][silent]] - 1) % WRAP
-
-    seq_rel_g = unwrap_where((g_seq - isn[cd]) % WRAP, cd, g_tcp)
-    # ACK numbers are relative to the other direction's ISN; only packets with ACK set carry one.
-    ack_rel_g = unwrap_where((g_ack - isn[cd ^ 1]) % WRAP, cd, g_ackf)
-
+    proto, flags, payload = col("proto"), col("tcp_flags"), col("payload_bytes")
+    seq, ack = col("seq"), col("ack")
+    conn, direction, conn_flow, a_end = _assign(
+        col("flow"), col("src_end"), proto, flags, seq, capture.flows.num_rows
+    )
+    n_conn = conn_flow.size
+    syn_row, isn = _bases(conn, direction, proto, flags, seq, ack, n_conn)
+    seq_rel, ack_rel, tally = _relative(
+        conn, direction, proto, flags, seq, ack, payload, col("ts_ns"), isn, n_conn
+    )
     # Retransmission: a data segment that resends bytes this direction carried before (holes
     # filled for the first time are out of order, not resent: tracekit.segments).
-    kind, _ = classify_data(cd, seq_rel_g, g_payload, g_tcp & (g_payload > 0))
-    retrans = np.isin(kind, RESENT)
-
-    # Back to capture order.
-    conn_col = np.empty(n, dtype=np.int32)
-    dir_col = np.empty(n, dtype=np.uint8)
-    seq_col = np.empty(n, dtype=np.int64)
-    ack_col = np.empty(n, dtype=np.int64)
-    conn_col[rows] = cd // 2
-    dir_col[rows] = cd % 2
-    seq_col[rows] = seq_rel_g
-    ack_col[rows] = ack_rel_g
+    group = conn * 2 + direction
+    kind = classify_data(group, seq_rel, payload, (proto == PROTO_TCP) & (payload > 0))
+    resent = np.isin(kind, RESENT)
+    tally.retrans = np.bincount(group[resent], minlength=2 * n_conn)
+    del group, kind, resent
 
     packets = _connection_packets(
-        pk, {"conn": conn_col, "dir": dir_col, "seq_rel": seq_col, "ack_rel": ack_col}
+        pk, {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}
     )
     table = _connection_table(
-        capture,
-        n_conn=n_conn,
-        conn_flow=f_s[first_pos] if n_conn else np.zeros(0, dtype=np.int32),
-        a_end=a_end,
-        cd=cd,
-        rows=rows,
-        g_tcp=g_tcp,
-        g_flags=g_flags,
-        g_payload=g_payload,
-        seq_rel=seq_rel_g,
-        retrans=retrans,
-        isn=isn,
-        syn_idx=syn_idx,
-        opts=opts,
+        capture, conn_flow=conn_flow, a_end=a_end, tally=tally, isn=isn, syn_row=syn_row
     )
     return Connections(capture=capture, packets=packets, table=table)
+
+
+@njit(cache=True)
+def _assign(
+    flow: np.ndarray,
+    src_end: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    seq: np.ndarray,
+    n_flows: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Connection and direction of every packet, in one pass in capture order.
+
+    A pure SYN opens a new incarnation of its 4-tuple (port reuse), unless it resends the
+    previous SYN of that flow (same sender, same ISN). Side a sent the SYN that opened the
+    connection; without one, it is the first packet's source. Connections are numbered in
+    order of first appearance.
+    """
+    n = flow.size
+    conn = np.empty(n, dtype=np.int32)
+    direction = np.empty(n, dtype=np.uint8)
+    flow_conn = np.full(n_flows, -1, dtype=np.int64)
+    syn_end = np.full(n_flows, -1, dtype=np.int64)
+    syn_seq = np.zeros(n_flows, dtype=np.int64)
+    conn_flow = np.empty(n, dtype=np.int32)
+    a_end = np.empty(n, dtype=np.uint8)
+    n_conn = 0
+    for i in range(n):
+        f = flow[i]
+        end = src_end[i]
+        start = flow_conn[f] < 0
+        if proto[i] == PROTO_TCP and (flags[i] & (TH_SYN | TH_ACK)) == TH_SYN:
+            if not (syn_end[f] == end and syn_seq[f] == seq[i]):
+                start = True
+            syn_end[f] = end
+            syn_seq[f] = seq[i]
+        if start:
+            flow_conn[f] = n_conn
+            conn_flow[n_conn] = f
+            a_end[n_conn] = end
+            n_conn += 1
+        c = flow_conn[f]
+        conn[i] = c
+        direction[i] = 0 if end == a_end[c] else 1
+    return conn, direction, conn_flow[:n_conn].copy(), a_end[:n_conn].copy()
+
+
+@njit(cache=True)
+def _bases(
+    conn: np.ndarray,
+    direction: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    seq: np.ndarray,
+    ack: np.ndarray,
+    n_conn: int,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per direction (2 conn + dir): the row of its first SYN (-1: none) and its ISN.
+
+    The ISN is the SYN's sequence number (SYN = 0, first data byte = 1). Without the SYN, the
+    first sequence number seen minus one, so the first data byte is 1 either way; a direction
+    that sent nothing takes it from the first ACK the other side sent.
+    """
+    n_g = 2 * n_conn
+    syn_row = np.full(n_g, -1, dtype=np.int64)
+    first_seq = np.full(n_g, -1, dtype=np.int64)
+    first_ack = np.full(n_g, -1, dtype=np.int64)
+    for i in range(conn.size):
+        if proto[i] != PROTO_TCP:
+            continue
+        g = 2 * conn[i] + direction[i]
+        if first_seq[g] < 0:
+            first_seq[g] = seq[i]
+        if syn_row[g] < 0 and (flags[i] & TH_SYN) != 0:
+            syn_row[g] = i
+        if first_ack[g] < 0 and (flags[i] & TH_ACK) != 0:
+            first_ack[g] = ack[i]
+    isn = np.zeros(n_g, dtype=np.int64)
+    for g in range(n_g):
+        if syn_row[g] >= 0:
+            isn[g] = seq[syn_row[g]]
+        elif first_seq[g] >= 0:
+            isn[g] = (first_seq[g] - 1) % WRAP
+        elif first_ack[g ^ 1] >= 0:
+            isn[g] = (first_ack[g ^ 1] - 1) % WRAP
+    return syn_row, isn
+
+
+class _Tally:
+    """Per-connection and per-direction sums gathered in the relativizing pass."""
+
+    def __init__(self, arrays: tuple[np.ndarray, ...]) -> None:
+        (
+            self.packets,
+            self.bytes,
+            self.seq_lo,
+            self.seq_hi,
+            self.seg_max,
+            self.udp,
+            self.start_ns,
+            self.end_ns,
+        ) = arrays
+        self.retrans = np.zeros(0, dtype=np.int64)
+
+
+def _relative(
+    conn: np.ndarray,
+    direction: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    seq: np.ndarray,
+    ack: np.ndarray,
+    payload: np.ndarray,
+    ts_ns: np.ndarray,
+    isn: np.ndarray,
+    n_conn: int,
+) -> tuple[np.ndarray, np.ndarray, _Tally]:
+    """Relative 64-bit sequence and ACK numbers, and the sums of the connections table."""
+    seq_rel, ack_rel, *arrays = _relative_kernel(
+        conn, direction, proto, flags, seq, ack, payload, ts_ns, isn, n_conn
+    )
+    return seq_rel, ack_rel, _Tally(tuple(arrays))
+
+
+@njit(cache=True)
+def _relative_kernel(
+    conn: np.ndarray,
+    direction: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    seq: np.ndarray,
+    ack: np.ndarray,
+    payload: np.ndarray,
+    ts_ns: np.ndarray,
+    isn: np.ndarray,
+    n_conn: int,
+) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    n = conn.size
+    n_g = 2 * n_conn
+    seq_rel = np.zeros(n, dtype=np.int64)
+    ack_rel = np.zeros(n, dtype=np.int64)
+    # Unwrapping state: a step of more than half the sequence space between two numbers of
+    # the same direction is a wrap (RFC 9293 3.4: comparisons are modulo 2**32).
+    last_seq = np.full(n_g, -1, dtype=np.int64)
+    wraps_seq = np.zeros(n_g, dtype=np.int64)
+    last_ack = np.full(n_g, -1, dtype=np.int64)
+    wraps_ack = np.zeros(n_g, dtype=np.int64)
+    packets = np.zeros(n_g, dtype=np.int64)
+    nbytes = np.zeros(n_g, dtype=np.int64)
+    seq_lo = np.full(n_g, np.iinfo(np.int64).max, dtype=np.int64)
+    seq_hi = np.zeros(n_g, dtype=np.int64)
+    seg_max = np.zeros(n_g, dtype=np.int64)
+    udp = np.zeros(n_g, dtype=np.bool_)
+    start_ns = np.full(n_conn, np.iinfo(np.int64).max, dtype=np.int64)
+    end_ns = np.full(n_conn, np.iinfo(np.int64).min, dtype=np.int64)
+    half = WRAP // 2
+    for i in range(n):
+        c = conn[i]
+        g = 2 * c + direction[i]
+        pay = np.int64(payload[i])
+        packets[g] += 1
+        nbytes[g] += pay
+        if pay > seg_max[g]:
+            seg_max[g] = pay
+        t = ts_ns[i]
+        if t < start_ns[c]:
+            start_ns[c] = t
+        if t > end_ns[c]:
+            end_ns[c] = t
+        if proto[i] != PROTO_TCP:
+            udp[g] = True
+            continue
+        delta = (np.int64(seq[i]) - isn[g]) % WRAP
+        if last_seq[g] >= 0:
+            step = delta - last_seq[g]
+            if step < -half:
+                wraps_seq[g] += 1
+            elif step > half:
+                wraps_seq[g] -= 1
+        last_seq[g] = delta
+        rel = delta + wraps_seq[g] * WRAP
+        seq_rel[i] = rel
+        if pay > 0:
+            if rel < seq_lo[g]:
+                seq_lo[g] = rel
+            if rel + pay > seq_hi[g]:
+                seq_hi[g] = rel + pay
+        if (flags[i] & TH_ACK) != 0:
+            delta = (np.int64(ack[i]) - isn[g ^ 1]) % WRAP
+            if last_ack[g] >= 0:
+                step = delta - last_ack[g]
+                if step < -half:
+                    wraps_ack[g] += 1
+                elif step > half:
+                    wraps_ack[g] -= 1
+            last_ack[g] = delta
+            ack_rel[i] = delta + wraps_ack[g] * WRAP
+    return seq_rel, ack_rel, packets, nbytes, seq_lo, seq_hi, seg_max, udp, start_ns, end_ns
 
 
 def packet_schema() -> pa.Schema:
@@ -209,54 +320,30 @@ def _endpoint(addr: str, port: int, version: int) -> str:
 def _connection_table(
     capture: Capture,
     *,
-    n_conn: int,
     conn_flow: np.ndarray,
     a_end: np.ndarray,
-    cd: np.ndarray,
-    rows: np.ndarray,
-    g_tcp: np.ndarray,
-    g_flags: np.ndarray,
-    g_payload: np.ndarray,
-    seq_rel: np.ndarray,
-    retrans: np.ndarray,
+    tally: _Tally,
     isn: np.ndarray,
-    syn_idx: np.ndarray,
-    opts: np.ndarray,
+    syn_row: np.ndarray,
 ) -> pa.Table:
     pk = capture.packets
-    n_cd = 2 * n_conn
-    ts = pk.column("ts_ns").to_numpy()[rows]
-    conn_of = cd // 2
-
-    start_ns = np.full(n_conn, np.iinfo(np.int64).max, dtype=np.int64)
-    end_ns = np.full(n_conn, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(start_ns, conn_of, ts)
-    np.maximum.at(end_ns, conn_of, ts)
-    duration_s = (end_ns - start_ns) / 1e9
-
-    packets = np.bincount(cd, minlength=n_cd)
-    byte_sum = np.bincount(cd, weights=g_payload, minlength=n_cd).astype(np.int64)
-    rexmt = np.bincount(cd, weights=retrans, minlength=n_cd).astype(np.int64)
-
-    # Unique bytes: from the lowest to the highest byte that data segments covered.
-    data = g_tcp & (g_payload > 0)
-    hi = np.zeros(n_cd, dtype=np.int64)
-    lo = np.full(n_cd, np.iinfo(np.int64).max, dtype=np.int64)
-    np.maximum.at(hi, cd[data], seq_rel[data] + g_payload[data])
-    np.minimum.at(lo, cd[data], seq_rel[data])
-    unique = np.where(hi > 0, hi - np.minimum(lo, hi), 0)
-    # UDP has no sequence space: every payload byte is new.
-    udp_cd = np.zeros(n_cd, dtype=bool)
-    udp_cd[cd[~g_tcp]] = True
-    unique = np.where(udp_cd, byte_sum, unique)
+    opts = pk.column("opts").to_numpy()
+    n_conn = conn_flow.size
+    duration_s = (tally.end_ns - tally.start_ns) / 1e9
+    packets, byte_sum, rexmt = tally.packets, tally.bytes, tally.retrans
+    # Unique bytes: from the lowest to the highest byte that data segments covered; UDP has no
+    # sequence space, so every payload byte counts.
+    unique = np.where(tally.seq_hi > 0, tally.seq_hi - np.minimum(tally.seq_lo, tally.seq_hi), 0)
+    unique = np.where(tally.udp, byte_sum, unique)
     with np.errstate(divide="ignore", invalid="ignore"):
         tput = np.where(np.repeat(duration_s, 2) > 0, unique * 8 / np.repeat(duration_s, 2), 0.0)
+    start_ns, end_ns = tally.start_ns, tally.end_ns
 
     # Handshake options, from the SYN (a2b) and the SYN-ACK (b2a).
     mss_col = pk.column("mss").to_numpy()
     ws_col = pk.column("wscale").to_numpy()
-    has_syn = syn_idx >= 0
-    syn_rows = np.where(has_syn, rows[np.maximum(syn_idx, 0)], 0)
+    has_syn = syn_row >= 0
+    syn_rows = np.maximum(syn_row, 0)
     syn_opts = np.where(has_syn, opts[syn_rows], 0)
     mss = np.where(has_syn, mss_col[syn_rows], 0).astype(np.uint16)
     ws = np.where(has_syn & ((syn_opts & OPT_WSCALE) != 0), ws_col[syn_rows], -1)
@@ -293,9 +380,8 @@ def _connection_table(
 
     # TSO/GRO: a segment longer than the MSS the receiving side announced.
     limit = np.array([_ETHERNET_MSS.get(int(v), 1460) for v in f_ver], dtype=np.int64)
-    seg_max = np.zeros(n_cd, dtype=np.int64)
-    np.maximum.at(seg_max, cd, g_payload)
-    mss_recv = np.empty(n_cd, dtype=np.int64)
+    seg_max = tally.seg_max
+    mss_recv = np.empty(2 * n_conn, dtype=np.int64)
     mss_recv[0::2] = np.where(mss[1::2] > 0, mss[1::2], limit)
     mss_recv[1::2] = np.where(mss[0::2] > 0, mss[0::2], limit)
     tso = (seg_max > mss_recv).reshape(-1, 2).any(axis=1)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 WRAP = np.int64(1 << 32)  # the TCP sequence space, RFC 9293 3.4
-_HALF = np.int64(1 << 31)
 
 
 def segment_starts(keys: np.ndarray) -> np.ndarray:
@@ -44,33 +43,6 @@ def segmented_cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     run = np.maximum.accumulate(norm + seg_id * span)
     same = np.flatnonzero(~starts)
     out[same] = run[same - 1] - seg_id[same] * span + seg_min[seg_id[same]]
-    return out
-
-
-def unwrap(delta: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Unwrap 32-bit sequence offsets (int64 in [0, 2**32)) into a continuous 64-bit line."""
-    step = np.zeros(delta.size, dtype=np.int64)
-    if delta.size > 1:
-        d = np.diff(delta)
-        step[1:] = np.where(d < -_HALF, 1, np.where(d > _HALF, -1, 0))
-    step[starts] = 0
-    return delta + segmented_cumsum(step, starts) * WRAP
-
-
-def unwrap_where(delta: np.ndarray, groups: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Unwrap only the positions where mask holds, group by group; 0 elsewhere."""
-    out = np.zeros(delta.size, dtype=np.int64)
-    pos = np.flatnonzero(mask)
-    out[pos] = unwrap(delta[pos], segment_starts(groups[pos]))
-    return out
-
-
-def first_index(group: np.ndarray, mask: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per group, the smallest position where mask holds (-1 where it never does)."""
-    out = np.full(n_groups, -1, dtype=np.int64)
-    pos = np.flatnonzero(mask)
-    labels, first = np.unique(group[pos], return_index=True)
-    out[labels] = pos[first]
     return out
 
 

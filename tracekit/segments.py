@@ -10,8 +10,8 @@ pkts" against "outoforder pkts").
 from __future__ import annotations
 
 import numpy as np
-
-from tracekit.groups import segment_starts, segmented_cummax_prev
+from numba import njit, types
+from numba.typed import Dict
 
 # Segment classes, in the order the report's legend lists them.
 KINDS = (
@@ -24,6 +24,7 @@ KINDS = (
 )
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 RESENT = (KIND_CODE["retransmission"], KIND_CODE["partial_retransmission"])
+NEW, RETRANSMISSION, PARTIAL, OUT_OF_ORDER = 0, 1, 2, 3  # KIND_CODE, for the compiled scan
 
 # Values are placed in disjoint bands per group for grouped searches: 2**41 bytes is 2 TiB of
 # sequence space per direction, far beyond any capture.
@@ -37,34 +38,63 @@ def band(group: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 def classify_data(
     key: np.ndarray, seq: np.ndarray, pay: np.ndarray, data: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Kind codes of data segments (-1 elsewhere) and the highest byte sent before each.
+) -> np.ndarray:
+    """Kind codes of data segments (-1 elsewhere).
 
-    `key` is the (connection, direction) group, sorted, in capture order within a group;
-    `data` marks the segments that carry payload.
+    `key` names each element's (connection, direction) group, a small non-negative integer;
+    within a group the elements are in capture order (groups may interleave). `data` marks the
+    segments that carry payload.
     """
-    starts = segment_starts(key)
-    high_before = segmented_cummax_prev(np.where(data, seq + pay, -1), starts)
-    kind = np.full(key.size, -1, dtype=np.int8)
-    new = data & (seq >= high_before)
-    resend = data & ~new
-    kind[new] = KIND_CODE["new"]
-    kind[resend & (seq + pay > high_before)] = KIND_CODE["partial_retransmission"]
-    kind[resend & (seq + pay <= high_before)] = KIND_CODE["retransmission"]
+    if key.size == 0:
+        return np.zeros(0, dtype=np.int8)
+    return _classify(key, seq, pay, data.astype(np.bool_, copy=False), int(key.max()) + 1)
 
-    # Holes: where a segment started above the highest byte before it. A resend that starts
-    # inside one is out of order the first time that offset is seen.
-    gap = data & (high_before >= 0) & (seq > high_before)
-    g_lo = band(key[gap], high_before[gap])
-    g_hi = band(key[gap], seq[gap])
-    cand = np.flatnonzero(resend)
-    if g_lo.size and cand.size:
-        c_enc = band(key[cand], seq[cand])
-        k = np.searchsorted(g_lo, c_enc, side="right") - 1
-        inside = (k >= 0) & (c_enc < g_hi[np.maximum(k, 0)])
-        first = np.zeros(cand.size, dtype=bool)
-        if inside.any():
-            _, first_idx = np.unique(c_enc[inside], return_index=True)
-            first[np.flatnonzero(inside)[first_idx]] = True
-        kind[cand[first]] = KIND_CODE["out_of_order"]
-    return kind, high_before
+
+@njit(cache=True)
+def _classify(
+    key: np.ndarray, seq: np.ndarray, pay: np.ndarray, data: np.ndarray, n_groups: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    n = key.size
+    kind = np.full(n, -1, dtype=np.int8)
+    high = np.full(n_groups, -1, dtype=np.int64)
+    # Holes of each group as a linked list (newest first): [lo, hi) the sequence jumped over.
+    head = np.full(n_groups, -1, dtype=np.int64)
+    hole_lo = np.empty(16, dtype=np.int64)
+    hole_hi = np.empty(16, dtype=np.int64)
+    hole_next = np.empty(16, dtype=np.int64)
+    n_holes = 0
+    # Offsets already filled inside a hole, per group: the first copy is out of order.
+    filled = Dict.empty(key_type=types.int64, value_type=types.boolean)
+    for i in range(n):
+        g = key[i]
+        hb = high[g]
+        if not data[i]:
+            continue
+        s = np.int64(seq[i])
+        end = s + np.int64(pay[i])
+        if s >= hb:
+            kind[i] = NEW
+            if hb >= 0 and s > hb:
+                if n_holes == hole_lo.size:
+                    hole_lo = np.concatenate((hole_lo, np.empty(n_holes, dtype=np.int64)))
+                    hole_hi = np.concatenate((hole_hi, np.empty(n_holes, dtype=np.int64)))
+                    hole_next = np.concatenate((hole_next, np.empty(n_holes, dtype=np.int64)))
+                hole_lo[n_holes] = hb
+                hole_hi[n_holes] = s
+                hole_next[n_holes] = head[g]
+                head[g] = n_holes
+                n_holes += 1
+        else:
+            kind[i] = PARTIAL if end > hb else RETRANSMISSION
+            h = head[g]
+            while h >= 0:
+                if hole_lo[h] <= s < hole_hi[h]:
+                    k = np.int64(g) * _BAND + s
+                    if k not in filled:
+                        filled[k] = True
+                        kind[i] = OUT_OF_ORDER
+                    break
+                h = hole_next[h]
+        if end > hb:
+            high[g] = end
+    return kind

@@ -227,7 +227,7 @@ def _classify(
     last_win: np.ndarray,
 ) -> np.ndarray:
     """Kind code per timeline event (-1: not a segment of the series)."""
-    kind, _ = classify_data(key, seq, pay, data)
+    kind = classify_data(key, seq, pay, data)
 
     # Linux probes a zero window with an ACK-only segment one byte below the ACK line
     # (tcp_xmit_probe_skb); the same segment with the window open is a keepalive.
