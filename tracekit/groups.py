@@ -7,6 +7,7 @@ maxima and first occurrences over whole columns, instead of looping over groups 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 WRAP = np.int64(1 << 32)  # the TCP sequence space, RFC 9293 3.4
 
@@ -31,27 +32,31 @@ def segmented_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 def segmented_cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Running maximum of the earlier values of the same segment (int64 min where none)."""
-    lowest = np.iinfo(np.int64).min
-    out = np.full(values.size, lowest, dtype=np.int64)
-    if values.size < 2:
-        return out
-    # Lift each segment above all earlier ones, so one global running max respects segments.
-    seg_id = np.cumsum(starts) - 1
-    seg_min = np.minimum.reduceat(values, np.flatnonzero(starts))
-    norm = values - seg_min[seg_id]
-    span = np.int64(norm.max()) + 1
-    run = np.maximum.accumulate(norm + seg_id * span)
-    same = np.flatnonzero(~starts)
-    out[same] = run[same - 1] - seg_id[same] * span + seg_min[seg_id[same]]
-    return out
+    return _cummax(values.astype(np.int64, copy=False), starts, False)
 
 
 def segmented_cummax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Running maximum that restarts at every True of `starts`, the current value included."""
-    if values.size == 0:
-        return values.astype(np.int64)
-    prev = segmented_cummax_prev(values, starts)
-    return np.maximum(prev, values)
+    return _cummax(values.astype(np.int64, copy=False), starts, True)
+
+
+@njit(cache=True)
+def _cummax(
+    values: np.ndarray, starts: np.ndarray, inclusive: bool
+) -> np.ndarray:  # pragma: no cover - compiled
+    # A running maximum is one pass; restarting it per segment has no numpy primitive.
+    lowest = np.iinfo(np.int64).min
+    out = np.empty(values.size, dtype=np.int64)
+    run = lowest
+    for i in range(values.size):
+        if starts[i]:
+            run = lowest
+        if inclusive and values[i] > run:
+            run = values[i]
+        out[i] = run
+        if not inclusive and values[i] > run:
+            run = values[i]
+    return out
 
 
 def ffill_index(valid: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -191,7 +191,12 @@ def rate_plot(d: Direction, cfg: ReportConfig, shades: tuple[Shade, ...]) -> Plo
     long = rate(d.segments, d.acks, cfg.long_rate_window_s)
     label = f"{window * 1e3:.1f} ms" if window < 1 else f"{window:g} s"
     traces = [
-        Trace(f"sent, {label} avg", Kind.LINE, short["t_s"].to_numpy(), short["sent_bps"] / 1e6),
+        Trace(
+            f"sent, {label} avg",
+            Kind.LINE,
+            short["t_s"].to_numpy(),
+            short["sent_bps"].to_numpy() / 1e6,
+        ),
         Trace(
             f"acked, {label} avg",
             Kind.LINE,

@@ -72,6 +72,11 @@ class Trace:
     visible: bool = True  # False: listed in the legend, hidden until clicked
 
     def __post_init__(self) -> None:
+        # Plain arrays, whatever came in (a pandas Series would carry its index along).
+        for name in ("x", "y", "y_end", "keep"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, np.ndarray):
+                object.__setattr__(self, name, np.asarray(value))
         n = len(self.x)
         if np.ndim(self.x) != 1 or np.ndim(self.y) != 1 or len(self.y) != n:
             raise ReportError(f"trace {self.name!r}: x and y must be 1-D and of one length")
