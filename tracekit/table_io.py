@@ -19,7 +19,9 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        # Packet columns are high-cardinality numbers: dictionary pages cost time and bytes
+        # there (1 M packets: 0.45 s and 10.7 MB with them, 0.15 s and 9.9 MB without).
+        pq.write_table(table, tmp, compression="zstd", compression_level=1, use_dictionary=False)
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
