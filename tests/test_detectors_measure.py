@@ -15,8 +15,10 @@ from scapy.layers.l2 import Ether
 from tracekit.capture import read_capture
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
+    AckLine,
     achieved_rate_bps,
     ack_line_rate_bps,
+    ack_line_rates_bps,
     data_directions,
     findings_per_direction,
     flight_levels,
@@ -25,6 +27,7 @@ from tracekit.detectors._measure import (
     packet_pair_rate_samples_bps,
     path_rate_bps,
     queue_at_start_bytes,
+    queues_at_start_bytes,
     segment_size_bytes,
     wire_directions,
     wire_overhead_bytes,
@@ -259,6 +262,66 @@ def test_ack_line_rate_stops_at_the_first_duplicate() -> None:
     # Fewer than four ACKs before the duplicate: no rate.
     rate, used = ack_line_rate_bps(acks, 0.002)
     assert np.isnan(rate) and used == 3
+
+
+def _ack_line_rate_by_masks(
+    acks: pd.DataFrame, start_s: float, stop_s: float, above_rel: float, up_to_rel: float
+) -> tuple[float, int]:
+    """The ACK-line rate as whole-table masks: the reference the compiled scan must match."""
+    t = acks["t_s"].to_numpy()
+    ack = acks["ack_rel"].to_numpy()
+    pick = np.flatnonzero((t >= start_s) & (t < stop_s) & (ack > above_rel) & (ack <= up_to_rel))
+    dup = np.flatnonzero(acks["dupack"].to_numpy()[pick])
+    if dup.size:
+        pick = pick[: dup[0]]
+    pick = pick[acks["advance"].to_numpy()[pick]]
+    if pick.size < 4:
+        return float("nan"), int(pick.size)
+    span = t[pick[-1]] - t[pick[0]]
+    if span <= 0:
+        return float("nan"), int(pick.size)
+    return float((ack[pick[-1]] - ack[pick[0]]) * 8 / span), int(pick.size)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ack_line_rates_match_the_masks_interval_by_interval(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 400
+    t = np.cumsum(rng.exponential(1e-3, n))
+    ack = np.cumsum(rng.choice([0, 1000, 2000], n, p=[0.1, 0.6, 0.3]))
+    # Reordered ACKs: some times and ACK numbers step back, which the scan's bounds must allow.
+    swap = rng.choice(n - 1, 20, replace=False)
+    t[swap], t[swap + 1] = t[swap + 1].copy(), t[swap].copy()
+    ack[swap[:10]] -= 5000
+    acks = pd.DataFrame(
+        {
+            "t_s": t,
+            "ack_rel": ack,
+            "dupack": rng.random(n) < 0.02,
+            "advance": rng.random(n) < 0.9,
+        }
+    )
+    m = 200
+    start = rng.uniform(0, t.max(), m)
+    stop = np.where(rng.random(m) < 0.5, np.inf, start + rng.uniform(0, 0.1, m))
+    above = rng.uniform(-1000, ack.max(), m).round()
+    up_to = np.where(rng.random(m) < 0.2, np.inf, above + rng.uniform(0, 50_000, m).round())
+    rates, used = ack_line_rates_bps(AckLine.of(acks), start, stop, above, up_to)
+    for i in range(m):
+        want = _ack_line_rate_by_masks(acks, start[i], stop[i], above[i], up_to[i])
+        assert (rates[i], used[i]) == want or (np.isnan(rates[i]) and np.isnan(want[0]))
+        assert used[i] == want[1]
+
+
+def test_queues_at_start_are_queue_at_start_segment_by_segment() -> None:
+    acks = line([0.10, 0.12, 0.15, 0.30], [1000, 2000, 3000, 8000])
+    sent = np.array([0.0, 0.05, 0.0, 0.0, 0.01])
+    end = np.array([2000, 2000, 4000, 9000, 1000])
+    queued = queues_at_start_bytes(sent, end, 1000, AckLine.of(acks), 0.1, 8e6)
+    for i in range(sent.size):
+        one = queue_at_start_bytes(float(sent[i]), int(end[i]), 1000, acks, 0.1, 8e6)
+        assert queued[i] == one or (np.isnan(queued[i]) and np.isnan(one))
+    assert np.isnan(queues_at_start_bytes(sent, end, 1000, AckLine.of(acks), 0.1, np.nan)).all()
 
 
 def test_queue_at_start_is_the_wait_beyond_the_base_rtt_at_the_rate() -> None:

@@ -19,10 +19,12 @@ Two rates come from the spacing of ACKs, and they answer different questions:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from numba import njit
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit.detectors.base import AnalysisContext
@@ -220,20 +222,118 @@ def ack_line_rate_bps(
     queue kept it busy throughout (ACK dispersion over a burst or a slow-start round), less
     where it idled. Returns (bit/s, or NaN with fewer than MIN_RATE_ACKS ACKs, ACKs used).
     """
-    t = acks["t_s"].to_numpy()
-    line = acks["ack_rel"].to_numpy()
-    pick = np.flatnonzero((t >= start_s) & (t < stop_s) & (line > above_rel) & (line <= up_to_rel))
-    dup = np.flatnonzero(acks["dupack"].to_numpy()[pick])
-    if dup.size:
-        pick = pick[: dup[0]]
-    pick = pick[acks["advance"].to_numpy()[pick]]
-    if pick.size < MIN_RATE_ACKS:
-        return float("nan"), int(pick.size)
-    first, last = pick[0], pick[-1]
-    span = t[last] - t[first]
-    if span <= 0:
-        return float("nan"), int(pick.size)
-    return float((line[last] - line[first]) * 8 / span), int(pick.size)
+    rates, used = ack_line_rates_bps(
+        AckLine.of(acks),
+        np.array([start_s], dtype=np.float64),
+        np.array([stop_s], dtype=np.float64),
+        np.array([above_rel], dtype=np.float64),
+        np.array([up_to_rel], dtype=np.float64),
+    )
+    return float(rates[0]), int(used[0])
+
+
+@dataclass(frozen=True)
+class AckLine:
+    """The ACK columns `ack_line_rates_bps` scans, pulled out of the DataFrame once."""
+
+    t_s: npt.NDArray[np.float64]
+    ack_rel: npt.NDArray[np.int64]
+    dupack: npt.NDArray[np.bool_]
+    advance: npt.NDArray[np.bool_]
+
+    @staticmethod
+    def of(acks: pd.DataFrame) -> AckLine:
+        """The columns of a direction's ACK table (`Series.acks`)."""
+        return AckLine(
+            t_s=acks["t_s"].to_numpy(dtype=np.float64),
+            ack_rel=acks["ack_rel"].to_numpy(dtype=np.int64),
+            dupack=acks["dupack"].to_numpy(dtype=np.bool_),
+            advance=acks["advance"].to_numpy(dtype=np.bool_),
+        )
+
+
+def ack_line_rates_bps(
+    acks: AckLine,
+    start_s: npt.NDArray[np.float64],
+    stop_s: npt.NDArray[np.float64],
+    above_rel: npt.NDArray[np.float64],
+    up_to_rel: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """`ack_line_rate_bps` for many intervals at once: (bit/s or NaN, ACKs used) per interval.
+
+    One compiled pass per interval over only the ACKs that can qualify: it starts at the first
+    ACK at or after start_s and ends once no later ACK is before stop_s or at or below
+    up_to_rel (the suffix minima), or at the first duplicate. ACKs come in time order with a
+    rising line, so each interval reads about its own ACKs, not the whole table.
+    """
+    n = acks.t_s.size
+    rates = np.full(start_s.size, np.nan)
+    used = np.zeros(start_s.size, dtype=np.int64)
+    if n == 0 or start_s.size == 0:
+        return rates, used
+    # The first ACK at or after a time is the first where the running maximum reaches it.
+    begin = np.searchsorted(np.maximum.accumulate(acks.t_s), start_s, side="left")
+    t_after = np.minimum.accumulate(acks.t_s[::-1])[::-1]
+    line_after = np.minimum.accumulate(acks.ack_rel[::-1])[::-1]
+    _ack_line_rates(
+        acks.t_s,
+        acks.ack_rel,
+        acks.dupack,
+        acks.advance,
+        t_after,
+        line_after,
+        begin,
+        np.asarray(start_s, dtype=np.float64),
+        np.asarray(stop_s, dtype=np.float64),
+        np.asarray(above_rel, dtype=np.float64),
+        np.asarray(up_to_rel, dtype=np.float64),
+        MIN_RATE_ACKS,
+        rates,
+        used,
+    )
+    return rates, used
+
+
+@njit(cache=True)
+def _ack_line_rates(
+    t: npt.NDArray[np.float64],
+    line: npt.NDArray[np.int64],
+    dup: npt.NDArray[np.bool_],
+    advance: npt.NDArray[np.bool_],
+    t_after: npt.NDArray[np.float64],
+    line_after: npt.NDArray[np.int64],
+    begin: npt.NDArray[np.int64],
+    start_s: npt.NDArray[np.float64],
+    stop_s: npt.NDArray[np.float64],
+    above_rel: npt.NDArray[np.float64],
+    up_to_rel: npt.NDArray[np.float64],
+    min_acks: int,
+    rates: npt.NDArray[np.float64],
+    used: npt.NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    """Fill rates and used per interval; the arithmetic is ack_line_rate_bps's, term for term."""
+    n = t.size
+    for i in range(start_s.size):
+        first = -1
+        last = -1
+        count = 0
+        k = begin[i]
+        # Past k, nothing qualifies once every later ACK is at or after stop_s or above the top.
+        while k < n and t_after[k] < stop_s[i] and line_after[k] <= up_to_rel[i]:
+            if t[k] >= start_s[i] and t[k] < stop_s[i] and above_rel[i] < line[k] <= up_to_rel[i]:
+                if dup[k]:
+                    break
+                if advance[k]:
+                    if first < 0:
+                        first = k
+                    last = k
+                    count += 1
+            k += 1
+        used[i] = count
+        if count >= min_acks:
+            span = t[last] - t[first]
+            if span > 0:
+                rates[i] = (line[last] - line[first]) * 8 / span
 
 
 def achieved_rate_bps(direction: Direction) -> float:
@@ -292,12 +392,35 @@ def queue_at_start_bytes(
     queue ahead of it, which drained at rate_bps. NaN when that ACK covers far more than the
     segment (a hole filled by a retransmission: the wait was the recovery's, not a queue's).
     """
-    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
-    k = int(np.searchsorted(line, end_rel, side="left"))
-    if k >= line.size or not (np.isfinite(base_rtt_s) and np.isfinite(rate_bps)):
-        return float("nan")
+    queued = queues_at_start_bytes(
+        np.array([sent_s], dtype=np.float64),
+        np.array([end_rel], dtype=np.int64),
+        payload_bytes,
+        AckLine.of(acks),
+        base_rtt_s,
+        rate_bps,
+    )
+    return float(queued[0])
+
+
+def queues_at_start_bytes(
+    sent_s: npt.NDArray[np.float64],
+    end_rel: npt.NDArray[np.int64],
+    payload_bytes: int,
+    acks: AckLine,
+    base_rtt_s: float,
+    rate_bps: float,
+) -> npt.NDArray[np.float64]:
+    """`queue_at_start_bytes` for many segments at once, with one running maximum of the line."""
+    queued = np.full(sent_s.size, np.nan)
+    if not (np.isfinite(base_rtt_s) and np.isfinite(rate_bps)):
+        return queued
+    line = np.maximum.accumulate(acks.ack_rel)
+    k = np.searchsorted(line, end_rel, side="left")
     # A delayed ACK covers two segments (RFC 9293 3.8.6.3): allow up to two more full ones.
-    if line[k] - end_rel > 2 * payload_bytes:
-        return float("nan")
-    wait = acks["t_s"].to_numpy()[k] - sent_s - base_rtt_s
-    return float(max(wait, 0.0) * rate_bps / 8)
+    ok = np.flatnonzero(k < line.size)
+    ok = ok[line[k[ok]] - end_rel[ok] <= 2 * payload_bytes]
+    wait = acks.t_s[k[ok]] - sent_s[ok] - base_rtt_s
+    # Python's max(wait, 0.0), NaN and -0.0 included, so both forms give the same bits.
+    queued[ok] = np.where(wait < 0.0, 0.0, wait) * rate_bps / 8
+    return queued

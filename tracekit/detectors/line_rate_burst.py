@@ -18,9 +18,10 @@ import pandas as pd
 from tracekit import physics
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
-    ack_line_rate_bps,
+    AckLine,
+    ack_line_rates_bps,
     packet_basis,
-    queue_at_start_bytes,
+    queues_at_start_bytes,
     wire_directions,
 )
 from tracekit.detectors.base import AnalysisContext, Detector
@@ -112,12 +113,14 @@ class LineRateBurst(Detector):
         last = np.searchsorted(t, tr["end_s"].to_numpy(), side="right") - 1
         seq = data["seq_rel"].to_numpy()
         end = data["end_rel"].to_numpy()
-        delivered = np.array(
-            [
-                ack_line_rate_bps(ser.acks, t[i], above_rel=seq[i], up_to_rel=end[j])[0]
-                for i, j in zip(first, last, strict=True)
-            ]
-        ) * ((payload + overhead) / payload)
+        acks = AckLine.of(ser.acks)
+        delivered = ack_line_rates_bps(
+            acks,
+            start_s=t[first],
+            stop_s=np.full(first.size, np.inf),
+            above_rel=seq[first].astype(np.float64),
+            up_to_rel=end[last].astype(np.float64),
+        )[0] * ((payload + overhead) / payload)
         flags = resent(seg, ser.sacks)[data_mask]
         lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
         lost_cum = np.r_[0, np.cumsum(lost)]
@@ -137,12 +140,12 @@ class LineRateBurst(Detector):
         # What already waited at the bottleneck when each lossy burst began (eq. 1 assumes an
         # empty queue): its first packet's RTT beyond the base RTT, drained at the bottleneck.
         base_rtt = float(ser.rtt["rtt_s"].min()) if len(ser.rtt) else np.nan
-        table["ahead"] = [
-            queue_at_start_bytes(t[i], int(end[i]), payload, ser.acks, base_rtt, bottleneck)
-            if n_lost
-            else np.nan
-            for i, n_lost in zip(first, table["lost"].to_numpy(), strict=True)
-        ]
+        lossy = table["lost"].to_numpy() != 0
+        ahead = np.full(len(table), np.nan)
+        ahead[lossy] = queues_at_start_bytes(
+            t[first[lossy]], end[first[lossy]], payload, acks, base_rtt, bottleneck
+        )
+        table["ahead"] = ahead
         fast = table[table["rate_bps"] >= cfg.min_rate_factor * bottleneck]
         if len(fast) < cfg.min_bursts_count:
             return None
