@@ -193,30 +193,38 @@ class RateLimitCause(Detector):
         label[small_window] = L_RWND
         label[retrans > 0] = L_CONG
         # Windows with nothing sent or acknowledged carry no evidence: they join the phase before.
+        # A forward fill from the last window with evidence (the first window keeps its own).
         empty = (sent == 0) & (delivered == 0)
-        for i in np.flatnonzero(empty):
-            if i > 0:
-                label[i] = label[i - 1]
+        empty[0] = False
+        label = label[np.maximum.accumulate(np.where(empty, 0, np.arange(n)))]
 
         starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
         ends = np.r_[starts[1:], n]
+        # Per phase, over its windows at once. The sums are of whole bytes and counts (exact in
+        # any order); the widths, fractional, are summed per phase as numpy sums a slice.
+        phase_delivered = np.add.reduceat(delivered, starts)
+        phase_window = np.maximum.reduceat(rwnd_med, starts)
+        phase_flight = np.maximum.reduceat(flight_max, starts)
+        phase_retrans = np.add.reduceat(retrans, starts)
+        phase_unanswered = np.add.reduceat(unanswered, starts)
+        phase_room = np.add.reduceat(room, starts)
         name = DIRECTIONS[direction]
-        for lo, hi in zip(starts, ends, strict=True):
+        for p, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             yield self._phase(
                 conn,
                 name,
                 int(label[lo]),
                 start_s=t0 + lo * length,
                 end_s=min(t0 + hi * length, t_end),
-                rate_bps=float(delivered[lo:hi].sum() * 8 / width[lo:hi].sum()),
+                rate_bps=float(phase_delivered[p] * 8 / width[lo:hi].sum()),
                 path=path,
                 rtt=rtt,
                 bdp=bdp,
-                window=float(rwnd_med[lo:hi].max()),
-                flight=float(flight_max[lo:hi].max()),
-                retransmissions=int(retrans[lo:hi].sum()),
-                unanswered=float(unanswered[lo:hi].sum() / max(room[lo:hi].sum(), 1)),
-                windows=int(hi - lo),
+                window=float(phase_window[p]),
+                flight=float(phase_flight[p]),
+                retransmissions=int(phase_retrans[p]),
+                unanswered=float(phase_unanswered[p] / max(phase_room[p], 1)),
+                windows=hi - lo,
                 known=known,
             )
 
