@@ -216,6 +216,22 @@ def _relative(
 
 
 @njit(cache=True)
+def _unwrapped(
+    delta: np.int64, g: np.int64, last: np.ndarray, wraps: np.ndarray
+) -> np.int64:  # pragma: no cover - compiled
+    """delta (in [0, 2**32)) on the direction's 64-bit line: a step of more than half the
+    sequence space from the last number is a wrap (RFC 9293 3.4: comparisons are mod 2**32)."""
+    if last[g] >= 0:
+        step = delta - last[g]
+        if step < -(WRAP // 2):
+            wraps[g] += 1
+        elif step > WRAP // 2:
+            wraps[g] -= 1
+    last[g] = delta
+    return delta + wraps[g] * WRAP
+
+
+@njit(cache=True)
 def _relative_kernel(
     conn: np.ndarray,
     direction: np.ndarray,
@@ -232,8 +248,7 @@ def _relative_kernel(
     n_g = 2 * n_conn
     seq_rel = np.zeros(n, dtype=np.int64)
     ack_rel = np.zeros(n, dtype=np.int64)
-    # Unwrapping state: a step of more than half the sequence space between two numbers of
-    # the same direction is a wrap (RFC 9293 3.4: comparisons are modulo 2**32).
+    # Unwrapping state per direction: the last offset seen and the wraps counted so far.
     last_seq = np.full(n_g, -1, dtype=np.int64)
     wraps_seq = np.zeros(n_g, dtype=np.int64)
     last_ack = np.full(n_g, -1, dtype=np.int64)
@@ -246,7 +261,6 @@ def _relative_kernel(
     udp = np.zeros(n_g, dtype=np.bool_)
     start_ns = np.full(n_conn, np.iinfo(np.int64).max, dtype=np.int64)
     end_ns = np.full(n_conn, np.iinfo(np.int64).min, dtype=np.int64)
-    half = WRAP // 2
     for i in range(n):
         c = conn[i]
         g = 2 * c + direction[i]
@@ -263,15 +277,7 @@ def _relative_kernel(
         if proto[i] != PROTO_TCP:
             udp[g] = True
             continue
-        delta = (np.int64(seq[i]) - isn[g]) % WRAP
-        if last_seq[g] >= 0:
-            step = delta - last_seq[g]
-            if step < -half:
-                wraps_seq[g] += 1
-            elif step > half:
-                wraps_seq[g] -= 1
-        last_seq[g] = delta
-        rel = delta + wraps_seq[g] * WRAP
+        rel = _unwrapped((np.int64(seq[i]) - isn[g]) % WRAP, g, last_seq, wraps_seq)
         seq_rel[i] = rel
         if pay > 0:
             if rel < seq_lo[g]:
@@ -280,14 +286,7 @@ def _relative_kernel(
                 seq_hi[g] = rel + pay
         if (flags[i] & TH_ACK) != 0:
             delta = (np.int64(ack[i]) - isn[g ^ 1]) % WRAP
-            if last_ack[g] >= 0:
-                step = delta - last_ack[g]
-                if step < -half:
-                    wraps_ack[g] += 1
-                elif step > half:
-                    wraps_ack[g] -= 1
-            last_ack[g] = delta
-            ack_rel[i] = delta + wraps_ack[g] * WRAP
+            ack_rel[i] = _unwrapped(delta, g, last_ack, wraps_ack)
     return seq_rel, ack_rel, packets, nbytes, seq_lo, seq_hi, seg_max, udp, start_ns, end_ns
 
 
