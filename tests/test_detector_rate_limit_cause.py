@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
-from lab_captures import context, lab_findings, truth
+from lab_captures import context, lab_context, lab_findings, truth
 
 from tracekit.detectors import run_detectors
 from tracekit.detectors.rate_limit_cause import LABELS, RateLimitCause
@@ -74,3 +74,15 @@ def test_quiet_without_round_trips(tmp_path: Path) -> None:
                for i in range(40)]  # fmt: skip
     ctx = context(write(tmp_path / "oneway.pcap", packets))
     assert run_detectors(ctx, [RateLimitCause]) == []
+
+
+def test_windows_widen_so_a_direction_has_few_phases() -> None:
+    # The overrun capture has several phases at 4 RTTs a window (slow start, congestion,
+    # bandwidth...); allowed two windows, it can hold two phases at most, still tiling it.
+    ctx = lab_context("slow_start_overrun")
+    wide = run_detectors(
+        ctx, [RateLimitCause], {"rate_limit_cause": RateLimitCause.Config(max_windows_count=2)}
+    )
+    assert len(phases("slow_start_overrun")) > 2
+    assert 1 <= len(wide) <= 2
+    assert wide[0].start_s == pytest.approx(phases("slow_start_overrun")[0].start_s)

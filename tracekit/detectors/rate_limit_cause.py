@@ -111,6 +111,10 @@ class RateLimitCause(Detector):
         min_unanswered_fraction: float = 0.5
         # Fewer data segments than this in a direction say nothing about its limits.
         min_data_segments: int = 20
+        # At most this many windows per direction: a long transfer over a short-RTT path (a
+        # LAN's 100 us) would otherwise yield a phase every few milliseconds, thousands of
+        # labels nobody reads; the windows then widen to duration / this.
+        max_windows_count: int = 200
 
     config: Config
 
@@ -134,7 +138,7 @@ class RateLimitCause(Detector):
         t0 = float(data["t_s"].iloc[0])
         acks = d.acks[d.acks["t_s"] >= t0]
         t_end = float(max(data["t_s"].iloc[-1], acks["t_s"].max() if len(acks) else t0))
-        length = cfg.phase_rtts * rtt
+        length = max(cfg.phase_rtts * rtt, (t_end - t0) / cfg.max_windows_count)
         n = int(np.floor((t_end - t0) / length)) + 1
 
         def window_of(t: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
