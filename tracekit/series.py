@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from tracekit.groups import (
     WRAP,
@@ -489,6 +490,30 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
     return out[out["packets"] >= min_packets].reset_index(drop=True)
 
 
+@njit(cache=True)
+def _round_starts(
+    t: np.ndarray, sent_high: np.ndarray, ack_t: np.ndarray, line: np.ndarray, first_mark: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    starts = np.empty(t.size + 1, dtype=np.float64)
+    marks = np.empty(t.size + 1, dtype=np.int64)
+    starts[0] = t[0]
+    marks[0] = first_mark
+    n = 1
+    k = -1  # index of the ACK that started the current round (-1: round 0)
+    while True:
+        k = max(np.searchsorted(line, marks[n - 1], side="right"), k + 1)
+        if k >= ack_t.size:
+            break
+        start = ack_t[k]
+        before = np.searchsorted(t, start, side="left")
+        if before >= t.size:
+            break  # nothing is sent after this ACK: the transfer is over
+        starts[n] = start
+        marks[n] = sent_high[before - 1] if before > 0 else marks[n - 1]
+        n += 1
+    return starts[:n].copy(), marks[:n].copy()
+
+
 def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     """Round trips of one direction as its sender saw them, the way Linux counts them.
 
@@ -499,7 +524,7 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     is one flight, about twice the one before. Columns: round, start_s, end_s (the next round's
     start; the last data segment for the last round), mark_rel (snd_nxt at the round's start:
     the first ACK beyond it ends the round), packets and bytes (data segments sent in the round,
-    retransmissions included). A loop over rounds, two searches each.
+    retransmissions included). A compiled loop over rounds, two searches each.
     """
     data = segments[segments["len"] > 0]
     t = data["t_s"].to_numpy()
@@ -518,20 +543,9 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     sent_high = np.maximum.accumulate(data["end_rel"].to_numpy())
     ack_t = acks["t_s"].to_numpy()
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy()) if ack_t.size else ack_t
-    starts = [float(t[0])]
-    marks = [int(data["seq_rel"].iloc[0])]
-    k = -1  # index of the ACK that started the current round (-1: round 0)
-    while True:
-        k = max(int(np.searchsorted(line, marks[-1], side="right")), k + 1)
-        if k >= ack_t.size:
-            break
-        start = float(ack_t[k])
-        before = int(np.searchsorted(t, start, side="left"))
-        if before >= t.size:
-            break  # nothing is sent after this ACK: the transfer is over
-        starts.append(start)
-        marks.append(int(sent_high[before - 1]) if before else marks[-1])
-    start_s = np.asarray(starts)
+    start_s, marks = _round_starts(
+        t, sent_high, ack_t, line.astype(np.int64), int(data["seq_rel"].iloc[0])
+    )
     segment_round = np.searchsorted(start_s, t, side="right") - 1
     n = start_s.size
     return pd.DataFrame(
@@ -539,7 +553,7 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
             "round": np.arange(n),
             "start_s": start_s,
             "end_s": np.r_[start_s[1:], t[-1]],
-            "mark_rel": np.asarray(marks, dtype=np.int64),
+            "mark_rel": marks,
             "packets": np.bincount(segment_round, minlength=n),
             "bytes": np.bincount(
                 segment_round, weights=data["len"].to_numpy().astype(float), minlength=n
