@@ -34,5 +34,8 @@ fixtures: install
 	.ci/system-deps $(LAB_TOOLS)
 	$(PYTHON) -m fixtures.lab all
 
+# Speed against the peers (not tests): needs root to record the 5 M-packet capture once.
 bench: install-test
-	$(PYTHON) bench/ingest.py
+	$(PYTHON) bench/ingest.py --reuse
+	$(PYTHON) bench/report.py
+	$(PYTHON) bench/batch.py
