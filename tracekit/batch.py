@@ -281,6 +281,13 @@ def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
             yield future.result()
 
 
+def _warm_worker() -> int:
+    """Import every stage and discover the detectors; returns how many there are."""
+    from tracekit.detectors import all_detectors
+
+    return len(all_detectors())
+
+
 def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[Outcome]:
     try:
         from dask.distributed import Client
@@ -292,6 +299,9 @@ def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[Outcome]:
     except OSError as exc:
         raise TracekitError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     with client:
+        # Import the detectors on every worker before any job: a threaded worker would
+        # otherwise run its first jobs' imports of the detector modules concurrently.
+        client.run(_warm_worker)
         # pure=False: an input whose files changed must run again under the same key.
         futures = client.map(run_job, jobs, pure=False, key=[f"tracekit-{j.key}" for j in jobs])
         for future in dask_completed(futures):
