@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from browser import Browser, chromium_available, png_pixels
 from click.testing import CliRunner
-from crafting import transfer, write
+from crafting import CLIENT, transfer, write
 
 from cli.main import cli
 from tracekit.pipeline import analyze_paths
@@ -148,3 +148,28 @@ def test_plots_open_on_the_connection_and_its_data(capture: Path) -> None:
     # Data reach byte 6,501; the window edge (about 72 kB) is far above: off the chart.
     low, high = view.plots[0].y_range
     assert low < 1 and 6501 < high < 7000
+
+
+def test_receiver_view_follows_the_nat_map(tmp_path: Path) -> None:
+    from scapy.layers.inet import IP
+
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    sender = write(tmp_path / "s.pcap", transfer())
+    # The receiver sees the client behind a NAT, as 192.0.2.9.
+    natted = []
+    for p in transfer():
+        q = p.copy()
+        if q[IP].src == CLIENT:
+            q[IP].src = "192.0.2.9"
+        if q[IP].dst == CLIENT:
+            q[IP].dst = "192.0.2.9"
+        del q[IP].chksum
+        natted.append(q)
+    receiver = write(tmp_path / "r.pcap", natted)
+    analysis = analyze(read_capture(sender), read_capture(receiver), addr_map={CLIENT: "192.0.2.9"})
+    (view,) = build_report(analysis, ("s", "r")).connections
+    (tsg,) = view.receiver_plots
+    # The receiver saw every segment the sender sent: the same six data bars.
+    assert len({t.name: t for t in tsg.traces}["data"]) == 6

@@ -10,7 +10,7 @@ import pandas as pd
 
 from tracekit import __version__
 from tracekit.findings import Finding, Severity
-from tracekit.pipeline import Analysis, Vantage
+from tracekit.pipeline import Analysis
 from tracekit.report.model import (
     TSG_PALETTE,
     ConnectionView,
@@ -269,12 +269,15 @@ def _receiver_plots(
     analysis: Analysis, conn: int, direction: int, row: pd.Series, shades: tuple[Shade, ...]
 ) -> tuple[Plot | None, ...]:
     """The receiver's TSG of the same connection, its times on the sender's clock."""
-    assert analysis.receiver is not None
-    rc = _receiver_conn(analysis.receiver, row["a"], row["b"])
-    if rc is None:
+    assert analysis.receiver is not None and analysis.merge is not None
+    # The merge paired the connections (by endpoints through any --map, and incarnation).
+    pairs = analysis.merge.connections.pairs
+    hit = pairs[pairs["conn_s"] == conn]
+    if hit.empty:
         return ()
-    rrow = analysis.receiver.connections.frame().loc[rc]
-    rdir = direction if rrow["a"] == row["a"] else 1 - direction
+    rc = int(hit["conn_r"].iloc[0])
+    # flip: the receiver's capture calls a what the sender's calls b.
+    rdir = 1 - direction if bool(hit["flip"].iloc[0]) else direction
     # Receiver times count from its own first packet; first onto the sender's origin as the
     # raw clocks say, then through the fitted offset and skew (tracekit.merge.clock).
     shift = (analysis.receiver.series.t0_ns - analysis.sender.series.t0_ns) / 1e9
@@ -414,16 +417,6 @@ def _shades(findings: list[Finding], conn: int) -> tuple[Shade, ...]:
 
 def _main_direction(row: pd.Series) -> int:
     return 0 if row["bytes_a2b"] >= row["bytes_b2a"] else 1
-
-
-def _receiver_conn(rcv: Vantage, a: str, b: str) -> int | None:
-    t = rcv.connections.table
-    for i, (ra, rb) in enumerate(
-        zip(t.column("a").to_pylist(), t.column("b").to_pylist(), strict=True)
-    ):
-        if {ra, rb} == {a, b}:
-            return i
-    return None
 
 
 def _fmt_rate(bps: float) -> str:
