@@ -118,30 +118,12 @@ def tsg_plot(
         Trace("window edge", Kind.STEP, t, acks["edge_rel"].to_numpy(np.float64), color=P.window)
     )
     if len(sacks):
-        plain = sacks[~sacks["dsack"]]
-        traces.append(
-            Trace(
-                "SACK",
-                Kind.SEGMENTS,
-                plain["t_s"].to_numpy(np.float64),
-                plain["left_rel"].to_numpy(np.float64),
-                y_end=plain["right_rel"].to_numpy(np.float64),
-                color=P.sack,
-            )
-        )
-        ds = sacks[sacks["dsack"]]
-        if len(ds):
-            traces.append(
-                Trace(
-                    "D-SACK",
-                    Kind.SEGMENTS,
-                    ds["t_s"].to_numpy(np.float64),
-                    ds["left_rel"].to_numpy(np.float64),
-                    y_end=ds["right_rel"].to_numpy(np.float64),
-                    color=P.retransmit,
-                    keep=np.ones(len(ds), dtype=bool),
-                )
-            )
+        # A SACK block is drawn like a segment: a bar over the bytes it covers.
+        blocks = sacks.rename(columns={"left_rel": "seq_rel", "right_rel": "end_rel"})
+        traces.append(_segments_trace("SACK", blocks[~blocks["dsack"]], P.sack, keep=False))
+        if blocks["dsack"].any():
+            dsack = blocks[blocks["dsack"]]
+            traces.append(_segments_trace("D-SACK", dsack, P.retransmit, keep=True))
     dup = acks[acks["dupack"]]
     if len(dup):
         traces.append(_markers("duplicate ACK", dup["t_s"], dup["ack_rel"], P.dup_ack, "x-thin"))
