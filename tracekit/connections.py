@@ -73,9 +73,10 @@ def build_connections(capture: Capture) -> Connections:
     )
     n_conn = conn_flow.size
     syn_row, isn = _bases(conn, direction, proto, flags, seq, ack, n_conn)
-    seq_rel, ack_rel, tally = _relative(
+    seq_rel, ack_rel, *sums = _relative(
         conn, direction, proto, flags, seq, ack, payload, col("ts_ns"), isn, n_conn
     )
+    tally = _Tally(tuple(sums))
     # Retransmission: a data segment that resends bytes this direction carried before (holes
     # filled for the first time are out of order, not resent: tracekit.segments).
     group = conn * 2 + direction
@@ -196,25 +197,6 @@ class _Tally:
         self.retrans = np.zeros(0, dtype=np.int64)
 
 
-def _relative(
-    conn: np.ndarray,
-    direction: np.ndarray,
-    proto: np.ndarray,
-    flags: np.ndarray,
-    seq: np.ndarray,
-    ack: np.ndarray,
-    payload: np.ndarray,
-    ts_ns: np.ndarray,
-    isn: np.ndarray,
-    n_conn: int,
-) -> tuple[np.ndarray, np.ndarray, _Tally]:
-    """Relative 64-bit sequence and ACK numbers, and the sums of the connections table."""
-    seq_rel, ack_rel, *arrays = _relative_kernel(
-        conn, direction, proto, flags, seq, ack, payload, ts_ns, isn, n_conn
-    )
-    return seq_rel, ack_rel, _Tally(tuple(arrays))
-
-
 @njit(cache=True)
 def _unwrapped(
     delta: np.int64, g: np.int64, last: np.ndarray, wraps: np.ndarray
@@ -232,7 +214,7 @@ def _unwrapped(
 
 
 @njit(cache=True)
-def _relative_kernel(
+def _relative(
     conn: np.ndarray,
     direction: np.ndarray,
     proto: np.ndarray,
@@ -244,6 +226,7 @@ def _relative_kernel(
     isn: np.ndarray,
     n_conn: int,
 ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """Relative 64-bit sequence and ACK numbers, then the sums of the connections table."""
     n = conn.size
     n_g = 2 * n_conn
     seq_rel = np.zeros(n, dtype=np.int64)
