@@ -93,7 +93,9 @@ def _lab(name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("scenario", ["receiver_drops", "network_drops", "slow_start_overrun"])
+@pytest.mark.parametrize(
+    "scenario", ["clean", "receiver_drops", "network_drops", "slow_start_overrun"]
+)
 def test_restamped_lab_capture(tmp_path: Path, scenario: str) -> None:
     # Both lab captures read one kernel clock: the true offset and skew are 0, so after the
     # shift the truth is exactly what was applied; the drop counts are the kernel's counters.
@@ -109,11 +111,10 @@ def test_restamped_lab_capture(tmp_path: Path, scenario: str) -> None:
     # new stamps to the pcap's microseconds moves each hull point by up to 0.5 us, so a hull
     # edge about 1 s long can tilt by up to 1 us / 1 s = 1 ppm; 2 ppm leaves room for that.
     assert abs((m.clock.skew_ppm - as_made.clock.skew_ppm) - 50.0) < 2.0
-    # ... and its own error is the lab relay's delay floor wandering by a few microseconds
-    # over a transfer of 1-4 s (docs/two-vantage.md lists it per capture): the true skew lies
-    # within the uncertainty the fit reports, the two directions' disagreement, or 5 ppm.
-    bound = max(5.0, abs(m.clock.skew_disagreement_ppm))
-    assert abs(m.clock.skew_ppm - 50.0) <= bound
+    # ... and its own error, the lab relay's delay floor wandering by a few microseconds over
+    # the transfer, stays within the issue's 5 ppm on these captures of 1.7-4.2 s (the floor of a
+    # 1 s capture wandered by 10 us: 10 ppm; docs/two-vantage.md lists every capture).
+    assert abs(m.clock.skew_ppm - 50.0) < 5.0
     for fit in (m, as_made):
         counts = fit.counts()
         assert counts["network_drop"] == truth["drops"]["network"]
