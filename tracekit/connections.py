@@ -6,7 +6,7 @@ each per-connection quantity is a segmented reduction over that order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +44,9 @@ class Connections:
     capture: Capture
     packets: pa.Table
     table: pa.Table
+    # Per packet, the tracekit.segments kind code of TCP data (-1 elsewhere), which the series
+    # stage reuses; not a packet-table column.
+    data_kind: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def frame(self) -> pd.DataFrame:
         """The connections table as a pandas DataFrame."""
@@ -83,7 +86,7 @@ def build_connections(capture: Capture) -> Connections:
     kind = classify_data(group, seq_rel, payload, (proto == PROTO_TCP) & (payload > 0))
     resent = np.isin(kind, RESENT)
     tally.retrans = np.bincount(group[resent], minlength=2 * n_conn)
-    del group, kind, resent
+    del group, resent
 
     packets = _connection_packets(
         pk, {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}
@@ -91,7 +94,7 @@ def build_connections(capture: Capture) -> Connections:
     table = _connection_table(
         capture, conn_flow=conn_flow, a_end=a_end, tally=tally, isn=isn, syn_row=syn_row
     )
-    return Connections(capture=capture, packets=packets, table=table)
+    return Connections(capture=capture, packets=packets, table=table, data_kind=kind)
 
 
 @njit(cache=True)

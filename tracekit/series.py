@@ -3,8 +3,9 @@
 A direction is named by the data it carries: series (conn, 0) is a's data and b's ACKs of it.
 Every packet of a connection is put on one timeline per direction, twice over: once as the
 data side of its own direction, once (if it carries an ACK) as the ACK side of the other.
-Sorted by (connection, direction, capture order), every quantity is a grouped running max,
-forward fill or search over whole columns (tracekit.groups): no loop over packets.
+Sorted by (connection, direction, capture order) with a counting sort, one compiled pass along
+the timelines writes the tables' columns: on a big capture, memory that is touched for the
+first time costs more than the arithmetic, so no per-event column is made that no table keeps.
 
 Times are seconds since the capture's first packet. Sequence numbers are the relative 64-bit
 ones of the connections stage.
@@ -13,25 +14,21 @@ ones of the connections stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
-from numba import njit
+from numba import njit, types
+from numba.typed import Dict
 
-from tracekit.groups import (
-    WRAP,
-    ffill_index,
-    segment_starts,
-    segmented_cummax,
-    segmented_cummax_prev,
-    segmented_cumsum,
-)
+from tracekit.groups import WRAP, segment_starts
 from tracekit.schema import OPT_TS, PROTO_TCP, TH_ACK, TH_FIN, TH_RST, TH_SYN
-from tracekit.segments import KIND_CODE, KINDS, band, classify_data
+from tracekit.segments import KIND_CODE, KINDS, NEW, PARTIAL, RETRANSMISSION, classify_data
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
+
+_PROBE, _KEEPALIVE = KIND_CODE["window_probe"], KIND_CODE["keepalive"]  # for the compiled pass
 
 
 @dataclass(frozen=True)
@@ -98,27 +95,36 @@ class Series:
 
 
 def build_series(conns: Connections) -> Series:
-    """Build every direction's series of every TCP connection in one pass over the columns."""
+    """Build every direction's series of every TCP connection in two compiled passes.
+
+    Each TCP packet is a data event on its own direction's timeline and, if it carries an ACK,
+    an ACK event on the other's; the events are ordered by (timeline, capture order) and one
+    pass along them writes the segments, ACK and flight tables and pairs Karn's RTT samples.
+    Memory is what costs on big captures, so no per-event column is made that no table keeps.
+    """
     pk = conns.packets
     tcp = pk.column("proto").to_numpy() == PROTO_TCP
-    rows_tcp = np.flatnonzero(tcp)
+    every = bool(tcp.all())
+    rows_tcp = np.arange(tcp.size) if every else np.flatnonzero(tcp)
 
     def col(name: str) -> np.ndarray:
-        return pk.column(name).to_numpy()[rows_tcp]
+        values = pk.column(name).to_numpy()
+        return values if every else values[rows_tcp]
 
     ts_ns = pk.column("ts_ns").to_numpy()
     t0 = int(ts_ns.min()) if ts_ns.size else 0
-    conn = col("conn").astype(np.int64)
-    pdir = col("dir").astype(np.int64)
+    t = (col("ts_ns") - t0) / 1e9
+    conn = col("conn")
+    pdir = col("dir")
     flags = col("tcp_flags")
-    payload = col("payload_bytes").astype(np.int64)
     seq = col("seq_rel")
     ack = col("ack_rel")
-    t = (ts_ns[rows_tcp] - t0) / 1e9
-    frame = col("frame")
-    opts = col("opts")
-    tsval = col("tsval").astype(np.int64)
-    tsecr = col("tsecr").astype(np.int64)
+    payload = col("payload_bytes")
+    kind = conns.data_kind
+    if kind is None:
+        kind = classify_data(2 * conn.astype(np.int64) + pdir, seq, payload, payload > 0)
+    elif not every:
+        kind = kind[rows_tcp]
 
     # Scaled windows: the shift a side announced applies to the windows it sends, never to a
     # SYN's own window (RFC 7323 2.2); unknown shifts leave the raw window (window_scaled).
@@ -126,90 +132,60 @@ def build_series(conns: Connections) -> Series:
     ws = np.stack(
         [table.column("ws_a").to_numpy(), table.column("ws_b").to_numpy()], axis=1
     ).astype(np.int64)
+    shift = np.where(ws > 0, ws, 0).reshape(-1) if ws.size else np.zeros(2, np.int64)
     ws_state = table.column("ws_state").to_pylist()
-    shift = np.where(ws[conn, pdir] > 0, ws[conn, pdir], 0) if conn.size else conn
-    is_syn = (flags & TH_SYN) != 0
-    win = col("win_raw").astype(np.int64) << np.where(is_syn, 0, shift)
 
-    # The two roles of each packet on the per-direction timelines.
-    has_ack = (flags & TH_ACK) != 0
-    n = conn.size
-    ack_pos = np.flatnonzero(has_ack)
-    key = np.concatenate([2 * conn + pdir, 2 * conn[ack_pos] + (1 - pdir[ack_pos])])
-    src = np.concatenate([np.arange(n), ack_pos])  # index into the tcp-packet columns
-    role_ack = np.concatenate([np.zeros(n, dtype=bool), np.ones(ack_pos.size, dtype=bool)])
-    # One argsort of a combined key: lexsort over two columns is several times slower.
-    order = np.argsort(key * max(n, 1) + src)
-    key, src, role_ack = key[order], src[order], role_ack[order]
-    role_data = ~role_ack
-    starts = segment_starts(key)
-    e_t = t[src]
-    e_seq = seq[src]
-    e_ack = ack[src]
-    e_pay = payload[src]
-    e_flags = flags[src]
-    e_win = win[src]
-
-    # The data side: the highest sequence number sent so far (SYN and FIN take one each).
-    consumes = ((e_flags & TH_SYN) != 0).astype(np.int64) + ((e_flags & TH_FIN) != 0)
-    seg_end = e_seq + e_pay + consumes
-    snd_nxt = segmented_cummax(np.where(role_data, seg_end, -1), starts)
-    data = role_data & (e_pay > 0)
-    # The ACK side: the ACK line and the last advertised window, as the sender knew them.
-    snd_una = segmented_cummax(np.where(role_ack, e_ack, -1), starts)
-    last_ack_idx = ffill_index(role_ack, starts)
-    has_win = last_ack_idx >= 0
-    last_win = np.where(has_win, e_win[np.maximum(last_ack_idx, 0)], -1)
-    last_edge = np.where(has_win, e_ack[np.maximum(last_ack_idx, 0)] + last_win, -1)
-
-    kind = _classify(key, e_seq, e_pay, e_flags, data, role_data, snd_una, last_win)
-    in_segments = kind >= 0
-    # The window a probe tests is the one before it; a data probe goes past a zero window.
-    probe_data = data & (last_win == 0) & (e_seq >= last_edge)
-    kind = np.where(probe_data, KIND_CODE["window_probe"], kind)
-
-    group_conn = (key // 2).astype(np.int32)
-    group_dir = (key % 2).astype(np.uint8)
-    kinds = pd.Categorical.from_codes(kind[in_segments], categories=list(KINDS))
+    key, src, role_ack = _events(conn, pdir, (flags & TH_ACK) != 0)
+    walked = _walk(key, src, role_ack, t, seq, ack, payload, flags, col("win_raw"), shift, kind)
+    frame = col("frame")
+    kinds = pd.Categorical.from_codes(walked.seg_kind, categories=list(KINDS))
+    seg_src = walked.seg_src
     segments = pd.DataFrame(
         {
-            "conn": group_conn[in_segments],
-            "dir": group_dir[in_segments],
-            "t_s": e_t[in_segments],
-            "seq_rel": e_seq[in_segments],
-            "end_rel": e_seq[in_segments] + e_pay[in_segments],
-            "len": e_pay[in_segments].astype(np.uint16),
+            "conn": conn[seg_src].astype(np.int32),
+            "dir": pdir[seg_src].astype(np.uint8),
+            "t_s": t[seg_src],
+            "seq_rel": seq[seg_src],
+            "end_rel": seq[seg_src] + payload[seg_src],
+            "len": payload[seg_src].astype(np.uint16),
             "kind": kinds,
-            "frame": frame[src[in_segments]],
-        }
+            "frame": frame[seg_src],
+        },
+        copy=False,
     )
-
-    acks = _acks(key, starts, src, role_ack, e_t, e_ack, e_win, e_pay, e_flags, snd_nxt, frame)
+    ack_src = walked.ack_src
+    # The ACK events of timeline (c, d) are packets of direction 1 - d.
+    acks = pd.DataFrame(
+        {
+            "conn": conn[ack_src].astype(np.int32),
+            "dir": (1 - pdir[ack_src]).astype(np.uint8),
+            "t_s": t[ack_src],
+            "ack_rel": ack[ack_src],
+            "win_bytes": walked.ack_win,
+            "edge_rel": ack[ack_src] + walked.ack_win,
+            "dupack": walked.dupack,
+            "dupack_run": walked.dupack_run,
+            "advance": walked.advance,
+            "frame": frame[ack_src],
+        },
+        copy=False,
+    )
+    flight_src = walked.flight_src
     flight = pd.DataFrame(
         {
-            "conn": group_conn[data],
-            "dir": group_dir[data],
-            "t_s": e_t[data],
-            "flight_bytes": np.maximum(snd_nxt[data] - np.maximum(snd_una[data], 0), 0),
-            "rwnd_bytes": last_win[data],
-        }
+            "conn": conn[flight_src].astype(np.int32),
+            "dir": pdir[flight_src].astype(np.uint8),
+            "t_s": t[flight_src],
+            "flight_bytes": walked.flight_bytes,
+            "rwnd_bytes": walked.rwnd_bytes,
+        },
+        copy=False,
     )
-    rtt = _rtt(
-        key,
-        starts,
-        src,
-        role_ack,
-        data,
-        kind,
-        e_t,
-        e_seq,
-        e_pay,
-        e_ack,
-        snd_una,
-        opts,
-        tsval,
-        tsecr,
+    ts_seg, ts_ack = _ts_pairs(
+        key, src, role_ack, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
     )
+    del key, role_ack
+    rtt = _rtt(conn, pdir, t, (walked.rtt_seg, walked.rtt_ack), (src[ts_seg], src[ts_ack]))
     sacks = _sacks(conns, rows_tcp, t, conn, pdir, ack)
     # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
     scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
@@ -224,159 +200,356 @@ def build_series(conns: Connections) -> Series:
     )
 
 
-def _classify(
+@njit(cache=True)
+def _events(
+    conn: np.ndarray, pdir: np.ndarray, has_ack: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Each packet's events, sorted by (timeline, capture order): a stable counting sort.
+
+    Packet i is a data event on its own timeline (2 conn + dir) and, if it carries an ACK, an
+    ACK event on the other direction's (timeline ^ 1). Returns the timeline, the packet and
+    whether it is the ACK role, per event.
+    """
+    n = conn.size
+    top = 1
+    for i in range(n):
+        top = max(top, 2 * np.int64(conn[i]) + 1)
+    start = np.zeros(top + 2, dtype=np.int64)
+    for i in range(n):
+        k = 2 * np.int64(conn[i]) + pdir[i]
+        start[k + 1] += 1
+        if has_ack[i]:
+            start[(k ^ 1) + 1] += 1
+    for k in range(top + 1):
+        start[k + 1] += start[k]
+    size = start[top + 1]
+    key = np.empty(size, dtype=np.int32)
+    src = np.empty(size, dtype=np.int64)
+    role_ack = np.zeros(size, dtype=np.bool_)
+    for i in range(n):
+        k = 2 * np.int64(conn[i]) + pdir[i]
+        p = start[k]
+        start[k] += 1
+        key[p] = k
+        src[p] = i
+        if has_ack[i]:
+            k ^= 1
+            p = start[k]
+            start[k] += 1
+            key[p] = k
+            src[p] = i
+            role_ack[p] = True
+    return key, src, role_ack
+
+
+class _Walked(NamedTuple):
+    """The tables' own columns from one pass along the timelines (see _walk_pass)."""
+
+    seg_src: np.ndarray  # packet of each segment-table row
+    seg_kind: np.ndarray  # its KINDS code
+    ack_src: np.ndarray  # packet of each ACK-table row
+    ack_win: np.ndarray  # its scaled window
+    dupack: np.ndarray
+    dupack_run: np.ndarray
+    advance: np.ndarray
+    flight_src: np.ndarray  # packet of each flight-table row (data segments)
+    flight_bytes: np.ndarray
+    rwnd_bytes: np.ndarray
+    advance_known: np.ndarray  # per event: an ACK that raised a line already set
+    rtt_seg: np.ndarray  # Karn's samples: the packet of the segment ...
+    rtt_ack: np.ndarray  # ... and of the ACK of exactly its last byte
+
+
+def _walk(
     key: np.ndarray,
-    seq: np.ndarray,
-    pay: np.ndarray,
-    flags: np.ndarray,
-    data: np.ndarray,
-    role_data: np.ndarray,
-    snd_una: np.ndarray,
-    last_win: np.ndarray,
-) -> np.ndarray:
-    """Kind code per timeline event (-1: not a segment of the series)."""
-    kind = classify_data(key, seq, pay, data)
-
-    # Linux probes a zero window with an ACK-only segment one byte below the ACK line
-    # (tcp_xmit_probe_skb); the same segment with the window open is a keepalive.
-    plain = role_data & (pay == 0) & ((flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
-    below = plain & (snd_una > 0) & (seq == snd_una - 1)
-    kind[below & (last_win == 0)] = KIND_CODE["window_probe"]
-    kind[below & (last_win != 0)] = KIND_CODE["keepalive"]
-    return kind
-
-
-def _acks(
-    key: np.ndarray,
-    starts: np.ndarray,
     src: np.ndarray,
     role_ack: np.ndarray,
     t: np.ndarray,
+    seq: np.ndarray,
     ack: np.ndarray,
-    win: np.ndarray,
     pay: np.ndarray,
     flags: np.ndarray,
-    snd_nxt: np.ndarray,
-    frame: np.ndarray,
-) -> pd.DataFrame:
-    # The previous ACK on the same timeline.
-    last = ffill_index(role_ack, starts)
-    prev = np.full(key.size, -1, dtype=np.int64)
-    prev[1:] = last[:-1]
-    prev[starts] = -1
-    p = np.maximum(prev, 0)
-    # RFC 5681 2: a duplicate ACK carries no data, no SYN/FIN, the same ACK number and window
-    # as the one before, while data is outstanding.
-    dup = (
-        role_ack
-        & (prev >= 0)
-        & (pay == 0)
-        & ((flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
-        & (ack == ack[p])
-        & (win == win[p])
-        & (snd_nxt > ack)
-    )
-    advance = role_ack & (
-        (prev < 0) | (ack > segmented_cummax_prev(np.where(role_ack, ack, -1), starts))
-    )
-    sel = role_ack
-    d = dup[sel]
-    # Runs of duplicates restart at every other ACK: the third in a row triggers fast
-    # retransmit (RFC 5681 3.2).
-    run = segmented_cumsum(d.astype(np.int64), segment_starts(key[sel]) | ~d)
-    return pd.DataFrame(
-        {
-            "conn": (key[sel] // 2).astype(np.int32),
-            "dir": (key[sel] % 2).astype(np.uint8),
-            "t_s": t[sel],
-            "ack_rel": ack[sel],
-            "win_bytes": win[sel],
-            "edge_rel": ack[sel] + win[sel],
-            "dupack": d,
-            "dupack_run": np.where(d, run, 0).astype(np.int32),
-            "advance": advance[sel],
-            "frame": frame[src[sel]],
-        }
-    )
-
-
-def _rtt(
-    key: np.ndarray,
-    starts: np.ndarray,
-    src: np.ndarray,
-    role_ack: np.ndarray,
-    data: np.ndarray,
+    win_raw: np.ndarray,
+    shift: np.ndarray,
     kind: np.ndarray,
-    t: np.ndarray,
+) -> _Walked:
+    """Run the compiled pass and trim its outputs to the rows written."""
+    out = _walk_pass(key, src, role_ack, seq, ack, pay, flags, win_raw, shift, kind)
+    n_seg, n_ack, n_flight, n_rtt = out[-4:]
+    # The buffers are sized for the worst case; pages never written cost no memory.
+    return _Walked(
+        seg_src=out[0][:n_seg],
+        seg_kind=out[1][:n_seg],
+        ack_src=out[2][:n_ack],
+        ack_win=out[3][:n_ack],
+        dupack=out[4][:n_ack],
+        dupack_run=out[5][:n_ack],
+        advance=out[6][:n_ack],
+        flight_src=out[7][:n_flight],
+        flight_bytes=out[8][:n_flight],
+        rwnd_bytes=out[9][:n_flight],
+        advance_known=out[10],
+        rtt_seg=out[11][:n_rtt],
+        rtt_ack=out[12][:n_rtt],
+    )
+
+
+@njit(cache=True)
+def _walk_pass(
+    key: np.ndarray,
+    src: np.ndarray,
+    role_ack: np.ndarray,
     seq: np.ndarray,
-    pay: np.ndarray,
     ack: np.ndarray,
-    snd_una: np.ndarray,
+    pay: np.ndarray,
+    flags: np.ndarray,
+    win_raw: np.ndarray,
+    shift: np.ndarray,
+    kind: np.ndarray,
+) -> tuple:  # pragma: no cover - compiled
+    size = key.size
+    n_pk = seq.size
+    seg_src = np.empty(n_pk, dtype=np.int64)
+    seg_kind = np.empty(n_pk, dtype=np.int8)
+    ack_src = np.empty(size, dtype=np.int64)
+    ack_win = np.empty(size, dtype=np.int64)
+    dupack = np.empty(size, dtype=np.bool_)
+    dupack_run = np.empty(size, dtype=np.int32)
+    advance = np.empty(size, dtype=np.bool_)
+    flight_src = np.empty(n_pk, dtype=np.int64)
+    flight_bytes = np.empty(n_pk, dtype=np.int64)
+    rwnd_bytes = np.empty(n_pk, dtype=np.int64)
+    advance_known = np.zeros(size, dtype=np.bool_)
+    rtt_seg = np.empty(n_pk, dtype=np.int64)
+    rtt_ack = np.empty(n_pk, dtype=np.int64)
+    # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
+    # end, in sending order (their ends ascend), and whether a resend overlapped them first.
+    pending = np.empty(n_pk, dtype=np.int64)
+    tainted = np.zeros(n_pk, dtype=np.bool_)
+    n_seg = n_ack = n_flight = n_rtt = 0
+    nxt = una = lw = le = -1
+    prev_ack = prev_win = -1
+    have_prev = False
+    run = 0
+    head = tail = 0
+    waiting_next = -1  # a fresh segment already below the line: only the next event may date it
+    for i in range(size):
+        p = src[i]
+        if i == 0 or key[i] != key[i - 1]:
+            nxt = una = lw = le = -1
+            have_prev = False
+            run = 0
+            head = tail = 0
+            first = True
+            waiting_next = -1
+        else:
+            first = False
+        f = flags[p]
+        if role_ack[i]:
+            a = ack[p]
+            w = np.int64(win_raw[p])
+            if (f & TH_SYN) == 0:
+                w <<= shift[key[i] ^ 1]
+            is_dup = (
+                have_prev
+                and pay[p] == 0
+                and (f & (TH_SYN | TH_FIN | TH_RST)) == 0
+                and a == prev_ack
+                and w == prev_win
+                and nxt > a
+            )
+            run = run + 1 if is_dup else 0
+            ack_src[n_ack] = p
+            ack_win[n_ack] = w
+            dupack[n_ack] = is_dup
+            dupack_run[n_ack] = run
+            advance[n_ack] = first or not have_prev or a > una
+            n_ack += 1
+            advance_known[i] = (not first) and una >= 0 and a > una
+            if waiting_next >= 0:
+                q = waiting_next
+                waiting_next = -1
+                if a == seq[q] + pay[q]:
+                    rtt_seg[n_rtt] = q
+                    rtt_ack[n_rtt] = p
+                    n_rtt += 1
+            if a > una:
+                una = a
+                # The line passed these segments' ends: this ACK dates the one it names exactly.
+                while head < tail:
+                    q = pending[head]
+                    end = seq[q] + pay[q]
+                    if end > una:
+                        break
+                    if end == a and not tainted[head]:
+                        rtt_seg[n_rtt] = q
+                        rtt_ack[n_rtt] = p
+                        n_rtt += 1
+                    head += 1
+            lw = w
+            le = a + w
+            prev_ack = a
+            prev_win = w
+            have_prev = True
+        else:
+            waiting_next = -1
+            s = seq[p]
+            length = np.int64(pay[p])
+            end = s + length
+            k = kind[p] if length > 0 else -1
+            if length > 0:
+                # A data probe goes past a zero window (the window before it).
+                if lw == 0 and s >= le:
+                    k = _PROBE
+            elif (f & (TH_SYN | TH_FIN | TH_RST)) == 0 and una > 0 and s == una - 1:
+                # Linux probes a zero window with an ACK-only segment one byte below the ACK
+                # line (tcp_xmit_probe_skb); the same segment with the window open is a
+                # keepalive.
+                k = _PROBE if lw == 0 else _KEEPALIVE
+            if k >= 0:
+                seg_src[n_seg] = p
+                seg_kind[n_seg] = k
+                n_seg += 1
+            if length > 0:
+                if k in (RETRANSMISSION, PARTIAL):
+                    # A resend: fresh segments it overlaps get no sample (Karn).
+                    j = head
+                    while j < tail:
+                        q = pending[j]
+                        if seq[q] >= end:
+                            break
+                        if seq[q] + pay[q] > s:
+                            tainted[j] = True
+                        j += 1
+                elif k == NEW:
+                    if una >= end:
+                        waiting_next = p
+                    else:
+                        pending[tail] = p
+                        tainted[tail] = False
+                        tail += 1
+            seg_end = end
+            if f & TH_SYN:
+                seg_end += 1
+            if f & TH_FIN:
+                seg_end += 1
+            if seg_end > nxt:
+                nxt = seg_end
+            if length > 0:
+                flight_src[n_flight] = p
+                flight_bytes[n_flight] = max(nxt - max(una, 0), 0)
+                rwnd_bytes[n_flight] = lw
+                n_flight += 1
+    return (
+        seg_src,
+        seg_kind,
+        ack_src,
+        ack_win,
+        dupack,
+        dupack_run,
+        advance,
+        flight_src,
+        flight_bytes,
+        rwnd_bytes,
+        advance_known,
+        rtt_seg,
+        rtt_ack,
+        n_seg,
+        n_ack,
+        n_flight,
+        n_rtt,
+    )
+
+
+def _ts_pairs(
+    key: np.ndarray,
+    src: np.ndarray,
+    role_ack: np.ndarray,
+    advance_known: np.ndarray,
+    pay: np.ndarray,
     opts: np.ndarray,
     tsval: np.ndarray,
     tsecr: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamp-echo RTT samples as (segment event, ACK event) index pairs.
+
+    An ACK that advances the line echoes the TSval of the segment that caused it; the first
+    data segment of the timeline to carry that TSval dates the sample.
+    """
+    seg, ack, n = _ts_pass(key, src, role_ack, advance_known, pay, opts, tsval, tsecr)
+    return seg[:n], ack[:n]
+
+
+@njit(cache=True)
+def _ts_pass(
+    key: np.ndarray,
+    src: np.ndarray,
+    role_ack: np.ndarray,
+    advance_known: np.ndarray,
+    pay: np.ndarray,
+    opts: np.ndarray,
+    tsval: np.ndarray,
+    tsecr: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    size = key.size
+    seg = np.empty(size, dtype=np.int64)
+    ack = np.empty(size, dtype=np.int64)
+    n = 0
+    lo = 0
+    while lo < size:
+        hi = lo + 1
+        while hi < size and key[hi] == key[lo]:
+            hi += 1
+        # The first data segment of this timeline with each TSval (TSvals repeat in runs).
+        first = Dict.empty(key_type=types.int64, value_type=types.int64)
+        last = np.int64(-1)
+        for i in range(lo, hi):
+            p = src[i]
+            if role_ack[i] or pay[p] == 0 or (opts[p] & OPT_TS) == 0:
+                continue
+            v = np.int64(tsval[p])
+            if v != last:
+                last = v
+                if v not in first:
+                    first[v] = i
+        if len(first):
+            for i in range(lo, hi):
+                p = src[i]
+                if advance_known[i] and (opts[p] & OPT_TS) != 0:
+                    j = first.get(np.int64(tsecr[p]), -1)
+                    if j >= 0:
+                        seg[n] = j
+                        ack[n] = i
+                        n += 1
+        lo = hi
+    return seg, ack, n
+
+
+def _rtt(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    t: np.ndarray,
+    seq_pairs: tuple[np.ndarray, np.ndarray],
+    ts_pairs: tuple[np.ndarray, np.ndarray],
 ) -> pd.DataFrame:
-    end = seq + pay
-    fresh = np.flatnonzero(data & (kind == KIND_CODE["new"]))
-    # The first ACK on the same timeline whose ACK line covers the segment's end.
-    line = np.where(snd_una < 0, 0, snd_una)
-    line_enc = band(key, line)  # non-decreasing: groups ascend, the line is a running max
-    q = np.searchsorted(line_enc, band(key[fresh], end[fresh]), side="left")
-    q = np.maximum(q, fresh + 1)
-    qq = np.minimum(q, key.size - 1)
-    # As tcptrace does, only the ACK of exactly the segment's last byte dates it: an ACK that
-    # covers it later (delayed, or after a hole was filled) would inflate the sample.
-    ok = (q < key.size) & (key[qq] == key[fresh]) & role_ack[qq] & (ack[qq] == end[fresh])
-
-    # Karn's rule: no sample when the segment's bytes were resent before that ACK came. New
-    # segments ascend in sequence within a direction, so the ones a resend overlaps are a
-    # short run found by two searches.
-    resent = np.flatnonzero(
-        (kind == KIND_CODE["retransmission"]) | (kind == KIND_CODE["partial_retransmission"])
-    )
-    if resent.size and fresh.size:
-        lo = np.searchsorted(
-            band(key[fresh], end[fresh]), band(key[resent], seq[resent]), side="right"
-        )
-        hi = np.searchsorted(
-            band(key[fresh], seq[fresh]), band(key[resent], end[resent]), side="left"
-        )
-        count = np.maximum(hi - lo, 0)
-        covered = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
-        first_resend = np.full(fresh.size, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first_resend, covered, np.repeat(resent, count))
-        ok &= first_resend > qq
-    seq_samples = (fresh[ok], qq[ok])
-
-    # Timestamp echoes: an ACK that advances the line echoes the TSval of the segment that
-    # caused it; the first data segment to carry that TSval dates the sample.
-    has_ts = (opts[src] & OPT_TS) != 0
-    sent = np.flatnonzero(data & has_ts)
-    sent_enc = key[sent].astype(np.int64) * WRAP + tsval[src[sent]]
-    u_enc, u_first = np.unique(sent_enc, return_index=True)
-    prev_line = segmented_cummax_prev(np.where(role_ack, ack, -1), starts)
-    adv = np.flatnonzero(role_ack & has_ts & (ack > prev_line) & (prev_line >= 0))
-    ts_pairs: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    if u_enc.size and adv.size:
-        a_enc = key[adv].astype(np.int64) * WRAP + tsecr[src[adv]]
-        j = np.searchsorted(u_enc, a_enc)
-        jj = np.minimum(j, u_enc.size - 1)
-        hit = (j < u_enc.size) & (u_enc[jj] == a_enc)
-        ts_pairs = (sent[u_first[jj[hit]]], adv[hit])
-
+    """RTT samples (packet index pairs: the segment's, then the ACK's) as one sorted table."""
     frames = []
-    for (seg_i, ack_i), source in ((seq_samples, "seq"), (ts_pairs, "ts")):
+    for (seg_i, ack_i), source in ((seq_pairs, "seq"), (ts_pairs, "ts")):
         rtt = t[ack_i] - t[seg_i]
         good = rtt >= 0
         frames.append(
             pd.DataFrame(
                 {
-                    "conn": (key[ack_i[good]] // 2).astype(np.int32),
-                    "dir": (key[ack_i[good]] % 2).astype(np.uint8),
+                    "conn": conn[seg_i[good]].astype(np.int32),
+                    "dir": pdir[seg_i[good]].astype(np.uint8),
                     "t_s": t[ack_i[good]],
                     "rtt_s": rtt[good],
-                    "source": pd.Categorical([source] * int(good.sum()), categories=["seq", "ts"]),
-                }
+                    "source": pd.Categorical.from_codes(
+                        np.full(int(good.sum()), source == "ts", dtype=np.int8),
+                        categories=["seq", "ts"],
+                    ),
+                },
+                copy=False,
             )
         )
     return pd.concat(frames, ignore_index=True).sort_values(
