@@ -181,11 +181,12 @@ def build_series(conns: Connections) -> Series:
         },
         copy=False,
     )
-    ts_seg, ts_ack = _ts_pairs(
+    ts_seg, ts_ack, n_ts = _ts_pairs(
         key, src, role_ack, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
     )
     del key, role_ack
-    rtt = _rtt(conn, pdir, t, (walked.rtt_seg, walked.rtt_ack), (src[ts_seg], src[ts_ack]))
+    ts_pairs = (src[ts_seg[:n_ts]], src[ts_ack[:n_ts]])
+    rtt = _rtt(conn, pdir, t, (walked.rtt_seg, walked.rtt_ack), ts_pairs)
     sacks = _sacks(conns, rows_tcp, t, conn, pdir, ack)
     # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
     scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
@@ -461,6 +462,7 @@ def _walk_pass(
     )
 
 
+@njit(cache=True)
 def _ts_pairs(
     key: np.ndarray,
     src: np.ndarray,
@@ -470,27 +472,12 @@ def _ts_pairs(
     opts: np.ndarray,
     tsval: np.ndarray,
     tsecr: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Timestamp-echo RTT samples as (segment event, ACK event) index pairs.
+) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """Timestamp-echo RTT samples: (segment event, ACK event) index pairs and their count.
 
     An ACK that advances the line echoes the TSval of the segment that caused it; the first
     data segment of the timeline to carry that TSval dates the sample.
     """
-    seg, ack, n = _ts_pass(key, src, role_ack, advance_known, pay, opts, tsval, tsecr)
-    return seg[:n], ack[:n]
-
-
-@njit(cache=True)
-def _ts_pass(
-    key: np.ndarray,
-    src: np.ndarray,
-    role_ack: np.ndarray,
-    advance_known: np.ndarray,
-    pay: np.ndarray,
-    opts: np.ndarray,
-    tsval: np.ndarray,
-    tsecr: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     size = key.size
     seg = np.empty(size, dtype=np.int64)
     ack = np.empty(size, dtype=np.int64)
