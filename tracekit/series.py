@@ -72,26 +72,41 @@ class Series:
     flight: pd.DataFrame
     window_known: dict[tuple[int, int], bool] = field(default_factory=dict)
 
+    _bounds: dict[str, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
     def of(self, conn: int, direction: int) -> Direction:
         """The series of one direction of one connection."""
-
-        # Every table is sorted by (conn, dir): a direction is one contiguous slice.
         target = 2 * conn + direction
 
-        def pick(df: pd.DataFrame) -> pd.DataFrame:
-            key = df["conn"].to_numpy().astype(np.int64) * 2 + df["dir"].to_numpy()
-            lo, hi = np.searchsorted(key, [target, target + 1])
-            return df.iloc[lo:hi].reset_index(drop=True)
+        def pick(name: str) -> pd.DataFrame:
+            df = getattr(self, name)
+            keys, starts = self._slices(name, df)
+            i = int(np.searchsorted(keys, target))
+            if i == keys.size or keys[i] != target:
+                return df.iloc[0:0].reset_index(drop=True)
+            return df.iloc[starts[i] : starts[i + 1]].reset_index(drop=True)
 
         return Direction(
             conn=conn,
             direction=direction,
-            segments=pick(self.segments),
-            acks=pick(self.acks),
-            sacks=pick(self.sacks),
-            rtt=pick(self.rtt),
-            flight=pick(self.flight),
+            segments=pick("segments"),
+            acks=pick("acks"),
+            sacks=pick("sacks"),
+            rtt=pick("rtt"),
+            flight=pick("flight"),
         )
+
+    def _slices(self, name: str, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """The (conn, dir) keys of a table and where each one's rows start (and the end)."""
+        # Every table is sorted by (conn, dir): a direction is one contiguous slice, found
+        # once per table rather than once per look-up.
+        if name not in self._bounds:
+            key = df["conn"].to_numpy().astype(np.int64) * 2 + df["dir"].to_numpy()
+            first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+            self._bounds[name] = (key[first], np.r_[first, key.size])
+        return self._bounds[name]
 
 
 def build_series(conns: Connections) -> Series:
@@ -599,6 +614,16 @@ def _sacks(
     return blocks.sort_values(["conn", "dir"], kind="stable", ignore_index=True)
 
 
+def kind_mask(segments: pd.DataFrame, *kinds: str) -> np.ndarray:
+    """Which rows of a segments table are of one of `kinds` (by the category codes: turning
+    the kind column into strings costs more than the rest of a detector on a big capture)."""
+    codes = segments["kind"].cat.codes.to_numpy()
+    mask = np.zeros(codes.size, dtype=bool)
+    for kind in kinds:
+        mask |= codes == KIND_CODE[kind]
+    return mask
+
+
 def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.DataFrame:
     """Throughput of one direction over time, averaged over windows of `window_s` seconds.
 
@@ -754,8 +779,7 @@ def resent(segments: pd.DataFrame, sacks: pd.DataFrame) -> pd.DataFrame:
     first copy arrived and the resend was spurious. A first copy that was resent and not
     D-SACKed was lost (or so delayed that the sender gave up on it).
     """
-    kind = segments["kind"].to_numpy()
-    is_again = (kind == "retransmission") | (kind == "partial_retransmission")
+    is_again = kind_mask(segments, "retransmission", "partial_retransmission")
     again = segments[is_again]
     lo = segments["seq_rel"].to_numpy()
     hi = segments["end_rel"].to_numpy()

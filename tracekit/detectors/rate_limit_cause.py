@@ -38,6 +38,7 @@ from tracekit.detectors._measure import (
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes
+from tracekit.series import kind_mask
 
 LABELS = (
     "slow_start",
@@ -145,8 +146,7 @@ class RateLimitCause(Detector):
             return np.clip(((t - t0) / length).astype(np.int64), 0, n - 1)
 
         seg_w = window_of(data["t_s"].to_numpy())
-        kind = data["kind"].to_numpy()
-        resent = (kind == "retransmission") | (kind == "partial_retransmission")
+        resent = kind_mask(data, "retransmission", "partial_retransmission")
         retrans = _per_window(seg_w, n, resent.astype(np.float64))
         any_loss_before = np.cumsum(retrans) - retrans > 0
         sent = _per_window(seg_w, n)

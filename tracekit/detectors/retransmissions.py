@@ -36,6 +36,7 @@ import pandas as pd
 from tracekit.detectors._measure import data_directions, min_rtt_s
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.series import kind_mask
 
 CLASSES = ("rto", "tail_loss_probe", "fast_retransmit", "spurious", "reordering")
 REASONS = (
@@ -101,8 +102,7 @@ def classify(
     """Class and reason of every retransmission of one direction (see the module docstring)."""
     seg = direction.segments
     acks = direction.acks
-    kind = seg["kind"].to_numpy()
-    is_re = (kind == "retransmission") | (kind == "partial_retransmission")
+    is_re = kind_mask(seg, "retransmission", "partial_retransmission")
     idx = np.flatnonzero(is_re)
     re = seg.iloc[idx]
     f = re["frame"].to_numpy().astype(np.int64)

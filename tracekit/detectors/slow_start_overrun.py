@@ -27,7 +27,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
-from tracekit.series import Direction, resent, rounds
+from tracekit.series import Direction, kind_mask, resent, rounds
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,8 @@ class SlowStartOverrun(Detector):
         lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
         spurious = (flags["resent"] & flags["dsacked"]).to_numpy()
         t = data["t_s"].to_numpy()
-        kind = data["kind"].to_numpy()
-        first_copy = kind == "new"
-        again = (kind == "retransmission") | (kind == "partial_retransmission")
+        first_copy = kind_mask(data, "new")
+        again = kind_mask(data, "retransmission", "partial_retransmission")
         starts = rnd["start_s"].to_numpy()
         which = np.searchsorted(starts, t, side="right") - 1
         n = len(rnd)
