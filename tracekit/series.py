@@ -14,6 +14,7 @@ ones of the connections stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -33,7 +34,10 @@ _PROBE, _KEEPALIVE = KIND_CODE["window_probe"], KIND_CODE["keepalive"]  # for th
 
 @dataclass(frozen=True)
 class Direction:
-    """The series of one direction of one connection (views into `Series`' tables)."""
+    """The series of one direction of one connection (views into `Series`' tables).
+
+    `data` and `resent` are computed once and shared by every detector that asks.
+    """
 
     conn: int
     direction: int
@@ -42,6 +46,16 @@ class Direction:
     sacks: pd.DataFrame
     rtt: pd.DataFrame
     flight: pd.DataFrame
+
+    @cached_property
+    def data(self) -> pd.DataFrame:
+        """The segments that carry payload (probes and keepalives left out), same index."""
+        return _with_data(self.segments)
+
+    @cached_property
+    def resent(self) -> pd.DataFrame:
+        """`resent(segments, sacks)`: which first copies were resent, and D-SACKed."""
+        return resent(self.segments, self.sacks)
 
 
 @dataclass(frozen=True)
@@ -76,8 +90,17 @@ class Series:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    _directions: dict[tuple[int, int], Direction] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
     def of(self, conn: int, direction: int) -> Direction:
-        """The series of one direction of one connection."""
+        """The series of one direction of one connection (the same object on every call)."""
+        if (conn, direction) not in self._directions:
+            self._directions[conn, direction] = self._direction(conn, direction)
+        return self._directions[conn, direction]
+
+    def _direction(self, conn: int, direction: int) -> Direction:
         target = 2 * conn + direction
 
         def pick(name: str) -> pd.DataFrame:
@@ -97,6 +120,14 @@ class Series:
             rtt=pick("rtt"),
             flight=pick("flight"),
         )
+
+    def with_data(self) -> list[tuple[int, int]]:
+        """(conn, dir) of every direction that carried payload, in order."""
+        keys, starts = self._slices("segments", self.segments)
+        if keys.size == 0:
+            return []
+        sent = np.add.reduceat(self.segments["len"].to_numpy() > 0, starts[:-1])
+        return [(int(k) // 2, int(k) % 2) for k in keys[sent > 0]]
 
     def _slices(self, name: str, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """The (conn, dir) keys of a table and where each one's rows start (and the end)."""
@@ -614,6 +645,12 @@ def _sacks(
     return blocks.sort_values(["conn", "dir"], kind="stable", ignore_index=True)
 
 
+def _with_data(segments: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a segments table that carry payload: the table itself when all do."""
+    has_data = segments["len"].to_numpy() > 0
+    return segments if has_data.all() else segments[has_data]
+
+
 def kind_mask(segments: pd.DataFrame, *kinds: str) -> np.ndarray:
     """Which rows of a segments table are of one of `kinds` (by the category codes: turning
     the kind column into strings costs more than the rest of a detector on a big capture)."""
@@ -657,7 +694,7 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
     packets in about 4 ms is about 1 Gbit/s): the bytes before the last packet over the time
     from first to last departure.
     """
-    seg = segments[segments["len"] > 0]
+    seg = _with_data(segments)
     t = seg["t_s"].to_numpy()
     size = seg["len"].to_numpy().astype(np.int64)
     if t.size == 0:
@@ -720,7 +757,7 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     the first ACK beyond it ends the round), packets and bytes (data segments sent in the round,
     retransmissions included). A compiled loop over rounds, two searches each.
     """
-    data = segments[segments["len"] > 0]
+    data = _with_data(segments)
     t = data["t_s"].to_numpy()
     empty = pd.DataFrame(
         {

@@ -54,10 +54,8 @@ def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Direction]
     series = ctx.series
     if series is None or series.segments.empty:
         return
-    data = series.segments[series.segments["len"] > 0]
-    keys = data[["conn", "dir"]].drop_duplicates().sort_values(["conn", "dir"])
-    for conn, direction in keys.itertuples(index=False):
-        yield int(conn), int(direction), series.of(int(conn), int(direction))
+    for conn, direction in series.with_data():
+        yield conn, direction, series.of(conn, direction)
 
 
 def findings_per_direction(
@@ -338,7 +336,7 @@ def _ack_line_rates(
 
 def achieved_rate_bps(direction: Direction) -> float:
     """Goodput: the ACK line's advance over the time from the first data segment to the last ACK."""
-    data = direction.segments[direction.segments["len"] > 0]
+    data = direction.data
     acks = direction.acks
     if data.empty or acks.empty:
         return 0.0
@@ -364,7 +362,7 @@ def flight_levels(
     most its burst put in flight. The window is the last one advertised before the segment
     (-1 before any: `known` is False there).
     """
-    data = direction.segments[direction.segments["len"] > 0]
+    data = direction.data
     flight = direction.flight
     fl = flight["flight_bytes"].to_numpy().astype(np.float64)
     rwnd = flight["rwnd_bytes"].to_numpy().astype(np.float64)

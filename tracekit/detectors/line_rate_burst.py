@@ -26,7 +26,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
-from tracekit.series import Direction, resent, trains
+from tracekit.series import Direction, trains
 
 # The line rate is the rate of the sender's tightest spacing: the 10th percentile of the gaps
 # between consecutive data segments, taken per wire byte. Back-to-back departures are a large
@@ -85,7 +85,7 @@ class LineRateBurst(Detector):
         cfg = self.config
         seg = ser.segments
         data_mask = seg["len"].to_numpy() > 0
-        data = seg[data_mask]
+        data = ser.data
         if len(data) < cfg.min_burst_packets:
             return None
         t = data["t_s"].to_numpy()
@@ -121,7 +121,7 @@ class LineRateBurst(Detector):
             above_rel=seq[first].astype(np.float64),
             up_to_rel=end[last].astype(np.float64),
         )[0] * ((payload + overhead) / payload)
-        flags = resent(seg, ser.sacks)[data_mask]
+        flags = ser.resent[data_mask]
         lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
         lost_cum = np.r_[0, np.cumsum(lost)]
         table = pd.DataFrame(

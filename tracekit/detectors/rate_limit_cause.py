@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from tracekit.detectors._measure import (
     data_directions,
@@ -86,6 +87,47 @@ def _per_window(
     return np.bincount(index, weights=weights, minlength=n)[:n].astype(np.float64)
 
 
+@njit(cache=True)
+def _room_answered(
+    ack_frame: np.ndarray,
+    ack_t: np.ndarray,
+    advance: np.ndarray,
+    edge: np.ndarray,
+    data_frame: np.ndarray,
+    data_end: np.ndarray,
+    mss: int,
+    t0: float,
+    length: float,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per window, ACKs that freed room for a segment and those not answered at once.
+
+    The ACKs and data segments of one direction, merged in capture order (frame numbers): an
+    ACK that advances the line frees room when the window's right edge (the highest so far) is
+    a segment or more past the highest byte sent; the next packet answers it if it is data.
+    """
+    room = np.zeros(n)
+    unanswered = np.zeros(n)
+    n_ack, n_data = ack_frame.size, data_frame.size
+    i = j = 0
+    edge_high = high = -1
+    while i < n_ack:
+        if j < n_data and data_frame[j] < ack_frame[i]:
+            high = max(high, data_end[j])
+            j += 1
+            continue
+        edge_high = max(edge_high, edge[i])
+        # ACKs after the last data segment (the transfer is over) do not count.
+        if advance[i] and edge_high - high >= mss and j < n_data:
+            w = min(max(np.int64((ack_t[i] - t0) / length), 0), n - 1)
+            room[w] += 1
+            answered = i + 1 >= n_ack or data_frame[j] < ack_frame[i + 1]
+            if not answered:
+                unanswered[w] += 1
+        i += 1
+    return room, unanswered
+
+
 class RateLimitCause(Detector):
     kind = "rate_limit_cause"
     title = "What limited the transfer's rate, phase by phase"
@@ -127,7 +169,7 @@ class RateLimitCause(Detector):
         self, ctx: AnalysisContext, conn: int, direction: int, d: Any
     ) -> Iterator[Finding]:
         cfg = self.config
-        data = d.segments[d.segments["len"] > 0]
+        data = d.data
         if len(data) < cfg.min_data_segments or d.acks.empty:
             return
         rtt = min_rtt_s(d)
@@ -172,7 +214,7 @@ class RateLimitCause(Detector):
         width[-1] = max(t_end - (t0 + (n - 1) * length), rtt)
         rate = delivered * 8 / width
 
-        room, unanswered = self._unanswered(d, window_of, n, mss)
+        room, unanswered = self._unanswered(d, t0, length, n, mss)
         unanswered_share = unanswered / np.maximum(room, 1)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
 
@@ -234,7 +276,7 @@ class RateLimitCause(Detector):
 
     @staticmethod
     def _unanswered(
-        d: Any, window_of: Any, n: int, mss: int
+        d: Any, t0: float, length: float, n: int, mss: int
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Per window: ACKs that freed room for a segment, and those the sender left unanswered.
 
@@ -242,23 +284,19 @@ class RateLimitCause(Detector):
         (the ACK clock); one with no data to send lets it pass. ACKs after the last data
         segment (the transfer is over) do not count.
         """
-        acks = d.acks
-        data = d.segments[d.segments["len"] > 0]
-        frame = np.r_[acks["frame"].to_numpy(), data["frame"].to_numpy()].astype(np.int64)
-        t = np.r_[acks["t_s"].to_numpy(), data["t_s"].to_numpy()]
-        is_ack = np.r_[np.ones(len(acks), bool), np.zeros(len(data), bool)]
-        advance = np.r_[acks["advance"].to_numpy(), np.zeros(len(data), bool)]
-        edge = np.r_[acks["edge_rel"].to_numpy(), np.full(len(data), -1)].astype(np.int64)
-        end = np.r_[np.full(len(acks), -1), data["end_rel"].to_numpy()].astype(np.int64)
-        order = np.argsort(frame, kind="stable")
-        t, is_ack, advance = t[order], is_ack[order], advance[order]
-        edge, end = np.maximum.accumulate(edge[order]), end[order]
-        high = np.maximum.accumulate(end)
-        last_data = np.flatnonzero(~is_ack)[-1] if (~is_ack).any() else -1
-        room = is_ack & advance & (edge - high >= mss) & (np.arange(t.size) < last_data)
-        answered = np.r_[~is_ack[1:], False]
-        w = window_of(t)
-        return _per_window(w, n, room), _per_window(w, n, room & ~answered)
+        acks, data = d.acks, d.data
+        return _room_answered(
+            acks["frame"].to_numpy().astype(np.int64),
+            acks["t_s"].to_numpy(),
+            acks["advance"].to_numpy(),
+            acks["edge_rel"].to_numpy().astype(np.int64),
+            data["frame"].to_numpy().astype(np.int64),
+            data["end_rel"].to_numpy().astype(np.int64),
+            mss,
+            t0,
+            length,
+            n,
+        )
 
     def _phase(
         self,

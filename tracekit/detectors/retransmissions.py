@@ -243,7 +243,7 @@ class Retransmissions(Detector):
         name = DIRECTIONS[direction]
         counts = np.bincount(table["class_code"].to_numpy(), minlength=len(CLASSES))
         total = int(counts.sum())
-        data = d.segments[d.segments["len"] > 0]
+        data = d.data
         resent_bytes = int(table["len"].sum())
         sent_bytes = int(data["len"].sum())
         # Bounded lists: the earliest max_listed_per_class_count of each class, by time.

@@ -27,7 +27,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
-from tracekit.series import Direction, kind_mask, resent, rounds
+from tracekit.series import Direction, kind_mask, rounds
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ class SlowStartOverrun(Detector):
         rnd = rounds(seg, ser.acks)
         if len(rnd) < 2:
             return None
-        data = seg[data_mask]
-        flags = resent(seg, ser.sacks)[data_mask]
+        data = ser.data
+        flags = ser.resent[data_mask]
         lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
         spurious = (flags["resent"] & flags["dsacked"]).to_numpy()
         t = data["t_s"].to_numpy()

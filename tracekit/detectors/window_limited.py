@@ -67,7 +67,7 @@ class WindowLimited(Detector):
             # RFC 7323 2.3: without the SYNs the shift is unknown and the window field is not
             # a byte count; claiming a window limit from it would be a guess.
             return None
-        data = d.segments[d.segments["len"] > 0]
+        data = d.data
         flight = d.flight
         if len(data) < cfg.min_data_segments or flight.empty:
             return None

@@ -42,7 +42,7 @@ def usable_window(direction: Any) -> pd.DataFrame:
     last_win_bytes (the last advertised window); both NaN before the first ACK.
     """
     acks = direction.acks
-    data = direction.segments[direction.segments["len"] > 0]
+    data = direction.data
     frame = np.r_[acks["frame"].to_numpy(), data["frame"].to_numpy()].astype(np.int64)
     t = np.r_[acks["t_s"].to_numpy(), data["t_s"].to_numpy()]
     is_ack = np.r_[np.ones(len(acks), bool), np.zeros(len(data), bool)]
@@ -109,7 +109,7 @@ class WindowOscillation(Detector):
         span = max(end - start, 1e-9)
         big_t = t[big]
         period = float(np.median(np.diff(big_t)))
-        data = d.segments[d.segments["len"] > 0]
+        data = d.data
         dt = data["t_s"].to_numpy()
         in_span = (dt >= start) & (dt <= end)
         seg_rate = float(in_span.sum() / span)
