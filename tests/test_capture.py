@@ -299,9 +299,11 @@ def test_crafted_files_are_reproducible() -> None:
 def test_records_across_window_and_call_boundaries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_format: str, compress: bool
 ) -> None:
-    # Small windows and kernel calls, so records straddle window ends many times over.
+    # Small windows and kernel calls, so records straddle window ends many times over, and a
+    # small reservation, so the packet table's columns grow many times over.
     monkeypatch.setattr(source, "WINDOW_BYTES", 2 * 4096)
     monkeypatch.setattr(reader, "RECORDS_PER_CALL", 7)
+    monkeypatch.setattr(reader, "MAX_RESERVED_ROWS", 3)
     repeats = 10
     records = [
         (craft.ts_ns(i), craft.link_ethernet(e.ip)) for i, e in enumerate(craft.ZOO * repeats)

@@ -13,9 +13,10 @@ ones of the connections stage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ from tracekit.segments import KIND_CODE, KINDS, NEW, PARTIAL, RETRANSMISSION, cl
 if TYPE_CHECKING:
     from tracekit.connections import Connections
 
+T = TypeVar("T")
 _PROBE, _KEEPALIVE = KIND_CODE["window_probe"], KIND_CODE["keepalive"]  # for the compiled pass
 
 
@@ -46,6 +48,14 @@ class Direction:
     sacks: pd.DataFrame
     rtt: pd.DataFrame
     flight: pd.DataFrame
+
+    _memo: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def memo(self, name: str, compute: Callable[[], T]) -> T:
+        """compute(), once per direction: measurements that several detectors share."""
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]  # type: ignore[return-value]
 
     @cached_property
     def data(self) -> pd.DataFrame:

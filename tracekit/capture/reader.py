@@ -57,6 +57,10 @@ from tracekit.errors import CaptureError
 # reader's working memory whatever the capture's size; small enough that the records the walk
 # just touched are mostly still in cache when they are decoded (64k: fastest of 16k-256k).
 RECORDS_PER_CALL = 1 << 16
+# The most packet-table rows reserved up front (see _packet_capacity): 2**28 rows of about 50
+# bytes of columns is 13 GB of address space, under what the kernel lets one process reserve
+# on a machine of 16 GB or more.
+MAX_RESERVED_ROWS = 1 << 28
 
 PCAP_MAGICS = {
     b"\xa1\xb2\xc3\xd4": (True, False),  # (big-endian, nanosecond timestamps)
@@ -116,7 +120,7 @@ class _Reader:
         self.skipped = np.zeros(len(SKIP_REASONS), np.int64)
         self.warnings: list[str] = []
         self.truncated = False
-        self.packet_chunks: dict[str, list[np.ndarray]] = {name: [] for name in _PACKET_NAMES}
+        self.packets = _Columns(_packet_capacity(source))
         self.sack_chunks: dict[str, list[np.ndarray]] = {"row": [], "left": [], "right": []}
         self.udp_chunks: dict[str, list[np.ndarray]] = {"row": [], "head_len": [], "head": []}
         self.rec_off = np.empty(RECORDS_PER_CALL, np.int64)
@@ -380,8 +384,7 @@ class _Reader:
             if name not in chunk:
                 values = getattr(cols, name)
                 chunk[name] = values if every else values[kept]
-        for name in _PACKET_NAMES:
-            self.packet_chunks[name].append(chunk[name])
+        self.packets.append(chunk)
 
         sack_n = chunk["sack_n"]
         carriers = np.flatnonzero(sack_n)
@@ -413,7 +416,7 @@ class _Reader:
             self.progress(total if done else self.source.raw_position(), total)
 
     def _result(self, file_format: str) -> Capture:
-        packets = _table(schema.PACKET_COLUMNS, self.packet_chunks)
+        packets = self.packets.table()
         sack = _table(schema.SACK_COLUMNS, self.sack_chunks)
         udp = _table(schema.UDP_COLUMNS, self.udp_chunks)
         skipped = {
@@ -438,6 +441,57 @@ class _Reader:
             udp=udp,
             stats=stats,
         )
+
+
+def _packet_capacity(source: ByteSource) -> int:
+    """Rows to reserve for the packet table: every record of an uncompressed file fits.
+
+    A record takes 16 bytes or more, so a file of N bytes holds at most N / 16 of them. The
+    reservation is address space only: pages that are never written cost no memory. Past
+    MAX_RESERVED_ROWS (and for compressed files, whose size says little) the columns grow.
+    """
+    records = 1 << 20 if source.compression is not None else source.total_bytes // 16 + 1
+    return int(min(records, MAX_RESERVED_ROWS))
+
+
+class _Columns:
+    """The packet table's columns, each one contiguous array filled chunk by chunk.
+
+    Every later stage reads columns as numpy arrays, which a chunked column would copy each
+    time it is read.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.rows = 0
+        try:
+            self.arrays = self._reserve(capacity)
+        except MemoryError:  # a kernel that will not lend the address space: grow instead
+            self.arrays = self._reserve(1 << 20)
+
+    @staticmethod
+    def _reserve(capacity: int) -> dict[str, np.ndarray]:
+        return {
+            c.name: np.empty(capacity, dtype=c.type.to_pandas_dtype())
+            for c in schema.PACKET_COLUMNS
+        }
+
+    def append(self, chunk: dict[str, np.ndarray]) -> None:
+        count = next(iter(chunk.values())).size
+        end = self.rows + count
+        for name, values in chunk.items():
+            column = self.arrays[name]
+            if end > column.size:
+                grown = np.empty(max(end, 2 * column.size), dtype=column.dtype)
+                grown[: self.rows] = column[: self.rows]
+                self.arrays[name] = column = grown
+            column[self.rows : end] = values
+        self.rows = end
+
+    def table(self) -> pa.Table:
+        arrays = [
+            pa.array(self.arrays[c.name][: self.rows], type=c.type) for c in schema.PACKET_COLUMNS
+        ]
+        return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.PACKET_COLUMNS))
 
 
 def _table(columns: tuple[schema.Column, ...], chunks: dict[str, list[np.ndarray]]) -> pa.Table:

@@ -357,6 +357,19 @@ def flight_levels(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """Per data segment: the highest flight of its burst, the window then, and where known.
 
+    Computed once per direction (detectors share it); see `_flight_levels`.
+    """
+    levels = direction.memo("flight_levels", lambda: _flight_levels(direction))
+    for array in levels:
+        array.flags.writeable = False  # shared: no detector may change another's input
+    return levels
+
+
+def _flight_levels(
+    direction: Direction,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per data segment: the highest flight of its burst, the window then, and where known.
+
     A burst is the run of segments one ACK released; with delayed ACKs the first segment of a
     pair leaves a segment of room that the second then fills, so a segment is judged by the
     most its burst put in flight. The window is the last one advertised before the segment

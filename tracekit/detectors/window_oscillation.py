@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from tracekit.detectors._measure import (
     findings_per_direction,
@@ -43,21 +44,58 @@ def usable_window(direction: Any) -> pd.DataFrame:
     """
     acks = direction.acks
     data = direction.data
-    frame = np.r_[acks["frame"].to_numpy(), data["frame"].to_numpy()].astype(np.int64)
-    t = np.r_[acks["t_s"].to_numpy(), data["t_s"].to_numpy()]
-    is_ack = np.r_[np.ones(len(acks), bool), np.zeros(len(data), bool)]
-    edge = np.r_[acks["edge_rel"].to_numpy().astype(np.float64), np.full(len(data), np.nan)]
-    end = np.r_[np.full(len(acks), np.nan), data["end_rel"].to_numpy().astype(np.float64)]
-    order = np.argsort(frame, kind="stable")
-    t, is_ack, edge, end = t[order], is_ack[order], edge[order], end[order]
-    edge = pd.Series(edge).ffill().to_numpy()
-    win = np.r_[acks["win_bytes"].to_numpy().astype(np.float64), np.full(len(data), np.nan)]
-    last_win = pd.Series(win[order]).ffill().to_numpy()
     first = float(data["seq_rel"].min()) if len(data) else 0.0
-    high = np.fmax.accumulate(np.where(np.isnan(end), first, end)) if end.size else end
-    return pd.DataFrame(
-        {"t_s": t, "is_ack": is_ack, "usable_bytes": edge - high, "last_win_bytes": last_win}
+    t, is_ack, usable, last_win = _usable(
+        acks["frame"].to_numpy().astype(np.int64),
+        acks["t_s"].to_numpy(),
+        acks["edge_rel"].to_numpy().astype(np.float64),
+        acks["win_bytes"].to_numpy().astype(np.float64),
+        data["frame"].to_numpy().astype(np.int64),
+        data["t_s"].to_numpy(),
+        data["end_rel"].to_numpy().astype(np.float64),
+        first,
     )
+    return pd.DataFrame(
+        {"t_s": t, "is_ack": is_ack, "usable_bytes": usable, "last_win_bytes": last_win},
+        copy=False,
+    )
+
+
+@njit(cache=True)
+def _usable(
+    ack_frame: np.ndarray,
+    ack_t: np.ndarray,
+    edge: np.ndarray,
+    win: np.ndarray,
+    data_frame: np.ndarray,
+    data_t: np.ndarray,
+    data_end: np.ndarray,
+    first: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    # ACKs and data segments merged in capture order (frame numbers) in one pass.
+    n_ack, n_data = ack_frame.size, data_frame.size
+    size = n_ack + n_data
+    t = np.empty(size)
+    is_ack = np.empty(size, dtype=np.bool_)
+    usable = np.empty(size)
+    last_win = np.empty(size)
+    right = lw = np.nan
+    high = first
+    i = j = 0
+    for k in range(size):
+        if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
+            right, lw = edge[i], win[i]
+            t[k] = ack_t[i]
+            is_ack[k] = True
+            i += 1
+        else:
+            high = max(high, data_end[j])
+            t[k] = data_t[j]
+            is_ack[k] = False
+            j += 1
+        usable[k] = right - high
+        last_win[k] = lw
+    return t, is_ack, usable, last_win
 
 
 class WindowOscillation(Detector):
