@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -169,7 +169,7 @@ def build_series(conns: Connections) -> Series:
 
     ts_ns = pk.column("ts_ns").to_numpy()
     t0 = int(ts_ns.min()) if ts_ns.size else 0
-    t = (col("ts_ns") - t0) / 1e9
+    ts = col("ts_ns")
     conn = col("conn")
     pdir = col("dir")
     flags = col("tcp_flags")
@@ -192,58 +192,23 @@ def build_series(conns: Connections) -> Series:
     ws_state = table.column("ws_state").to_pylist()
 
     key, src, role_ack = _events(conn, pdir, (flags & TH_ACK) != 0)
-    walked = _walk(key, src, role_ack, t, seq, ack, payload, flags, col("win_raw"), shift, kind)
-    frame = col("frame")
-    kinds = pd.Categorical.from_codes(walked.seg_kind, categories=list(KINDS))
-    seg_src = walked.seg_src
-    segments = pd.DataFrame(
-        {
-            "conn": conn[seg_src].astype(np.int32),
-            "dir": pdir[seg_src].astype(np.uint8),
-            "t_s": t[seg_src],
-            "seq_rel": seq[seg_src],
-            "end_rel": seq[seg_src] + payload[seg_src],
-            "len": payload[seg_src].astype(np.uint16),
-            "kind": kinds,
-            "frame": frame[seg_src],
-        },
-        copy=False,
-    )
-    ack_src = walked.ack_src
-    # The ACK events of timeline (c, d) are packets of direction 1 - d.
-    acks = pd.DataFrame(
-        {
-            "conn": conn[ack_src].astype(np.int32),
-            "dir": (1 - pdir[ack_src]).astype(np.uint8),
-            "t_s": t[ack_src],
-            "ack_rel": ack[ack_src],
-            "win_bytes": walked.ack_win,
-            "edge_rel": ack[ack_src] + walked.ack_win,
-            "dupack": walked.dupack,
-            "dupack_run": walked.dupack_run,
-            "advance": walked.advance,
-            "frame": frame[ack_src],
-        },
-        copy=False,
-    )
-    flight_src = walked.flight_src
-    flight = pd.DataFrame(
-        {
-            "conn": conn[flight_src].astype(np.int32),
-            "dir": pdir[flight_src].astype(np.uint8),
-            "t_s": t[flight_src],
-            "flight_bytes": walked.flight_bytes,
-            "rwnd_bytes": walked.rwnd_bytes,
-        },
-        copy=False,
-    )
+    walked = _Walk(key, src, role_ack, ts, t0, conn, seq, ack, payload, flags)
+    walked.run(col("win_raw"), shift, kind, col("frame"))
+    segments = pd.DataFrame(walked.segments, copy=False)
+    acks = pd.DataFrame(walked.acks, copy=False)
+    flight = pd.DataFrame(walked.flight, copy=False)
     ts_seg, ts_ack, n_ts = _ts_pairs(
         key, src, role_ack, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
     )
     del key, role_ack
     ts_pairs = (src[ts_seg[:n_ts]], src[ts_ack[:n_ts]])
-    rtt = _rtt(conn, pdir, t, (walked.rtt_seg, walked.rtt_ack), ts_pairs)
-    sacks = _sacks(conns, rows_tcp, t, conn, pdir, ack)
+    del src
+
+    def seconds(rows: np.ndarray) -> np.ndarray:
+        return (ts[rows] - t0) / 1e9
+
+    rtt = _rtt(conn, pdir, seconds, walked.rtt_pairs, ts_pairs)
+    sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack)
     # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
     scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
     return Series(
@@ -299,56 +264,87 @@ def _events(
     return key, src, role_ack
 
 
-class _Walked(NamedTuple):
-    """The tables' own columns from one pass along the timelines (see _walk_pass)."""
+class _Walk:
+    """The tables' columns, written by one compiled pass along the timelines (_walk_pass).
 
-    seg_src: np.ndarray  # packet of each segment-table row
-    seg_kind: np.ndarray  # its KINDS code
-    ack_src: np.ndarray  # packet of each ACK-table row
-    ack_win: np.ndarray  # its scaled window
-    dupack: np.ndarray
-    dupack_run: np.ndarray
-    advance: np.ndarray
-    flight_src: np.ndarray  # packet of each flight-table row (data segments)
-    flight_bytes: np.ndarray
-    rwnd_bytes: np.ndarray
-    advance_known: np.ndarray  # per event: an ACK that raised a line already set
-    rtt_seg: np.ndarray  # Karn's samples: the packet of the segment ...
-    rtt_ack: np.ndarray  # ... and of the ACK of exactly its last byte
+    Each column is allocated for the most rows it can get; pages never written cost no
+    memory, and the tables keep views of the rows written.
+    """
 
+    def __init__(
+        self,
+        key: np.ndarray,
+        src: np.ndarray,
+        role_ack: np.ndarray,
+        ts: np.ndarray,
+        t0: int,
+        conn: np.ndarray,
+        seq: np.ndarray,
+        ack: np.ndarray,
+        pay: np.ndarray,
+        flags: np.ndarray,
+    ) -> None:
+        self.events = (key, src, role_ack)
+        self.packets = (ts, np.int64(t0), conn, seq, ack, pay, flags)
+        n, e = seq.size, np.empty
+        self.segments = {
+            "conn": e(n, np.int32),
+            "dir": e(n, np.uint8),
+            "t_s": e(n, np.float64),
+            "seq_rel": e(n, np.int64),
+            "end_rel": e(n, np.int64),
+            "len": e(n, np.uint16),
+            "kind": e(n, np.int8),
+            "frame": e(n, np.uint32),
+        }
+        self.acks = {
+            "conn": e(n, np.int32),
+            "dir": e(n, np.uint8),
+            "t_s": e(n, np.float64),
+            "ack_rel": e(n, np.int64),
+            "win_bytes": e(n, np.int64),
+            "edge_rel": e(n, np.int64),
+            "dupack": e(n, np.bool_),
+            "dupack_run": e(n, np.int32),
+            "advance": e(n, np.bool_),
+            "frame": e(n, np.uint32),
+        }
+        self.flight = {
+            "conn": e(n, np.int32),
+            "dir": e(n, np.uint8),
+            "t_s": e(n, np.float64),
+            "flight_bytes": e(n, np.int64),
+            "rwnd_bytes": e(n, np.int64),
+        }
+        # Per event: an ACK that raised a line already set (for the timestamp samples).
+        self.advance_known = np.zeros(key.size, dtype=np.bool_)
+        self.rtt_pairs = (e(n, np.int64), e(n, np.int64))
 
-def _walk(
-    key: np.ndarray,
-    src: np.ndarray,
-    role_ack: np.ndarray,
-    t: np.ndarray,
-    seq: np.ndarray,
-    ack: np.ndarray,
-    pay: np.ndarray,
-    flags: np.ndarray,
-    win_raw: np.ndarray,
-    shift: np.ndarray,
-    kind: np.ndarray,
-) -> _Walked:
-    """Run the compiled pass and trim its outputs to the rows written."""
-    out = _walk_pass(key, src, role_ack, seq, ack, pay, flags, win_raw, shift, kind)
-    n_seg, n_ack, n_flight, n_rtt = out[-4:]
-    # The buffers are sized for the worst case; pages never written cost no memory.
-    return _Walked(
-        seg_src=out[0][:n_seg],
-        seg_kind=out[1][:n_seg],
-        ack_src=out[2][:n_ack],
-        ack_win=out[3][:n_ack],
-        dupack=out[4][:n_ack],
-        dupack_run=out[5][:n_ack],
-        advance=out[6][:n_ack],
-        flight_src=out[7][:n_flight],
-        flight_bytes=out[8][:n_flight],
-        rwnd_bytes=out[9][:n_flight],
-        advance_known=out[10],
-        rtt_seg=out[11][:n_rtt],
-        rtt_ack=out[12][:n_rtt],
-    )
+    def run(
+        self, win_raw: np.ndarray, shift: np.ndarray, kind: np.ndarray, frame: np.ndarray
+    ) -> None:
+        """Fill the columns, then trim each table to the rows written."""
+        counts = _walk_pass(
+            *self.events,
+            *self.packets,
+            win_raw,
+            shift,
+            kind,
+            frame,
+            tuple(self.segments.values()),
+            tuple(self.acks.values()),
+            tuple(self.flight.values()),
+            self.advance_known,
+            *self.rtt_pairs,
+        )
+        n_seg, n_ack, n_flight, n_rtt = counts
+        for table, rows in ((self.segments, n_seg), (self.acks, n_ack), (self.flight, n_flight)):
+            for name in table:
+                table[name] = table[name][:rows]
+        self.segments["kind"] = pd.Categorical.from_codes(
+            self.segments["kind"], categories=list(KINDS)
+        )
+        self.rtt_pairs = (self.rtt_pairs[0][:n_rtt], self.rtt_pairs[1][:n_rtt])
 
 
 @njit(cache=True)
@@ -356,6 +352,9 @@ def _walk_pass(
     key: np.ndarray,
     src: np.ndarray,
     role_ack: np.ndarray,
+    ts: np.ndarray,
+    t0: np.int64,
+    conn: np.ndarray,
     seq: np.ndarray,
     ack: np.ndarray,
     pay: np.ndarray,
@@ -363,26 +362,22 @@ def _walk_pass(
     win_raw: np.ndarray,
     shift: np.ndarray,
     kind: np.ndarray,
-) -> tuple:  # pragma: no cover - compiled
+    frame: np.ndarray,
+    seg_out: tuple,
+    ack_out: tuple,
+    flight_out: tuple,
+    advance_known: np.ndarray,
+    rtt_seg: np.ndarray,
+    rtt_ack: np.ndarray,
+) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
+    s_conn, s_dir, s_t, s_seq, s_end, s_len, s_kind, s_frame = seg_out
+    a_conn, a_dir, a_t, a_ack, a_win, a_edge, a_dup, a_run, a_adv, a_frame = ack_out
+    f_conn, f_dir, f_t, f_bytes, f_rwnd = flight_out
     size = key.size
-    n_pk = seq.size
-    seg_src = np.empty(n_pk, dtype=np.int64)
-    seg_kind = np.empty(n_pk, dtype=np.int8)
-    ack_src = np.empty(size, dtype=np.int64)
-    ack_win = np.empty(size, dtype=np.int64)
-    dupack = np.empty(size, dtype=np.bool_)
-    dupack_run = np.empty(size, dtype=np.int32)
-    advance = np.empty(size, dtype=np.bool_)
-    flight_src = np.empty(n_pk, dtype=np.int64)
-    flight_bytes = np.empty(n_pk, dtype=np.int64)
-    rwnd_bytes = np.empty(n_pk, dtype=np.int64)
-    advance_known = np.zeros(size, dtype=np.bool_)
-    rtt_seg = np.empty(n_pk, dtype=np.int64)
-    rtt_ack = np.empty(n_pk, dtype=np.int64)
     # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
     # end, in sending order (their ends ascend), and whether a resend overlapped them first.
-    pending = np.empty(n_pk, dtype=np.int64)
-    tainted = np.zeros(n_pk, dtype=np.bool_)
+    pending = np.empty(seq.size, dtype=np.int64)
+    tainted = np.zeros(seq.size, dtype=np.bool_)
     n_seg = n_ack = n_flight = n_rtt = 0
     nxt = una = lw = le = -1
     prev_ack = prev_win = -1
@@ -402,11 +397,15 @@ def _walk_pass(
         else:
             first = False
         f = flags[p]
+        t = (ts[p] - t0) / 1e9
         if role_ack[i]:
             a = ack[p]
             w = np.int64(win_raw[p])
             if (f & TH_SYN) == 0:
-                w <<= shift[key[i] ^ 1]
+                w <<= shift[key[i] ^ 1]  # the shift the ACK's sender announced
+            # RFC 5681 2: a duplicate ACK carries no data, no SYN/FIN/RST, the same ACK number
+            # and window as the one before, while data is outstanding. Runs of duplicates
+            # restart at every other ACK: the third in a row triggers fast retransmit (3.2).
             is_dup = (
                 have_prev
                 and pay[p] == 0
@@ -416,11 +415,16 @@ def _walk_pass(
                 and nxt > a
             )
             run = run + 1 if is_dup else 0
-            ack_src[n_ack] = p
-            ack_win[n_ack] = w
-            dupack[n_ack] = is_dup
-            dupack_run[n_ack] = run
-            advance[n_ack] = first or not have_prev or a > una
+            a_conn[n_ack] = conn[p]
+            a_dir[n_ack] = key[i] & 1
+            a_t[n_ack] = t
+            a_ack[n_ack] = a
+            a_win[n_ack] = w
+            a_edge[n_ack] = a + w
+            a_dup[n_ack] = is_dup
+            a_run[n_ack] = run
+            a_adv[n_ack] = first or not have_prev or a > una
+            a_frame[n_ack] = frame[p]
             n_ack += 1
             advance_known[i] = (not first) and una >= 0 and a > una
             if waiting_next >= 0:
@@ -464,8 +468,14 @@ def _walk_pass(
                 # keepalive.
                 k = _PROBE if lw == 0 else _KEEPALIVE
             if k >= 0:
-                seg_src[n_seg] = p
-                seg_kind[n_seg] = k
+                s_conn[n_seg] = conn[p]
+                s_dir[n_seg] = key[i] & 1
+                s_t[n_seg] = t
+                s_seq[n_seg] = s
+                s_end[n_seg] = end
+                s_len[n_seg] = length
+                s_kind[n_seg] = k
+                s_frame[n_seg] = frame[p]
                 n_seg += 1
             if length > 0:
                 if k in (RETRANSMISSION, PARTIAL):
@@ -493,29 +503,13 @@ def _walk_pass(
             if seg_end > nxt:
                 nxt = seg_end
             if length > 0:
-                flight_src[n_flight] = p
-                flight_bytes[n_flight] = max(nxt - max(una, 0), 0)
-                rwnd_bytes[n_flight] = lw
+                f_conn[n_flight] = conn[p]
+                f_dir[n_flight] = key[i] & 1
+                f_t[n_flight] = t
+                f_bytes[n_flight] = max(nxt - max(una, 0), 0)
+                f_rwnd[n_flight] = lw
                 n_flight += 1
-    return (
-        seg_src,
-        seg_kind,
-        ack_src,
-        ack_win,
-        dupack,
-        dupack_run,
-        advance,
-        flight_src,
-        flight_bytes,
-        rwnd_bytes,
-        advance_known,
-        rtt_seg,
-        rtt_ack,
-        n_seg,
-        n_ack,
-        n_flight,
-        n_rtt,
-    )
+    return n_seg, n_ack, n_flight, n_rtt
 
 
 @njit(cache=True)
@@ -571,21 +565,22 @@ def _ts_pairs(
 def _rtt(
     conn: np.ndarray,
     pdir: np.ndarray,
-    t: np.ndarray,
+    seconds: Callable[[np.ndarray], np.ndarray],
     seq_pairs: tuple[np.ndarray, np.ndarray],
     ts_pairs: tuple[np.ndarray, np.ndarray],
 ) -> pd.DataFrame:
     """RTT samples (packet index pairs: the segment's, then the ACK's) as one sorted table."""
     frames = []
     for (seg_i, ack_i), source in ((seq_pairs, "seq"), (ts_pairs, "ts")):
-        rtt = t[ack_i] - t[seg_i]
+        t_ack = seconds(ack_i)
+        rtt = t_ack - seconds(seg_i)
         good = rtt >= 0
         frames.append(
             pd.DataFrame(
                 {
                     "conn": conn[seg_i[good]].astype(np.int32),
                     "dir": pdir[seg_i[good]].astype(np.uint8),
-                    "t_s": t[ack_i[good]],
+                    "t_s": t_ack[good],
                     "rtt_s": rtt[good],
                     "source": pd.Categorical.from_codes(
                         np.full(int(good.sum()), source == "ts", dtype=np.int8),
@@ -603,7 +598,7 @@ def _rtt(
 def _sacks(
     conns: Connections,
     rows_tcp: np.ndarray,
-    t: np.ndarray,
+    seconds: Callable[[np.ndarray], np.ndarray],
     conn: np.ndarray,
     pdir: np.ndarray,
     ack: np.ndarray,
@@ -645,7 +640,7 @@ def _sacks(
         {
             "conn": c.astype(np.int32),
             "dir": d.astype(np.uint8),
-            "t_s": t[i],
+            "t_s": seconds(i),
             "left_rel": left,
             "right_rel": right,
             "dsack": dsack,
