@@ -8,6 +8,7 @@ and highest point. Drawn at one bucket per pixel column, the lines match those o
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 # M4 keeps four points per bucket.
 POINTS_PER_BUCKET = 4
@@ -60,36 +61,46 @@ def decimate(
 
 def _m4(xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int) -> np.ndarray:
     """Mask of each bucket's first, last, lowest and highest point; xs sorted."""
-    n = len(xs)
-    span = float(xs[-1]) - float(xs[0])
-    if span > 0:
-        scaled = (xs - xs[0]) * (n_buckets / span)
-        bucket = np.minimum(scaled.astype(np.int64), n_buckets - 1)
-    else:
-        bucket = np.zeros(n, dtype=np.int64)
-    # xs is sorted, so each bucket is one contiguous run.
-    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
-    lengths = np.diff(np.r_[starts, n])
-    ordinal = np.repeat(np.arange(len(starts)), lengths)
+    return _m4_pass(xs, lows, tops, n_buckets)
 
+
+@njit(cache=True)
+def _m4_pass(
+    xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    # xs is sorted, so each bucket is one contiguous run: one pass, no per-point temporaries.
+    n = xs.size
     selected = np.zeros(n, dtype=np.bool_)
-    selected[starts] = True
-    selected[starts + lengths - 1] = True
-    with np.errstate(invalid="ignore"):
-        bucket_low = np.fmin.reduceat(lows, starts)
-        bucket_top = np.fmax.reduceat(tops, starts)
-        selected[_first_per_bucket(lows == bucket_low[ordinal], ordinal)] = True
-        selected[_first_per_bucket(tops == bucket_top[ordinal], ordinal)] = True
+    x0 = xs[0]
+    span = float(xs[n - 1]) - float(x0)
+    scale = n_buckets / span if span > 0 else 0.0
+    current = -1
+    low_at = top_at = -1
+    low = top = 0.0
+    for i in range(n):
+        bucket = min(np.int64((xs[i] - x0) * scale), n_buckets - 1) if span > 0 else 0
+        if bucket != current:
+            if current >= 0:
+                selected[i - 1] = True
+                if low_at >= 0:
+                    selected[low_at] = True
+                if top_at >= 0:
+                    selected[top_at] = True
+            selected[i] = True
+            current = bucket
+            low_at = top_at = -1
+        v = lows[i]
+        if v == v and (low_at < 0 or v < low):  # NaN is never a bucket's extreme
+            low_at, low = i, v
+        v = tops[i]
+        if v == v and (top_at < 0 or v > top):
+            top_at, top = i, v
+    selected[n - 1] = True
+    if low_at >= 0:
+        selected[low_at] = True
+    if top_at >= 0:
+        selected[top_at] = True
     return selected
-
-
-def _first_per_bucket(hit: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
-    """Index of the first True of `hit` in each bucket that has one."""
-    idx = np.flatnonzero(hit)
-    if len(idx) == 0:
-        return idx
-    owner = ordinal[idx]
-    return idx[np.r_[True, owner[1:] != owner[:-1]]]
 
 
 def allocate(
