@@ -144,10 +144,24 @@ class Series:
         # Every table is sorted by (conn, dir): a direction is one contiguous slice, found
         # once per table rather than once per look-up.
         if name not in self._bounds:
-            key = df["conn"].to_numpy().astype(np.int64) * 2 + df["dir"].to_numpy()
-            first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
-            self._bounds[name] = (key[first], np.r_[first, key.size])
+            self._bounds[name] = _runs(df["conn"].to_numpy(), df["dir"].to_numpy())
         return self._bounds[name]
+
+
+@njit(cache=True)
+def _runs(conn: np.ndarray, pdir: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The (conn, dir) key of each run of equal keys, and where the runs start (then the end)."""
+    keys = np.empty(conn.size, dtype=np.int64)
+    starts = np.empty(conn.size + 1, dtype=np.int64)
+    n = 0
+    for i in range(conn.size):
+        key = 2 * np.int64(conn[i]) + pdir[i]
+        if n == 0 or key != keys[n - 1]:
+            keys[n] = key
+            starts[n] = i
+            n += 1
+    starts[n] = conn.size
+    return keys[:n].copy(), starts[: n + 1].copy()
 
 
 def build_series(conns: Connections) -> Series:
@@ -701,16 +715,13 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
     """
     seg = _with_data(segments)
     t = seg["t_s"].to_numpy()
-    size = seg["len"].to_numpy().astype(np.int64)
+    size = seg["len"].to_numpy()
     if t.size == 0:
         return pd.DataFrame(
             {"start_s": [], "end_s": [], "packets": [], "bytes": [], "rate_bps": []}
         )
-    new_train = np.r_[True, np.diff(t) > gap_s]
-    first = np.flatnonzero(new_train)
-    last = np.r_[first[1:] - 1, t.size - 1]
+    first, last, total = _trains(t, size, gap_s)
     packets = last - first + 1
-    total = np.add.reduceat(size, first)
     span = t[last] - t[first]
     with np.errstate(divide="ignore", invalid="ignore"):
         rate_bps = np.where(span > 0, (total - size[last]) * 8 / span, np.nan)
@@ -724,6 +735,27 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
         }
     )
     return out[out["packets"] >= min_packets].reset_index(drop=True)
+
+
+@njit(cache=True)
+def _trains(
+    t: np.ndarray, size: np.ndarray, gap_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    # Each train's first and last segment and its bytes, in one pass.
+    first = np.empty(t.size, dtype=np.int64)
+    last = np.empty(t.size, dtype=np.int64)
+    total = np.empty(t.size, dtype=np.int64)
+    n = 0
+    for i in range(t.size):
+        if i == 0 or t[i] - t[i - 1] > gap_s:
+            if n:
+                last[n - 1] = i - 1
+            first[n] = i
+            total[n] = 0
+            n += 1
+        total[n - 1] += size[i]
+    last[n - 1] = t.size - 1
+    return first[:n].copy(), last[:n].copy(), total[:n].copy()
 
 
 @njit(cache=True)
@@ -808,8 +840,19 @@ def _covered(left: np.ndarray, right: np.ndarray, lo: np.ndarray, hi: np.ndarray
     new_block = np.r_[True, left[1:] > right[:-1]]
     block_left = left[new_block]
     block_right = np.r_[right[np.flatnonzero(new_block)[1:] - 1], right[-1]]
-    j = np.searchsorted(block_left, hi, side="left") - 1
-    return (j >= 0) & (block_right[np.maximum(j, 0)] > lo)
+    return _overlaps(block_left, block_right, lo, hi)
+
+
+@njit(cache=True)
+def _overlaps(
+    block_left: np.ndarray, block_right: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    # The last block starting below hi is the only one that can reach past lo.
+    out = np.zeros(lo.size, dtype=np.bool_)
+    for i in range(lo.size):
+        j = np.searchsorted(block_left, hi[i]) - 1
+        out[i] = j >= 0 and block_right[j] > lo[i]
+    return out
 
 
 def resent(segments: pd.DataFrame, sacks: pd.DataFrame) -> pd.DataFrame:

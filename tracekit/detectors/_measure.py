@@ -30,7 +30,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
 from tracekit.schema import PROTO_TCP
-from tracekit.series import Direction
+from tracekit.series import Direction, kind_mask
 
 # IPv4 and TCP headers without options (RFC 791, RFC 9293); IPv6's fixed header (RFC 8200).
 IPV4_HEADER_BYTES = 20
@@ -157,13 +157,13 @@ def packet_pair_rate_samples_bps(
     sample selects itself, the caller need not know when the bottleneck was busy.
     """
     acks = direction.acks
-    new = direction.segments[direction.segments["kind"] == "new"]
-    if len(acks) <= span_acks or new.empty:
+    is_new = kind_mask(direction.segments, "new")
+    if len(acks) <= span_acks or not is_new.any():
         return np.zeros(0)
     t = acks["t_s"].to_numpy()
     line = acks["ack_rel"].to_numpy()
-    end = new["end_rel"].to_numpy()
-    sent_t = new["t_s"].to_numpy()
+    end = direction.segments["end_rel"].to_numpy()[is_new]
+    sent_t = direction.segments["t_s"].to_numpy()[is_new]
     # The segment each ACK acknowledges up to its last byte: its first copy's departure.
     j = np.searchsorted(end, line)
     jj = np.minimum(j, end.size - 1)
