@@ -673,10 +673,15 @@ def _with_data(segments: pd.DataFrame) -> pd.DataFrame:
 def kind_mask(segments: pd.DataFrame, *kinds: str) -> np.ndarray:
     """Which rows of a segments table are of one of `kinds` (by the category codes: turning
     the kind column into strings costs more than the rest of a detector on a big capture)."""
-    codes = segments["kind"].cat.codes.to_numpy()
+    column = segments["kind"]
+    if not isinstance(column.dtype, pd.CategoricalDtype):  # a table made by hand
+        return column.isin(kinds).to_numpy()
+    codes = column.cat.codes.to_numpy()
+    categories = list(column.cat.categories)
     mask = np.zeros(codes.size, dtype=bool)
     for kind in kinds:
-        mask |= codes == KIND_CODE[kind]
+        if kind in categories:
+            mask |= codes == categories.index(kind)
     return mask
 
 
