@@ -20,7 +20,7 @@ from crafting import CLIENT, SERVER, tcp, write
 from fixtures.lab.scenarios import SCENARIOS
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
-from tracekit.detectors.line_rate_burst import MAX_LISTED_BURSTS, LineRateBurst
+from tracekit.detectors.line_rate_burst import MAX_LISTED_BURSTS, LineRateBurst, _median_length
 from tracekit.findings import Finding, Severity
 
 KIND = LineRateBurst.kind
@@ -200,3 +200,10 @@ def test_bursts_barely_above_the_path_rate_are_quiet(tmp_path: Path) -> None:
     slow = lab_captures.context(write(tmp_path / "slow.pcap", pkts))
     assert run(slow) == []
     assert len(run(slow, min_rate_factor=1.5)) == 1
+
+
+def test_median_length_by_counting_matches_numpy() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        lengths = rng.integers(0, 1500, int(rng.integers(1, 50))).astype(np.uint16)
+        assert _median_length(lengths) == int(np.median(lengths.astype(float)))

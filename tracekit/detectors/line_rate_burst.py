@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from tracekit import physics
 from tracekit.detectors._measure import (
@@ -47,6 +48,31 @@ class _Bursts:
     bottleneck_bps: float
     payload_bytes: int
     lost_total: int
+
+
+def _median_length(length: np.ndarray) -> int:
+    """np.median of payload lengths (whole bytes under 64 KiB), by counting, truncated."""
+    counts = np.cumsum(np.bincount(length.astype(np.int64, copy=False)))
+    n = int(counts[-1])
+    low = int(np.searchsorted(counts, (n - 1) // 2, side="right"))
+    high = int(np.searchsorted(counts, n // 2, side="right"))
+    return int((low + high) / 2)
+
+
+@njit(cache=True)
+def _gap_rates_bps(
+    t: np.ndarray, length: np.ndarray, overhead: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    # Each gap is the time the later packet took to leave: its wire bits over the gap are its
+    # rate. Gaps of zero (the capture clock's batches) say nothing.
+    out = np.empty(max(t.size - 1, 0))
+    n = 0
+    for i in range(1, t.size):
+        gap = t[i] - t[i - 1]
+        if gap > 0:
+            out[n] = (np.float64(length[i]) + overhead) * 8 / gap
+            n += 1
+    return out[:n]
 
 
 class LineRateBurst(Detector):
@@ -89,16 +115,14 @@ class LineRateBurst(Detector):
         if len(data) < cfg.min_burst_packets:
             return None
         t = data["t_s"].to_numpy()
-        size = data["len"].to_numpy().astype(np.float64)
-        payload = int(np.median(size))
-        wire = size + overhead
-        gaps = np.diff(t)
-        positive = gaps > 0
-        if not positive.any():
+        length = data["len"].to_numpy()
+        payload = _median_length(length)
+        per_gap_bps = _gap_rates_bps(t, length, overhead)
+        if per_gap_bps.size == 0:
             return None
-        # Each gap is the time the later packet took to leave: bits over gap is its rate.
-        per_gap_bps = wire[1:][positive] * 8 / gaps[positive]
-        line_rate = float(np.percentile(per_gap_bps, 100 - LINE_RATE_GAP_PERCENTILE))
+        line_rate = float(
+            np.percentile(per_gap_bps, 100 - LINE_RATE_GAP_PERCENTILE, overwrite_input=True)
+        )
         gap_s = cfg.max_gap_factor * (payload + overhead) * 8 / line_rate
         tr = trains(data, gap_s=gap_s, min_packets=cfg.min_burst_packets)
         if len(tr) < cfg.min_bursts_count:
@@ -150,10 +174,12 @@ class LineRateBurst(Detector):
         if len(fast) < cfg.min_bursts_count:
             return None
         duration = t[-1] - t[0]
+        # The wire bytes of every packet but the last, which leaves at the end of the span.
+        wire_bytes = int(length[:-1].sum(dtype=np.int64)) + overhead * (length.size - 1)
         return _Bursts(
             table=fast.reset_index(drop=True),
             line_rate_bps=line_rate,
-            average_bps=float(wire[:-1].sum() * 8 / duration) if duration > 0 else np.nan,
+            average_bps=float(wire_bytes * 8 / duration) if duration > 0 else np.nan,
             bottleneck_bps=bottleneck,
             payload_bytes=payload,
             lost_total=int(lost.sum()),
