@@ -12,7 +12,7 @@ from independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt
 
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
-from tracekit.series import build_series, rate, resent, rounds, trains
+from tracekit.series import _binned, build_series, rate, resent, rounds, trains
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +171,16 @@ def test_resent_segments_agree_with_tcptrace(path: Path) -> None:
         key = (r["a"], r["b"])
         expected = theirs[key] if key in theirs else theirs[(r["b"], r["a"])][::-1]
         assert (a2b, b2a) == expected, key
+
+
+def test_rate_bins_as_numpy_histogram_does() -> None:
+    # The compiled binning must place every value, edges included, where np.histogram does.
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        n = int(rng.integers(1, 300))
+        width = float(rng.choice([0.001, 0.05, 0.3, 1.0, 2.0]))
+        t = np.sort(np.round(rng.random(n) * rng.choice([1, 10, 100]), int(rng.integers(1, 7))))
+        edges = t.min() + width * np.arange(int(np.ceil((t.max() - t.min()) / width)) + 2)
+        weight = rng.integers(0, 1500, n)
+        expected, _ = np.histogram(t, bins=edges, weights=weight.astype(float))
+        assert np.array_equal(_binned(t, weight, edges), expected)

@@ -698,10 +698,10 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
         return pd.DataFrame({"t_s": [], "sent_bps": [], "acked_bps": []})
     lo = times.min()
     edges = lo + window_s * np.arange(int(np.ceil((times.max() - lo) / window_s)) + 2)
-    sent, _ = np.histogram(segments["t_s"], bins=edges, weights=segments["len"].astype(float))
+    sent = _binned(segments["t_s"].to_numpy(), segments["len"].to_numpy(), edges)
     line = acks["ack_rel"].to_numpy()
     gain = np.diff(np.maximum.accumulate(line), prepend=line[0] if line.size else 0)
-    acked, _ = np.histogram(acks["t_s"], bins=edges, weights=gain.astype(float))
+    acked = _binned(acks["t_s"].to_numpy(), gain, edges)
     return pd.DataFrame(
         {
             "t_s": edges[:-1] + window_s / 2,
@@ -709,6 +709,29 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
             "acked_bps": acked * 8 / window_s,
         }
     )
+
+
+@njit(cache=True)
+def _binned(t: np.ndarray, weight: np.ndarray, edges: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """np.histogram(t, bins=edges, weights=weight) for equal-width edges, in one pass.
+
+    Each value's bin comes from its offset over the width, then is moved to the one whose
+    edges hold it, as np.histogram places it (the last bin includes its right edge).
+    """
+    bins = edges.size - 1
+    out = np.zeros(bins)
+    width = edges[1] - edges[0]
+    for k in range(t.size):
+        x = t[k]
+        if not (edges[0] <= x <= edges[bins]):
+            continue
+        i = min(max(np.int64((x - edges[0]) / width), 0), bins - 1)
+        while i > 0 and x < edges[i]:
+            i -= 1
+        while i < bins - 1 and x >= edges[i + 1]:
+            i += 1
+        out[i] += weight[k]
+    return out
 
 
 def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.DataFrame:
