@@ -260,7 +260,7 @@ def _events(
         start[k + 1] += start[k]
     size = start[top + 1]
     key = np.empty(size, dtype=np.int32)
-    src = np.empty(size, dtype=np.int64)
+    src = np.empty(size, dtype=np.int32)  # packet rows: the reader numbers frames in 32 bits
     role_ack = np.zeros(size, dtype=np.bool_)
     for i in range(n):
         k = 2 * np.int64(conn[i]) + pdir[i]
