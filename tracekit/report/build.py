@@ -22,7 +22,7 @@ from tracekit.report.model import (
     Trace,
 )
 from tracekit.schema import PROTO_TCP
-from tracekit.series import Direction, rate, trains
+from tracekit.series import Direction, kind_mask, rate, trains
 from tracekit.udpstream import UdpStream
 
 P = TSG_PALETTE
@@ -52,17 +52,29 @@ class ReportConfig:
 
 
 def _mask(df: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
-    return df["kind"].isin(kinds).to_numpy()
+    return kind_mask(df, *kinds)
 
 
-def _segments_trace(name: str, seg: pd.DataFrame, color: str, keep: bool) -> Trace:
-    x = seg["t_s"].to_numpy(np.float64)
+def _segments_trace(
+    name: str, seg: pd.DataFrame, color: str, keep: bool, rows: np.ndarray | None = None
+) -> Trace:
+    """Bars from seq_rel to end_rel at t_s, of `rows` (a mask) of seg or of all of it.
+
+    Columns are taken as they are (integers stay integers) and a mask that keeps every row
+    takes no copy: the data trace of a big capture is most of its segments.
+    """
+
+    def column(name: str) -> np.ndarray:
+        values = seg[name].to_numpy()
+        return values if rows is None or rows.all() else values[rows]
+
+    x = column("t_s")
     return Trace(
         name=name,
         kind=Kind.SEGMENTS,
         x=x,
-        y=seg["seq_rel"].to_numpy(np.float64),
-        y_end=seg["end_rel"].to_numpy(np.float64),
+        y=column("seq_rel"),
+        y_end=column("end_rel"),
         color=color,
         keep=np.full(x.size, keep) if keep else None,
     )
@@ -95,13 +107,11 @@ def tsg_plot(
         return df if clock is None else df.assign(t_s=clock(df["t_s"].to_numpy(np.float64)))
 
     seg, acks, sacks = on_axis(d.segments), on_axis(d.acks), on_axis(d.sacks)
-    data = seg[seg["len"] > 0]
+    data = on_axis(d.data)
     traces = [
-        _segments_trace("data", data[_mask(data, ("new",))], P.segment, keep=False),
-        _segments_trace("retransmitted", data[_mask(data, _RESENT)], P.retransmit, keep=True),
-        _segments_trace(
-            "out of order", data[_mask(data, ("out_of_order",))], _OUT_OF_ORDER, keep=True
-        ),
+        _segments_trace("data", data, P.segment, False, _mask(data, ("new",))),
+        _segments_trace("retransmitted", data, P.retransmit, True, _mask(data, _RESENT)),
+        _segments_trace("out of order", data, _OUT_OF_ORDER, True, _mask(data, ("out_of_order",))),
     ]
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
@@ -111,12 +121,8 @@ def tsg_plot(
             _markers("keepalive", keepalives["t_s"], keepalives["seq_rel"], P.probe, "circle-open")
         )
     t = acks["t_s"].to_numpy(np.float64)
-    traces.append(
-        Trace("ACK line", Kind.STEP, t, acks["ack_rel"].to_numpy(np.float64), color=P.ack)
-    )
-    traces.append(
-        Trace("window edge", Kind.STEP, t, acks["edge_rel"].to_numpy(np.float64), color=P.window)
-    )
+    traces.append(Trace("ACK line", Kind.STEP, t, acks["ack_rel"].to_numpy(), color=P.ack))
+    traces.append(Trace("window edge", Kind.STEP, t, acks["edge_rel"].to_numpy(), color=P.window))
     if len(sacks):
         # A SACK block is drawn like a segment: a bar over the bytes it covers.
         blocks = sacks.rename(columns={"left_rel": "seq_rel", "right_rel": "end_rel"})
