@@ -842,7 +842,7 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     start_s, marks = _round_starts(
         t, sent_high, ack_t, line.astype(np.int64), int(data["seq_rel"].iloc[0])
     )
-    segment_round = np.searchsorted(start_s, t, side="right") - 1
+    packets, sent = _round_totals(start_s, t, data["len"].to_numpy())
     n = start_s.size
     return pd.DataFrame(
         {
@@ -850,12 +850,25 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
             "start_s": start_s,
             "end_s": np.r_[start_s[1:], t[-1]],
             "mark_rel": marks,
-            "packets": np.bincount(segment_round, minlength=n),
-            "bytes": np.bincount(
-                segment_round, weights=data["len"].to_numpy().astype(float), minlength=n
-            ).astype(np.int64),
+            "packets": packets,
+            "bytes": sent,
         }
     )
+
+
+@njit(cache=True)
+def _round_totals(
+    start_s: np.ndarray, t: np.ndarray, size: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Segments and bytes sent in each round: the last round started at or before each one."""
+    packets = np.zeros(start_s.size, dtype=np.int64)
+    sent = np.zeros(start_s.size, dtype=np.int64)
+    for k in range(t.size):
+        # Clamped: a segment stamped before the first (a capture clock stepping back) is round 0.
+        r = max(np.searchsorted(start_s, t[k], side="right") - 1, 0)
+        packets[r] += 1
+        sent[r] += size[k]
+    return packets, sent
 
 
 def _covered(left: np.ndarray, right: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

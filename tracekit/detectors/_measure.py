@@ -381,12 +381,46 @@ def _flight_levels(
     rwnd = flight["rwnd_bytes"].to_numpy().astype(np.float64)
     if len(data) != len(flight) or fl.size == 0:
         return fl, rwnd, rwnd >= 0
-    burst = np.searchsorted(direction.acks["frame"].to_numpy(), data["frame"].to_numpy())
-    first = np.flatnonzero(np.r_[True, burst[1:] != burst[:-1]])
-    size = np.diff(np.r_[first, fl.size])
-    top = np.repeat(np.maximum.reduceat(fl, first), size)
+    return _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, rwnd)
+
+
+@njit(cache=True)
+def _burst_tops(
+    ack_frame: np.ndarray, data_frame: np.ndarray, fl: np.ndarray, rwnd: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    # A burst: the data segments between two ACKs (capture order: frame numbers). Two passes:
+    # each burst's highest flight, then each segment's where the window is known.
+    n = data_frame.size
+    high = np.empty(n)
+    j = 0
+    start = 0
+    current = -1
+    for i in range(n + 1):
+        if i < n:
+            while j < ack_frame.size and ack_frame[j] < data_frame[i]:
+                j += 1
+        if i == n or (i > 0 and j != current):
+            top = fl[start]
+            for k in range(start + 1, i):
+                top = max(top, fl[k])
+            for k in range(start, i):
+                high[k] = top
+            start = i
+        current = j
     known = rwnd >= 0
-    return top[known], rwnd[known], known
+    count = 0
+    for i in range(n):
+        if known[i]:
+            count += 1
+    top_known = np.empty(count)
+    rwnd_known = np.empty(count)
+    count = 0
+    for i in range(n):
+        if known[i]:
+            top_known[count] = high[i]
+            rwnd_known[count] = rwnd[i]
+            count += 1
+    return top_known, rwnd_known, known
 
 
 def queue_at_start_bytes(
