@@ -6,7 +6,7 @@ each per-connection quantity is a segmented reduction over that order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +39,7 @@ class Connections:
     `packets` keeps the reader's row order (capture order) and columns, with `flow`, `src_end`,
     `seq` and `ack` replaced by `conn`, `dir`, `seq_rel` and `ack_rel`; `table` has one row
     per connection (CONNECTION_COLUMNS). The raw numbers are (seq_rel + isn) mod 2**32.
+    `capture` is the capture read, its packet table without those four columns.
     """
 
     capture: Capture
@@ -94,7 +95,10 @@ def build_connections(capture: Capture) -> Connections:
     table = _connection_table(
         capture, conn_flow=conn_flow, a_end=a_end, tally=tally, isn=isn, syn_row=syn_row
     )
-    return Connections(capture=capture, packets=packets, table=table, data_kind=kind)
+    # The reader's columns this stage replaced live on only in the caller's Capture: a caller
+    # that lets that go (the pipeline does) frees them.
+    kept = replace(capture, packets=capture.packets.drop_columns(sorted(_REPLACED)))
+    return Connections(capture=kept, packets=packets, table=table, data_kind=kind)
 
 
 @njit(cache=True)

@@ -68,11 +68,14 @@ class Analysis:
 def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:
     """Connections and series of one capture, which must hold TCP or a numbered UDP stream."""
     conns = build_connections(capture)
+    # Only the caller's reference is left: the reader's columns the connections replaced go
+    # with it when the caller lets the capture go (analyze does).
+    del capture
     proto = conns.packets.column("proto").to_numpy()
     if not (proto == PROTO_TCP).any() and not has_udp_stream(conns, udp_layout):
         raise CaptureError(
-            capture.path,
-            f"no TCP packets and no numbered UDP stream in {capture.stats.frames} frames "
+            conns.capture.path,
+            f"no TCP packets and no numbered UDP stream in {conns.capture.stats.frames} frames "
             "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
         )
     return Vantage(connections=conns, series=build_series(conns))
@@ -92,8 +95,11 @@ def analyze(
     sender addresses to what the receiver saw) before the detectors run. `udp_layout` says
     where numbered UDP datagrams carry their number (default: first 4 bytes, big-endian).
     """
-    snd = vantage(sender, udp_layout)
-    rcv = vantage(receiver, udp_layout) if receiver is not None else None
+    # Each capture is handed on and dropped here, so its replaced columns can be freed.
+    captures = [receiver, sender]
+    del sender, receiver
+    snd = vantage(captures.pop(), udp_layout)
+    rcv = vantage(captures.pop(), udp_layout) if captures[-1] is not None else None
     merged = merge(snd.connections, rcv.connections, addr_map) if rcv is not None else None
     streams = tuple(
         udp_streams(
