@@ -96,13 +96,11 @@ def segment_size_bytes(segments: pd.DataFrame) -> int:
     an Ethernet path with timestamps) even when a few segments are short or TSO-sized. On a
     tie, the largest of the most common lengths.
     """
-    size = segments["len"].to_numpy().astype(np.int64)
-    size = size[size > 0]
-    if size.size == 0:
+    counts = np.bincount(segments["len"].to_numpy().astype(np.int64, copy=False))
+    counts[:1] = 0  # segments without payload are no size
+    if counts.size < 2 or counts.max() == 0:
         return 0
-    values, counts = np.unique(size, return_counts=True)
-    best = values[counts == counts.max()]
-    return int(best.max())
+    return int(np.flatnonzero(counts == counts.max())[-1])
 
 
 def wire_overhead_bytes(ip_version: int, timestamps: bool, link_header_bytes: int) -> int:

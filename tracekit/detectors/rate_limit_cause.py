@@ -88,6 +88,17 @@ def _per_window(
 
 
 @njit(cache=True)
+def _per_window_max(
+    index: np.ndarray, values: np.ndarray, n: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per window, the largest value (0 where none is larger): np.maximum.at in one pass."""
+    out = np.zeros(n)
+    for k in range(index.size):
+        out[index[k]] = max(out[index[k]], values[k])
+    return out
+
+
+@njit(cache=True)
 def _room_answered(
     ack_frame: np.ndarray,
     ack_t: np.ndarray,
@@ -198,10 +209,8 @@ class RateLimitCause(Detector):
         fw = window_of(flight_t)
         pinned_rwnd = (rwnd - top) < mss if known else np.zeros(top.size, dtype=bool)
         pinned = _per_window(fw, n, pinned_rwnd) / np.maximum(_per_window(fw, n), 1)
-        flight_max = np.zeros(n)
-        np.maximum.at(flight_max, fw, top)
-        rwnd_med = np.zeros(n)
-        np.maximum.at(rwnd_med, fw, rwnd)
+        flight_max = _per_window_max(fw, top, n)
+        rwnd_med = _per_window_max(fw, rwnd, n)
         cap = float(np.percentile(top, 95)) if top.size else 0.0
         capped = (top >= cap - mss) & (rwnd - top >= 2 * mss) & known
         at_cap = _per_window(fw, n, capped) / np.maximum(_per_window(fw, n), 1)
