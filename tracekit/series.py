@@ -323,10 +323,9 @@ class _Walk:
             "advance": e(n, np.bool_),
             "frame": e(n, np.uint32),
         }
+        # The flight table's rows are the segments that carry data: conn, dir and t_s come
+        # from the segments table once it is written.
         self.flight = {
-            "conn": e(n, np.int32),
-            "dir": e(n, np.uint8),
-            "t_s": e(n, np.float64),
             "flight_bytes": e(n, np.int64),
             "rwnd_bytes": e(n, np.int64),
         }
@@ -355,6 +354,14 @@ class _Walk:
         for table, rows in ((self.segments, n_seg), (self.acks, n_ack), (self.flight, n_flight)):
             for name in table:
                 table[name] = table[name][:rows]
+        # Most captures' segments all carry data: then the flight table shares their columns.
+        has_data = self.segments["len"] > 0
+        shared = {
+            name: column if n_flight == n_seg else column[has_data]
+            for name, column in self.segments.items()
+            if name in ("conn", "dir", "t_s")
+        }
+        self.flight = {**shared, **self.flight}
         self.segments["kind"] = pd.Categorical.from_codes(
             self.segments["kind"], categories=list(KINDS)
         )
@@ -386,7 +393,7 @@ def _walk_pass(
 ) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
     s_conn, s_dir, s_t, s_seq, s_end, s_len, s_kind, s_frame = seg_out
     a_conn, a_dir, a_t, a_ack, a_win, a_edge, a_dup, a_run, a_adv, a_frame = ack_out
-    f_conn, f_dir, f_t, f_bytes, f_rwnd = flight_out
+    f_bytes, f_rwnd = flight_out
     size = key.size
     # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
     # end, in sending order (their ends ascend), and whether a resend overlapped them first.
@@ -517,9 +524,6 @@ def _walk_pass(
             if seg_end > nxt:
                 nxt = seg_end
             if length > 0:
-                f_conn[n_flight] = conn[p]
-                f_dir[n_flight] = key[i] & 1
-                f_t[n_flight] = t
                 f_bytes[n_flight] = max(nxt - max(una, 0), 0)
                 f_rwnd[n_flight] = lw
                 n_flight += 1

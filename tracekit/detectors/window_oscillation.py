@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 from numba import njit
 
 from tracekit.detectors._measure import (
@@ -35,34 +34,46 @@ from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes, window_scale_shift
 
 
-def usable_window(direction: Any) -> pd.DataFrame:
-    """After each ACK and data segment of a direction, in capture order, the usable window.
+class _Transitions(NamedTuple):
+    """Where the usable window closed and reopened, by event (ACKs and data, capture order)."""
 
-    Columns t_s, is_ack, usable_bytes (the last advertised right edge minus the highest byte
-    sent; negative when a zero window or a shrinking edge left data beyond it) and
-    last_win_bytes (the last advertised window); both NaN before the first ACK.
+    open_at: np.ndarray  # event index of each first event after a closing
+    open_t: np.ndarray
+    open_usable: np.ndarray  # the usable window it opened to (0 before the first ACK)
+    shut_at: np.ndarray  # event index of each closing
+    shut_t: np.ndarray
+
+
+def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
+    """The closings and reopenings of a direction's usable window.
+
+    The usable window after each ACK and data segment is the last advertised right edge minus
+    the highest byte sent (negative when a zero window or a shrinking edge left data beyond
+    it); it is closed below one segment. Unscaled raw windows are not byte counts (RFC 7323
+    2.3): then only a window of zero is certain, so only zero windows close it, until the next
+    ACK opens it.
     """
     acks = direction.acks
     data = direction.data
     first = float(data["seq_rel"].min()) if len(data) else 0.0
-    t, is_ack, usable, last_win = _usable(
-        acks["frame"].to_numpy().astype(np.int64),
-        acks["t_s"].to_numpy(),
-        acks["edge_rel"].to_numpy().astype(np.float64),
-        acks["win_bytes"].to_numpy().astype(np.float64),
-        data["frame"].to_numpy().astype(np.int64),
-        data["t_s"].to_numpy(),
-        data["end_rel"].to_numpy().astype(np.float64),
-        first,
-    )
-    return pd.DataFrame(
-        {"t_s": t, "is_ack": is_ack, "usable_bytes": usable, "last_win_bytes": last_win},
-        copy=False,
+    return _Transitions(
+        *_window_transitions(
+            acks["frame"].to_numpy().astype(np.int64),
+            acks["t_s"].to_numpy(),
+            acks["edge_rel"].to_numpy().astype(np.float64),
+            acks["win_bytes"].to_numpy().astype(np.float64),
+            data["frame"].to_numpy().astype(np.int64),
+            data["t_s"].to_numpy(),
+            data["end_rel"].to_numpy().astype(np.float64),
+            first,
+            float(mss),
+            known,
+        )
     )
 
 
 @njit(cache=True)
-def _usable(
+def _window_transitions(
     ack_frame: np.ndarray,
     ack_t: np.ndarray,
     edge: np.ndarray,
@@ -71,31 +82,51 @@ def _usable(
     data_t: np.ndarray,
     data_end: np.ndarray,
     first: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    mss: float,
+    known: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
     # ACKs and data segments merged in capture order (frame numbers) in one pass.
     n_ack, n_data = ack_frame.size, data_frame.size
     size = n_ack + n_data
-    t = np.empty(size)
-    is_ack = np.empty(size, dtype=np.bool_)
-    usable = np.empty(size)
-    last_win = np.empty(size)
-    right = lw = np.nan
+    open_at = np.empty(size, dtype=np.int64)
+    open_t = np.empty(size)
+    open_usable = np.empty(size)
+    shut_at = np.empty(size, dtype=np.int64)
+    shut_t = np.empty(size)
+    n_open = n_shut = 0
+    right = last_win = np.nan
     high = first
+    was_closed = False
     i = j = 0
     for k in range(size):
         if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
-            right, lw = edge[i], win[i]
-            t[k] = ack_t[i]
-            is_ack[k] = True
+            right, last_win = edge[i], win[i]
+            t = ack_t[i]
             i += 1
         else:
             high = max(high, data_end[j])
-            t[k] = data_t[j]
-            is_ack[k] = False
+            t = data_t[j]
             j += 1
-        usable[k] = right - high
-        last_win[k] = lw
-    return t, is_ack, usable, last_win
+        usable = right - high
+        valid = usable == usable
+        closed = (valid and usable < mss) if known else last_win == 0
+        if closed and (k == 0 or not was_closed):
+            shut_at[n_shut] = k
+            shut_t[n_shut] = t
+            n_shut += 1
+        elif not closed and k > 0 and was_closed:
+            open_at[n_open] = k
+            open_t[n_open] = t
+            open_usable[n_open] = usable if valid else 0.0
+            n_open += 1
+        was_closed = closed
+    return (
+        open_at[:n_open].copy(),
+        open_t[:n_open].copy(),
+        open_usable[:n_open].copy(),
+        shut_at[:n_shut].copy(),
+        shut_t[:n_shut].copy(),
+    )
 
 
 class WindowOscillation(Detector):
@@ -124,28 +155,20 @@ class WindowOscillation(Detector):
         win = d.acks["win_bytes"].to_numpy()
         known = bool(ctx.series.window_known.get((conn, direction), False))
         largest = int(win.max())
-        u = usable_window(d)
-        usable = u["usable_bytes"].to_numpy()
-        t = u["t_s"].to_numpy()
-        valid = ~np.isnan(usable)
-        # Unscaled raw windows are not byte counts (RFC 7323 2.3): then only a window of zero is
-        # certain, so only zero windows close it, until the next ACK opens it.
-        closed = valid & (usable < mss) if known else u["last_win_bytes"].to_numpy() == 0
-        opens = np.flatnonzero(~closed[1:] & closed[:-1]) + 1  # first event after a closing
-        shuts = np.flatnonzero(closed[1:] & ~closed[:-1]) + 1
-        if closed.size and closed[0]:
-            shuts = np.r_[0, shuts]
-        reopen = np.where(valid[opens], usable[opens], 0.0)
-        big = opens[reopen >= cfg.min_reopen_fraction * largest] if known else opens
-        if big.size < cfg.min_cycles_count:
+        tr = transitions(d, mss, known)
+        # A reopening counts when it frees a good share of the largest window (any, unscaled).
+        big = tr.open_usable >= cfg.min_reopen_fraction * largest
+        if not known:
+            big = np.ones(tr.open_at.size, dtype=bool)
+        if big.sum() < cfg.min_cycles_count:
             return None
         # Stopped time: from each closing to the reopening after it.
-        k = np.searchsorted(opens, shuts, side="left")
-        paired = k < opens.size
-        stopped = float((t[opens[k[paired]]] - t[shuts[paired]]).sum())
-        start, end = float(t[shuts[0]]), float(t[big[-1]])
+        k = np.searchsorted(tr.open_at, tr.shut_at, side="left")
+        paired = k < tr.open_at.size
+        stopped = float((tr.open_t[k[paired]] - tr.shut_t[paired]).sum())
+        big_t = tr.open_t[big]
+        start, end = float(tr.shut_t[0]), float(big_t[-1])
         span = max(end - start, 1e-9)
-        big_t = t[big]
         period = float(np.median(np.diff(big_t)))
         data = d.data
         dt = data["t_s"].to_numpy()
@@ -162,7 +185,7 @@ class WindowOscillation(Detector):
         needed = None
         if rtt is not None and path is not None:
             needed = float(bdp_bytes(path, rtt))
-        cycles = int(big.size)
+        cycles = int(big.sum())
         summary = (
             f"{name} start/stop: the receive window closed and reopened {cycles} times, every "
             f"{period * 1e3:.0f} ms, stopped {stopped / span:.0%} of the time; "
