@@ -175,7 +175,7 @@ def build_series(conns: Connections) -> Series:
     pk = conns.packets
     tcp = pk.column("proto").to_numpy() == PROTO_TCP
     every = bool(tcp.all())
-    rows_tcp = np.arange(tcp.size) if every else np.flatnonzero(tcp)
+    rows_tcp = None if every else np.flatnonzero(tcp)  # None: every packet is TCP
 
     def col(name: str) -> np.ndarray:
         values = pk.column(name).to_numpy()
@@ -615,7 +615,7 @@ def _rtt(
 
 def _sacks(
     conns: Connections,
-    rows_tcp: np.ndarray,
+    rows_tcp: np.ndarray | None,
     seconds: Callable[[np.ndarray], np.ndarray],
     conn: np.ndarray,
     pdir: np.ndarray,
@@ -636,7 +636,7 @@ def _sacks(
         return empty
     row = sack.column("row").to_numpy().astype(np.int64)
     # Position among the tcp packets (SACK only rides on TCP).
-    i = np.searchsorted(rows_tcp, row)
+    i = row if rows_tcp is None else np.searchsorted(rows_tcp, row)
     c, d = conn[i], 1 - pdir[i]  # the blocks describe the other direction's data
     isn = np.stack(
         [conns.table.column("isn_a").to_numpy(), conns.table.column("isn_b").to_numpy()], axis=1
