@@ -22,13 +22,11 @@ def segment_starts(keys: np.ndarray) -> np.ndarray:
 
 def segmented_cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Running maximum of the earlier values of the same segment (int64 min where none)."""
-    return _cummax(values.astype(np.int64, copy=False), starts, False)
+    return _cummax_prev(values.astype(np.int64, copy=False), starts)
 
 
 @njit(cache=True)
-def _cummax(
-    values: np.ndarray, starts: np.ndarray, inclusive: bool
-) -> np.ndarray:  # pragma: no cover - compiled
+def _cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:  # pragma: no cover
     # A running maximum is one pass; restarting it per segment has no numpy primitive.
     lowest = np.iinfo(np.int64).min
     out = np.empty(values.size, dtype=np.int64)
@@ -36,9 +34,7 @@ def _cummax(
     for i in range(values.size):
         if starts[i]:
             run = lowest
-        if inclusive and values[i] > run:
-            run = values[i]
         out[i] = run
-        if not inclusive and values[i] > run:
+        if values[i] > run:
             run = values[i]
     return out
