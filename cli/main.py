@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from cli.memory import retain_freed_memory
 from cli.status import ExitStatus
 from tracekit.errors import TracekitError
 
@@ -63,4 +64,5 @@ def cli() -> None:
 
 def main() -> None:
     """Console entry point."""
+    retain_freed_memory()
     cli(prog_name="tracekit")

@@ -105,3 +105,28 @@ def test_allocate_prices_points_by_weight() -> None:
     assert allocate([1_000_000, 1_000_000], 30_000, floor=10, weights=[1, 10]) == [15_000, 1_500]
     # A cheap small trace keeps everything and leaves the rest to the expensive one.
     assert allocate([1_000, 1_000_000], 30_000, floor=10, weights=[1, 10]) == [1_000, 2_900]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(5, 2_000),
+    target=st.integers(4, 300),
+    seed=st.integers(0, 2**16),
+    with_end=st.booleans(),
+)
+def test_unsorted_x_chooses_what_a_stable_sort_first_would(
+    n: int, target: int, seed: int, with_end: bool
+) -> None:
+    # Coarse values make ties in x and in y: the choice between equal points must follow a
+    # stable sort's order too. (Up to `target` points all come back, in input order.)
+    target = min(target, n - 1)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 50, n).astype(np.float64)
+    y = rng.integers(0, 5, n).astype(np.float64)
+    y_end = y + rng.integers(0, 3, n) if with_end else None
+    keep = rng.random(n) < 0.02
+    order = np.argsort(x, kind="stable")
+    expected = order[
+        decimate(x[order], y[order], target, keep[order], None if y_end is None else y_end[order])
+    ]
+    assert decimate(x, y, target, keep, y_end).tolist() == expected.tolist()

@@ -77,7 +77,9 @@ class Series:
       them and the segments they resend from RTT samples).
     - `acks`: the other side's ACKs of this direction's data: t_s, ack_rel, win_bytes,
       edge_rel (ack + scaled window: the right edge of the receive window), dupack,
-      dupack_run (1, 2, 3... within a run of duplicates), advance, frame.
+      dupack_run (1, 2, 3... within a run of duplicates), advance, frame. For a direction
+      that carries no payload, only the ACKs that change the ACK number or the window are kept
+      (a one-way transfer's data segments all repeat the same ACK of the other direction).
     - `sacks`: SACK blocks (RFC 2018) on those ACKs: t_s, left_rel, right_rel, dsack (RFC 2883).
     - `rtt`: samples: t_s, rtt_s, source ("seq": first ACK covering a segment sent once;
       "ts": TSecr echo of an ACK that advanced the ACK line, RFC 7323 4.1).
@@ -205,9 +207,9 @@ def build_series(conns: Connections) -> Series:
     shift = np.where(ws > 0, ws, 0).reshape(-1) if ws.size else np.zeros(2, np.int64)
     ws_state = table.column("ws_state").to_pylist()
 
-    key, src, role_ack = _events(conn, pdir, (flags & TH_ACK) != 0)
+    key, src, role_ack, carries = _events(conn, pdir, (flags & TH_ACK) != 0, payload)
     walked = _Walk(key, src, role_ack, ts, t0, conn, seq, ack, payload, flags)
-    walked.run(col("win_raw"), shift, kind, col("frame"))
+    walked.run(col("win_raw"), shift, kind, col("frame"), carries)
     segments = pd.DataFrame(walked.segments, copy=False)
     acks = pd.DataFrame(walked.acks, copy=False)
     flight = pd.DataFrame(walked.flight, copy=False)
@@ -238,22 +240,25 @@ def build_series(conns: Connections) -> Series:
 
 @njit(cache=True)
 def _events(
-    conn: np.ndarray, pdir: np.ndarray, has_ack: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    conn: np.ndarray, pdir: np.ndarray, has_ack: np.ndarray, pay: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Each packet's events, sorted by (timeline, capture order): a stable counting sort.
 
     Packet i is a data event on its own timeline (2 conn + dir) and, if it carries an ACK, an
     ACK event on the other direction's (timeline ^ 1). Returns the timeline, the packet and
-    whether it is the ACK role, per event.
+    whether it is the ACK role, per event; and per timeline, whether it carries payload.
     """
     n = conn.size
     top = 1
     for i in range(n):
         top = max(top, 2 * np.int64(conn[i]) + 1)
     start = np.zeros(top + 2, dtype=np.int64)
+    carries = np.zeros(top + 1, dtype=np.bool_)
     for i in range(n):
         k = 2 * np.int64(conn[i]) + pdir[i]
         start[k + 1] += 1
+        if pay[i] > 0:
+            carries[k] = True
         if has_ack[i]:
             start[(k ^ 1) + 1] += 1
     for k in range(top + 1):
@@ -275,7 +280,7 @@ def _events(
             key[p] = k
             src[p] = i
             role_ack[p] = True
-    return key, src, role_ack
+    return key, src, role_ack, carries
 
 
 class _Walk:
@@ -334,7 +339,12 @@ class _Walk:
         self.rtt_pairs = (e(n, np.int64), e(n, np.int64))
 
     def run(
-        self, win_raw: np.ndarray, shift: np.ndarray, kind: np.ndarray, frame: np.ndarray
+        self,
+        win_raw: np.ndarray,
+        shift: np.ndarray,
+        kind: np.ndarray,
+        frame: np.ndarray,
+        carries: np.ndarray,
     ) -> None:
         """Fill the columns, then trim each table to the rows written."""
         counts = _walk_pass(
@@ -344,6 +354,7 @@ class _Walk:
             shift,
             kind,
             frame,
+            carries,
             tuple(self.segments.values()),
             tuple(self.acks.values()),
             tuple(self.flight.values()),
@@ -384,6 +395,7 @@ def _walk_pass(
     shift: np.ndarray,
     kind: np.ndarray,
     frame: np.ndarray,
+    carries: np.ndarray,
     seg_out: tuple,
     ack_out: tuple,
     flight_out: tuple,
@@ -436,17 +448,20 @@ def _walk_pass(
                 and nxt > a
             )
             run = run + 1 if is_dup else 0
-            a_conn[n_ack] = conn[p]
-            a_dir[n_ack] = key[i] & 1
-            a_t[n_ack] = t
-            a_ack[n_ack] = a
-            a_win[n_ack] = w
-            a_edge[n_ack] = a + w
-            a_dup[n_ack] = is_dup
-            a_run[n_ack] = run
-            a_adv[n_ack] = first or not have_prev or a > una
-            a_frame[n_ack] = frame[p]
-            n_ack += 1
+            # On a timeline that carries no payload (the ACKs riding on a one-way transfer's
+            # data), an ACK that repeats the one before moves neither line: it is not kept.
+            if carries[key[i]] or not have_prev or a != prev_ack or w != prev_win:
+                a_conn[n_ack] = conn[p]
+                a_dir[n_ack] = key[i] & 1
+                a_t[n_ack] = t
+                a_ack[n_ack] = a
+                a_win[n_ack] = w
+                a_edge[n_ack] = a + w
+                a_dup[n_ack] = is_dup
+                a_run[n_ack] = run
+                a_adv[n_ack] = first or not have_prev or a > una
+                a_frame[n_ack] = frame[p]
+                n_ack += 1
             advance_known[i] = (not first) and una >= 0 and a > una
             if waiting_next >= 0:
                 q = waiting_next

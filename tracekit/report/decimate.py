@@ -35,33 +35,36 @@ def decimate(
         raise ValueError(f"target must be at least {POINTS_PER_BUCKET} points, not {target}")
     if n <= target:
         return np.arange(n, dtype=np.int64)
-    order = None if bool(np.all(x[1:] >= x[:-1])) else np.argsort(x, kind="stable")
-    xs = x if order is None else x[order]
-    lows = y if order is None else y[order]
-    tops = lows if y_end is None else (y_end if order is None else y_end[order])
-
-    keep_sorted = None if keep is None else (keep if order is None else keep[order])
+    # Capture clocks step back now and then, so x is often sorted but for a few points. The
+    # buckets are then found point by point in input order, with ties broken as a stable sort
+    # would: no sorted copies of millions of points, only the chosen few are sorted.
+    in_order = bool(np.all(x[1:] >= x[:-1]))
+    tops = y if y_end is None else y_end
     n_buckets = target // POINTS_PER_BUCKET
-    selected = _m4(xs, lows, tops, n_buckets)
+    selected = _m4(x, y, tops, n_buckets, in_order)
     # A monotone series gives two points a bucket (its first is its lowest, its last its
     # highest), and clustered times leave buckets empty: use the budget with finer buckets.
     for _ in range(3):
         finer = n_buckets * max(2, target // max(int(selected.sum()), 1))
         if 2 * selected.sum() > target or finer > n:
             break
-        candidate = _m4(xs, lows, tops, finer)
+        candidate = _m4(x, y, tops, finer, in_order)
         if candidate.sum() > target:
             break
         selected, n_buckets = candidate, finer
-    if keep_sorted is not None:
-        selected |= keep_sorted
+    if keep is not None:
+        selected |= keep
     chosen = np.flatnonzero(selected)
-    return chosen if order is None else order[chosen]
+    return chosen if in_order else chosen[np.argsort(x[chosen], kind="stable")]
 
 
-def _m4(xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int) -> np.ndarray:
-    """Mask of each bucket's first, last, lowest and highest point; xs sorted."""
-    return _m4_pass(xs, lows, tops, n_buckets)
+def _m4(
+    x: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int, in_order: bool
+) -> np.ndarray:
+    """Mask of each bucket's first, last, lowest and highest point (in x order)."""
+    if in_order:
+        return _m4_pass(x, lows, tops, n_buckets)
+    return _m4_any_order(x, lows, tops, n_buckets)
 
 
 @njit(cache=True)
@@ -121,3 +124,46 @@ def allocate(
         targets[i] = min(counts[i], max(share // w[i], floor))
         left = max(0, left - targets[i] * w[i])
     return targets
+
+
+@njit(cache=True)
+def _m4_any_order(
+    x: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """_m4_pass's choice for x in any order: each point is compared with its bucket's best.
+
+    "First in x order" is the least (x, index), as a stable sort would order them; the same
+    order breaks ties between equal extremes, so the points chosen are the sorted pass's.
+    """
+    n = x.size
+    x0 = x.min()
+    span = float(x.max()) - float(x0)
+    scale = n_buckets / span if span > 0 else 0.0
+    first = np.full(n_buckets, -1, dtype=np.int64)
+    last = np.full(n_buckets, -1, dtype=np.int64)
+    low_at = np.full(n_buckets, -1, dtype=np.int64)
+    top_at = np.full(n_buckets, -1, dtype=np.int64)
+    for i in range(n):
+        b = min(np.int64((x[i] - x0) * scale), n_buckets - 1) if span > 0 else 0
+        j = first[b]
+        if j < 0 or x[i] < x[j]:
+            first[b] = i
+        j = last[b]
+        if j < 0 or x[i] >= x[j]:
+            last[b] = i
+        v = lows[i]
+        if v == v:  # NaN is never a bucket's extreme
+            j = low_at[b]
+            if j < 0 or v < lows[j] or (v == lows[j] and x[i] < x[j]):
+                low_at[b] = i
+        v = tops[i]
+        if v == v:
+            j = top_at[b]
+            if j < 0 or v > tops[j] or (v == tops[j] and x[i] < x[j]):
+                top_at[b] = i
+    selected = np.zeros(n, dtype=np.bool_)
+    for b in range(n_buckets):
+        for j in (first[b], last[b], low_at[b], top_at[b]):
+            if j >= 0:
+                selected[j] = True
+    return selected
