@@ -207,18 +207,17 @@ def build_series(conns: Connections) -> Series:
     shift = np.where(ws > 0, ws, 0).reshape(-1) if ws.size else np.zeros(2, np.int64)
     ws_state = table.column("ws_state").to_pylist()
 
-    key, src, role_ack, carries = _events(conn, pdir, (flags & TH_ACK) != 0, payload)
-    walked = _Walk(key, src, role_ack, ts, t0, conn, seq, ack, payload, flags)
+    rows, bounds, carries = _by_connection(conn, pdir, payload)
+    walked = _Walk(rows, bounds, pdir, ts, t0, conn, seq, ack, payload, flags)
     walked.run(col("win_raw"), shift, kind, col("frame"), carries)
     segments = pd.DataFrame(walked.segments, copy=False)
     acks = pd.DataFrame(walked.acks, copy=False)
     flight = pd.DataFrame(walked.flight, copy=False)
     ts_seg, ts_ack, n_ts = _ts_pairs(
-        key, src, role_ack, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
+        rows, bounds, pdir, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
     )
-    del key, role_ack
-    ts_pairs = (src[ts_seg[:n_ts]], src[ts_ack[:n_ts]])
-    del src
+    del rows
+    ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
 
     def seconds(rows: np.ndarray) -> np.ndarray:
         return (ts[rows] - t0) / 1e9
@@ -239,48 +238,34 @@ def build_series(conns: Connections) -> Series:
 
 
 @njit(cache=True)
-def _events(
-    conn: np.ndarray, pdir: np.ndarray, has_ack: np.ndarray, pay: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Each packet's events, sorted by (timeline, capture order): a stable counting sort.
+def _by_connection(
+    conn: np.ndarray, pdir: np.ndarray, pay: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Packet rows grouped by connection, in capture order within each (a stable counting sort).
 
-    Packet i is a data event on its own timeline (2 conn + dir) and, if it carries an ACK, an
-    ACK event on the other direction's (timeline ^ 1). Returns the timeline, the packet and
-    whether it is the ACK role, per event; and per timeline, whether it carries payload.
+    Connection c's packets are rows[bounds[c]:bounds[c + 1]]; `carries` says per timeline
+    (2 conn + dir) whether it carries payload. A timeline's events are its connection's
+    packets: those of its own direction as data, those of the other that carry an ACK as ACKs.
     """
     n = conn.size
-    top = 1
+    top = 0
     for i in range(n):
-        top = max(top, 2 * np.int64(conn[i]) + 1)
-    start = np.zeros(top + 2, dtype=np.int64)
-    carries = np.zeros(top + 1, dtype=np.bool_)
+        top = max(top, np.int64(conn[i]) + 1)
+    bounds = np.zeros(top + 1, dtype=np.int64)
+    carries = np.zeros(2 * top + 2, dtype=np.bool_)
     for i in range(n):
-        k = 2 * np.int64(conn[i]) + pdir[i]
-        start[k + 1] += 1
+        bounds[conn[i] + 1] += 1
         if pay[i] > 0:
-            carries[k] = True
-        if has_ack[i]:
-            start[(k ^ 1) + 1] += 1
-    for k in range(top + 1):
-        start[k + 1] += start[k]
-    size = start[top + 1]
-    key = np.empty(size, dtype=np.int32)
-    src = np.empty(size, dtype=np.int32)  # packet rows: the reader numbers frames in 32 bits
-    role_ack = np.zeros(size, dtype=np.bool_)
+            carries[2 * np.int64(conn[i]) + pdir[i]] = True
+    for c in range(top):
+        bounds[c + 1] += bounds[c]
+    fill = bounds[:-1].copy()
+    rows = np.empty(n, dtype=np.int32)  # packet rows: the reader numbers frames in 32 bits
     for i in range(n):
-        k = 2 * np.int64(conn[i]) + pdir[i]
-        p = start[k]
-        start[k] += 1
-        key[p] = k
-        src[p] = i
-        if has_ack[i]:
-            k ^= 1
-            p = start[k]
-            start[k] += 1
-            key[p] = k
-            src[p] = i
-            role_ack[p] = True
-    return key, src, role_ack, carries
+        c = conn[i]
+        rows[fill[c]] = i
+        fill[c] += 1
+    return rows, bounds, carries
 
 
 class _Walk:
@@ -292,9 +277,9 @@ class _Walk:
 
     def __init__(
         self,
-        key: np.ndarray,
-        src: np.ndarray,
-        role_ack: np.ndarray,
+        rows: np.ndarray,
+        bounds: np.ndarray,
+        pdir: np.ndarray,
         ts: np.ndarray,
         t0: int,
         conn: np.ndarray,
@@ -303,7 +288,7 @@ class _Walk:
         pay: np.ndarray,
         flags: np.ndarray,
     ) -> None:
-        self.events = (key, src, role_ack)
+        self.timelines = (rows, bounds, pdir)
         self.packets = (ts, np.int64(t0), conn, seq, ack, pay, flags)
         n, e = seq.size, np.empty
         self.segments = {
@@ -334,8 +319,8 @@ class _Walk:
             "flight_bytes": e(n, np.int64),
             "rwnd_bytes": e(n, np.int64),
         }
-        # Per event: an ACK that raised a line already set (for the timestamp samples).
-        self.advance_known = np.zeros(key.size, dtype=np.bool_)
+        # Per packet: an ACK that raised a line already set (for the timestamp samples).
+        self.advance_known = np.zeros(n, dtype=np.bool_)
         self.rtt_pairs = (e(n, np.int64), e(n, np.int64))
 
     def run(
@@ -348,7 +333,7 @@ class _Walk:
     ) -> None:
         """Fill the columns, then trim each table to the rows written."""
         counts = _walk_pass(
-            *self.events,
+            *self.timelines,
             *self.packets,
             win_raw,
             shift,
@@ -381,9 +366,9 @@ class _Walk:
 
 @njit(cache=True)
 def _walk_pass(
-    key: np.ndarray,
-    src: np.ndarray,
-    role_ack: np.ndarray,
+    rows: np.ndarray,
+    bounds: np.ndarray,
+    pdir: np.ndarray,
     ts: np.ndarray,
     t0: np.int64,
     conn: np.ndarray,
@@ -406,7 +391,6 @@ def _walk_pass(
     s_conn, s_dir, s_t, s_seq, s_end, s_len, s_kind, s_frame = seg_out
     a_conn, a_dir, a_t, a_ack, a_win, a_edge, a_dup, a_run, a_adv, a_frame = ack_out
     f_bytes, f_rwnd = flight_out
-    size = key.size
     # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
     # end, in sending order (their ends ascend), and whether a resend overlapped them first.
     pending = np.empty(seq.size, dtype=np.int64)
@@ -418,181 +402,192 @@ def _walk_pass(
     run = 0
     head = tail = 0
     waiting_next = -1  # a fresh segment already below the line: only the next event may date it
-    for i in range(size):
-        p = src[i]
-        if i == 0 or key[i] != key[i - 1]:
-            nxt = una = lw = le = -1
-            have_prev = False
-            run = 0
-            head = tail = 0
-            first = True
-            waiting_next = -1
-        else:
-            first = False
-        f = flags[p]
-        t = (ts[p] - t0) / 1e9
-        if role_ack[i]:
-            a = ack[p]
-            w = np.int64(win_raw[p])
-            if (f & TH_SYN) == 0:
-                w <<= shift[key[i] ^ 1]  # the shift the ACK's sender announced
-            # RFC 5681 2: a duplicate ACK carries no data, no SYN/FIN/RST, the same ACK number
-            # and window as the one before, while data is outstanding. Runs of duplicates
-            # restart at every other ACK: the third in a row triggers fast retransmit (3.2).
-            is_dup = (
-                have_prev
-                and pay[p] == 0
-                and (f & (TH_SYN | TH_FIN | TH_RST)) == 0
-                and a == prev_ack
-                and w == prev_win
-                and nxt > a
-            )
-            run = run + 1 if is_dup else 0
-            # On a timeline that carries no payload (the ACKs riding on a one-way transfer's
-            # data), an ACK that repeats the one before moves neither line: it is not kept.
-            if carries[key[i]] or not have_prev or a != prev_ack or w != prev_win:
-                a_conn[n_ack] = conn[p]
-                a_dir[n_ack] = key[i] & 1
-                a_t[n_ack] = t
-                a_ack[n_ack] = a
-                a_win[n_ack] = w
-                a_edge[n_ack] = a + w
-                a_dup[n_ack] = is_dup
-                a_run[n_ack] = run
-                a_adv[n_ack] = first or not have_prev or a > una
-                a_frame[n_ack] = frame[p]
-                n_ack += 1
-            advance_known[i] = (not first) and una >= 0 and a > una
-            if waiting_next >= 0:
-                q = waiting_next
-                waiting_next = -1
-                if a == seq[q] + pay[q]:
-                    rtt_seg[n_rtt] = q
-                    rtt_ack[n_rtt] = p
-                    n_rtt += 1
-            if a > una:
-                una = a
-                # The line passed these segments' ends: this ACK dates the one it names exactly.
-                while head < tail:
-                    q = pending[head]
-                    end = seq[q] + pay[q]
-                    if end > una:
-                        break
-                    if end == a and not tainted[head]:
-                        rtt_seg[n_rtt] = q
-                        rtt_ack[n_rtt] = p
-                        n_rtt += 1
-                    head += 1
-            lw = w
-            le = a + w
-            prev_ack = a
-            prev_win = w
-            have_prev = True
-        else:
-            waiting_next = -1
-            s = seq[p]
-            length = np.int64(pay[p])
-            end = s + length
-            k = kind[p] if length > 0 else -1
-            if length > 0:
-                # A data probe goes past a zero window (the window before it).
-                if lw == 0 and s >= le:
-                    k = _PROBE
-            elif (f & (TH_SYN | TH_FIN | TH_RST)) == 0 and una > 0 and s == una - 1:
-                # Linux probes a zero window with an ACK-only segment one byte below the ACK
-                # line (tcp_xmit_probe_skb); the same segment with the window open is a
-                # keepalive.
-                k = _PROBE if lw == 0 else _KEEPALIVE
-            if k >= 0:
-                s_conn[n_seg] = conn[p]
-                s_dir[n_seg] = key[i] & 1
-                s_t[n_seg] = t
-                s_seq[n_seg] = s
-                s_end[n_seg] = end
-                s_len[n_seg] = length
-                s_kind[n_seg] = k
-                s_frame[n_seg] = frame[p]
-                n_seg += 1
-            if length > 0:
-                if k in (RETRANSMISSION, PARTIAL):
-                    # A resend: fresh segments it overlaps get no sample (Karn).
-                    j = head
-                    while j < tail:
-                        q = pending[j]
-                        if seq[q] >= end:
-                            break
-                        if seq[q] + pay[q] > s:
-                            tainted[j] = True
-                        j += 1
-                elif k == NEW:
-                    if una >= end:
-                        waiting_next = p
-                    else:
-                        pending[tail] = p
-                        tainted[tail] = False
-                        tail += 1
-            seg_end = end
-            if f & TH_SYN:
-                seg_end += 1
-            if f & TH_FIN:
-                seg_end += 1
-            if seg_end > nxt:
-                nxt = seg_end
-            if length > 0:
-                f_bytes[n_flight] = max(nxt - max(una, 0), 0)
-                f_rwnd[n_flight] = lw
-                n_flight += 1
+    for c in range(bounds.size - 1):
+        for d in range(2):
+            line = 2 * c + d
+            started = False
+            for r in range(bounds[c], bounds[c + 1]):
+                p = rows[r]
+                if pdir[p] == d:
+                    is_ack = False
+                elif flags[p] & TH_ACK:
+                    is_ack = True
+                else:
+                    continue
+                if not started:
+                    nxt = una = lw = le = -1
+                    have_prev = False
+                    run = 0
+                    head = tail = 0
+                    first = True
+                    waiting_next = -1
+                    started = True
+                else:
+                    first = False
+                f = flags[p]
+                t = (ts[p] - t0) / 1e9
+                if is_ack:
+                    a = ack[p]
+                    w = np.int64(win_raw[p])
+                    if (f & TH_SYN) == 0:
+                        w <<= shift[line ^ 1]  # the shift the ACK's sender announced
+                    # RFC 5681 2: a duplicate ACK carries no data, no SYN/FIN/RST, the same ACK
+                    # number and window as the one before, while data is outstanding. Runs of
+                    # duplicates restart at every other ACK: the third in a row triggers fast
+                    # retransmit (3.2).
+                    is_dup = (
+                        have_prev
+                        and pay[p] == 0
+                        and (f & (TH_SYN | TH_FIN | TH_RST)) == 0
+                        and a == prev_ack
+                        and w == prev_win
+                        and nxt > a
+                    )
+                    run = run + 1 if is_dup else 0
+                    # On a timeline that carries no payload (the ACKs riding on a one-way transfer's
+                    # data), an ACK that repeats the one before moves neither line: it is not kept.
+                    if carries[line] or not have_prev or a != prev_ack or w != prev_win:
+                        a_conn[n_ack] = conn[p]
+                        a_dir[n_ack] = d
+                        a_t[n_ack] = t
+                        a_ack[n_ack] = a
+                        a_win[n_ack] = w
+                        a_edge[n_ack] = a + w
+                        a_dup[n_ack] = is_dup
+                        a_run[n_ack] = run
+                        a_adv[n_ack] = first or not have_prev or a > una
+                        a_frame[n_ack] = frame[p]
+                        n_ack += 1
+                    advance_known[p] = (not first) and una >= 0 and a > una
+                    if waiting_next >= 0:
+                        q = waiting_next
+                        waiting_next = -1
+                        if a == seq[q] + pay[q]:
+                            rtt_seg[n_rtt] = q
+                            rtt_ack[n_rtt] = p
+                            n_rtt += 1
+                    if a > una:
+                        una = a
+                        # The line passed these segments' ends: this ACK dates the one it
+                        # names exactly.
+                        while head < tail:
+                            q = pending[head]
+                            end = seq[q] + pay[q]
+                            if end > una:
+                                break
+                            if end == a and not tainted[head]:
+                                rtt_seg[n_rtt] = q
+                                rtt_ack[n_rtt] = p
+                                n_rtt += 1
+                            head += 1
+                    lw = w
+                    le = a + w
+                    prev_ack = a
+                    prev_win = w
+                    have_prev = True
+                else:
+                    waiting_next = -1
+                    s = seq[p]
+                    length = np.int64(pay[p])
+                    end = s + length
+                    k = kind[p] if length > 0 else -1
+                    if length > 0:
+                        # A data probe goes past a zero window (the window before it).
+                        if lw == 0 and s >= le:
+                            k = _PROBE
+                    elif (f & (TH_SYN | TH_FIN | TH_RST)) == 0 and una > 0 and s == una - 1:
+                        # Linux probes a zero window with an ACK-only segment one byte below the ACK
+                        # line (tcp_xmit_probe_skb); the same segment with the window open is a
+                        # keepalive.
+                        k = _PROBE if lw == 0 else _KEEPALIVE
+                    if k >= 0:
+                        s_conn[n_seg] = conn[p]
+                        s_dir[n_seg] = d
+                        s_t[n_seg] = t
+                        s_seq[n_seg] = s
+                        s_end[n_seg] = end
+                        s_len[n_seg] = length
+                        s_kind[n_seg] = k
+                        s_frame[n_seg] = frame[p]
+                        n_seg += 1
+                    if length > 0:
+                        if k in (RETRANSMISSION, PARTIAL):
+                            # A resend: fresh segments it overlaps get no sample (Karn).
+                            j = head
+                            while j < tail:
+                                q = pending[j]
+                                if seq[q] >= end:
+                                    break
+                                if seq[q] + pay[q] > s:
+                                    tainted[j] = True
+                                j += 1
+                        elif k == NEW:
+                            if una >= end:
+                                waiting_next = p
+                            else:
+                                pending[tail] = p
+                                tainted[tail] = False
+                                tail += 1
+                    seg_end = end
+                    if f & TH_SYN:
+                        seg_end += 1
+                    if f & TH_FIN:
+                        seg_end += 1
+                    if seg_end > nxt:
+                        nxt = seg_end
+                    if length > 0:
+                        f_bytes[n_flight] = max(nxt - max(una, 0), 0)
+                        f_rwnd[n_flight] = lw
+                        n_flight += 1
     return n_seg, n_ack, n_flight, n_rtt
 
 
 @njit(cache=True)
 def _ts_pairs(
-    key: np.ndarray,
-    src: np.ndarray,
-    role_ack: np.ndarray,
+    rows: np.ndarray,
+    bounds: np.ndarray,
+    pdir: np.ndarray,
     advance_known: np.ndarray,
     pay: np.ndarray,
     opts: np.ndarray,
     tsval: np.ndarray,
     tsecr: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
-    """Timestamp-echo RTT samples: (segment event, ACK event) index pairs and their count.
+    """Timestamp-echo RTT samples: (segment packet, ACK packet) row pairs and their count.
 
     An ACK that advances the line echoes the TSval of the segment that caused it; the first
     data segment of the timeline to carry that TSval dates the sample.
     """
-    size = key.size
-    seg = np.empty(size, dtype=np.int64)
-    ack = np.empty(size, dtype=np.int64)
-    n = 0
-    lo = 0
-    while lo < size:
-        hi = lo + 1
-        while hi < size and key[hi] == key[lo]:
-            hi += 1
-        # The first data segment of this timeline with each TSval (TSvals repeat in runs).
-        first = Dict.empty(key_type=types.int64, value_type=types.int64)
-        last = np.int64(-1)
-        for i in range(lo, hi):
-            p = src[i]
-            if role_ack[i] or pay[p] == 0 or (opts[p] & OPT_TS) == 0:
-                continue
-            v = np.int64(tsval[p])
-            if v != last:
-                last = v
-                if v not in first:
-                    first[v] = i
-        if len(first):
-            for i in range(lo, hi):
-                p = src[i]
-                if advance_known[i] and (opts[p] & OPT_TS) != 0:
-                    j = first.get(np.int64(tsecr[p]), -1)
-                    if j >= 0:
-                        seg[n] = j
-                        ack[n] = i
-                        n += 1
-        lo = hi
-    return seg, ack, n
+    n = pay.size
+    seg = np.empty(n, dtype=np.int64)
+    ack = np.empty(n, dtype=np.int64)
+    count = 0
+    for c in range(bounds.size - 1):
+        lo, hi = bounds[c], bounds[c + 1]
+        for d in range(2):
+            # The first data segment of this timeline with each TSval (TSvals repeat in runs).
+            first = Dict.empty(key_type=types.int64, value_type=types.int64)
+            last = np.int64(-1)
+            for r in range(lo, hi):
+                p = rows[r]
+                if pdir[p] != d or pay[p] == 0 or (opts[p] & OPT_TS) == 0:
+                    continue
+                v = np.int64(tsval[p])
+                if v != last:
+                    last = v
+                    if v not in first:
+                        first[v] = p
+            if len(first):
+                # advance_known is set only on ACKs: packets of the other direction.
+                for r in range(lo, hi):
+                    p = rows[r]
+                    if pdir[p] != d and advance_known[p] and (opts[p] & OPT_TS) != 0:
+                        j = first.get(np.int64(tsecr[p]), -1)
+                        if j >= 0:
+                            seg[count] = j
+                            ack[count] = p
+                            count += 1
+    return seg, ack, count
 
 
 def _rtt(
@@ -767,7 +762,7 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
         return pd.DataFrame(
             {"start_s": [], "end_s": [], "packets": [], "bytes": [], "rate_bps": []}
         )
-    first, last, total = _trains(t, size, gap_s)
+    first, last, total = _trains(t, size, gap_s, min_packets)
     packets = last - first + 1
     span = t[last] - t[first]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -781,27 +776,31 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
             "rate_bps": rate_bps,
         }
     )
-    return out[out["packets"] >= min_packets].reset_index(drop=True)
+    return out
 
 
 @njit(cache=True)
 def _trains(
-    t: np.ndarray, size: np.ndarray, gap_s: float
+    t: np.ndarray, size: np.ndarray, gap_s: float, min_packets: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    # Each train's first and last segment and its bytes, in one pass.
+    # Each train of min_packets or more: its first and last segment and its bytes, in one pass
+    # (a shorter train's row is taken by the next).
     first = np.empty(t.size, dtype=np.int64)
     last = np.empty(t.size, dtype=np.int64)
     total = np.empty(t.size, dtype=np.int64)
     n = 0
-    for i in range(t.size):
-        if i == 0 or t[i] - t[i - 1] > gap_s:
+    for i in range(t.size + 1):
+        if i == t.size or i == 0 or t[i] - t[i - 1] > gap_s:
             if n:
                 last[n - 1] = i - 1
+                if i - first[n - 1] < min_packets:
+                    n -= 1
+            if i == t.size:
+                break
             first[n] = i
             total[n] = 0
             n += 1
         total[n - 1] += size[i]
-    last[n - 1] = t.size - 1
     return first[:n].copy(), last[:n].copy(), total[:n].copy()
 
 

@@ -347,6 +347,24 @@ def achieved_rate_bps(direction: Direction) -> float:
     return float(max(int(line.max()) - first, 0) * 8 / (done - start))
 
 
+def lost_data(direction: Direction) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Per data segment (`direction.data`'s rows): lost (resent, not D-SACKed), and resent
+    needlessly (resent and D-SACKed). Computed once per direction, read-only."""
+
+    def compute() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        flags = direction.resent
+        resent = flags["resent"].to_numpy()
+        dsacked = flags["dsacked"].to_numpy()
+        has_data = direction.segments["len"].to_numpy() > 0
+        if not has_data.all():
+            resent, dsacked = resent[has_data], dsacked[has_data]
+        return resent & ~dsacked, resent & dsacked
+
+    lost, spurious = direction.memo("lost_data", compute)
+    lost.flags.writeable = spurious.flags.writeable = False
+    return lost, spurious
+
+
 # --- the flight and the queue ------------------------------------------------------------------
 
 
@@ -371,14 +389,16 @@ def _flight_levels(
     A burst is the run of segments one ACK released; with delayed ACKs the first segment of a
     pair leaves a segment of room that the second then fills, so a segment is judged by the
     most its burst put in flight. The window is the last one advertised before the segment
-    (-1 before any: `known` is False there).
+    (-1 before any: `known` is False there); the levels and windows are those of the known
+    segments only, in order.
     """
     data = direction.data
     flight = direction.flight
-    fl = flight["flight_bytes"].to_numpy().astype(np.float64)
-    rwnd = flight["rwnd_bytes"].to_numpy().astype(np.float64)
+    fl = flight["flight_bytes"].to_numpy()
+    rwnd = flight["rwnd_bytes"].to_numpy()
     if len(data) != len(flight) or fl.size == 0:
-        return fl, rwnd, rwnd >= 0
+        known = rwnd >= 0
+        return fl[known].astype(np.float64), rwnd[known].astype(np.float64), known
     return _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, rwnd)
 
 
@@ -386,10 +406,18 @@ def _flight_levels(
 def _burst_tops(
     ack_frame: np.ndarray, data_frame: np.ndarray, fl: np.ndarray, rwnd: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    # A burst: the data segments between two ACKs (capture order: frame numbers). Two passes:
-    # each burst's highest flight, then each segment's where the window is known.
+    # A burst: the data segments between two ACKs (capture order: frame numbers). Each
+    # burst's highest flight goes to its segments where the window is known; nothing is
+    # made per segment but those outputs.
     n = data_frame.size
-    high = np.empty(n)
+    known = np.empty(n, dtype=np.bool_)
+    count = 0
+    for i in range(n):
+        known[i] = rwnd[i] >= 0
+        count += known[i]
+    top_known = np.empty(count)
+    rwnd_known = np.empty(count)
+    c = 0
     j = 0
     start = 0
     current = -1
@@ -398,26 +426,16 @@ def _burst_tops(
             while j < ack_frame.size and ack_frame[j] < data_frame[i]:
                 j += 1
         if i == n or (i > 0 and j != current):
-            top = fl[start]
+            top = np.float64(fl[start])
             for k in range(start + 1, i):
-                top = max(top, fl[k])
+                top = max(top, np.float64(fl[k]))
             for k in range(start, i):
-                high[k] = top
+                if known[k]:
+                    top_known[c] = top
+                    rwnd_known[c] = rwnd[k]
+                    c += 1
             start = i
         current = j
-    known = rwnd >= 0
-    count = 0
-    for i in range(n):
-        if known[i]:
-            count += 1
-    top_known = np.empty(count)
-    rwnd_known = np.empty(count)
-    count = 0
-    for i in range(n):
-        if known[i]:
-            top_known[count] = high[i]
-            rwnd_known[count] = rwnd[i]
-            count += 1
     return top_known, rwnd_known, known
 
 

@@ -21,6 +21,7 @@ from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     AckLine,
     ack_line_rates_bps,
+    lost_data,
     packet_basis,
     queues_at_start_bytes,
     wire_directions,
@@ -52,11 +53,23 @@ class _Bursts:
 
 def _median_length(length: np.ndarray) -> int:
     """np.median of payload lengths (whole bytes under 64 KiB), by counting, truncated."""
-    counts = np.cumsum(np.bincount(length.astype(np.int64, copy=False)))
+    counts = np.cumsum(_length_counts(length))
     n = int(counts[-1])
     low = int(np.searchsorted(counts, (n - 1) // 2, side="right"))
     high = int(np.searchsorted(counts, n // 2, side="right"))
     return int((low + high) / 2)
+
+
+@njit(cache=True)
+def _length_counts(length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """np.bincount of payload lengths, without an int64 copy of millions of them."""
+    top = 0
+    for v in length:
+        top = max(top, np.int64(v))
+    counts = np.zeros(top + 1, dtype=np.int64)
+    for v in length:
+        counts[v] += 1
+    return counts
 
 
 @njit(cache=True)
@@ -73,6 +86,18 @@ def _gap_rates_bps(
             out[n] = (np.float64(length[i]) + overhead) * 8 / gap
             n += 1
     return out[:n]
+
+
+@njit(cache=True)
+def _count_between(
+    flags: np.ndarray, first: np.ndarray, last: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """How many flags are set in each range first[k]..last[k] (inclusive)."""
+    out = np.zeros(first.size, dtype=np.int64)
+    for k in range(first.size):
+        for i in range(first[k], last[k] + 1):
+            out[k] += flags[i]
+    return out
 
 
 class LineRateBurst(Detector):
@@ -109,8 +134,6 @@ class LineRateBurst(Detector):
     def _bursts(self, ser: Direction, overhead: int) -> _Bursts | None:
         """The direction's line-rate bursts, or None when there are too few."""
         cfg = self.config
-        seg = ser.segments
-        data_mask = seg["len"].to_numpy() > 0
         data = ser.data
         if len(data) < cfg.min_burst_packets:
             return None
@@ -145,16 +168,14 @@ class LineRateBurst(Detector):
             above_rel=seq[first].astype(np.float64),
             up_to_rel=end[last].astype(np.float64),
         )[0] * ((payload + overhead) / payload)
-        flags = ser.resent[data_mask]
-        lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
-        lost_cum = np.r_[0, np.cumsum(lost)]
+        lost, _ = lost_data(ser)
         table = pd.DataFrame(
             {
                 "start_s": tr["start_s"].to_numpy(),
                 "end_s": tr["end_s"].to_numpy(),
                 "packets": tr["packets"].to_numpy(),
                 "rate_bps": wire_rate,
-                "lost": lost_cum[last + 1] - lost_cum[first],
+                "lost": _count_between(lost, first, last),
                 "delivered_bps": delivered,
             }
         )

@@ -88,14 +88,64 @@ def _per_window(
 
 
 @njit(cache=True)
-def _per_window_max(
-    index: np.ndarray, values: np.ndarray, n: int
-) -> np.ndarray:  # pragma: no cover - compiled
-    """Per window, the largest value (0 where none is larger): np.maximum.at in one pass."""
-    out = np.zeros(n)
-    for k in range(index.size):
-        out[index[k]] = max(out[index[k]], values[k])
-    return out
+def _window(t: float, t0: float, length: float, n: int) -> int:  # pragma: no cover - compiled
+    """The window a time falls in: windows of `length` from t0, the first and last open."""
+    return min(max(np.int64((t - t0) / length), 0), n - 1)
+
+
+@njit(cache=True)
+def _segment_windows(
+    t: np.ndarray, resent: np.ndarray, t0: float, length: float, n: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per window: data segments sent, and how many of them were retransmissions."""
+    sent = np.zeros(n)
+    retrans = np.zeros(n)
+    for i in range(t.size):
+        w = _window(t[i], t0, length, n)
+        sent[w] += 1
+        retrans[w] += resent[i]
+    return sent, retrans
+
+
+@njit(cache=True)
+def _flight_windows(
+    t: np.ndarray,
+    known: np.ndarray,
+    top: np.ndarray,
+    rwnd: np.ndarray,
+    t0: float,
+    length: float,
+    n: int,
+    mss: int,
+    cap: float,
+    scale_known: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """Per window, over the segments sent with a known window (flight_levels' top, rwnd):
+
+    how many; how many had the window full (less than a segment of room; never when the
+    window scale is unknown); how many sat at the flight's cap (within a segment of its 95th
+    percentile) with two segments of room under the window; the highest flight and window.
+    """
+    counted = np.zeros(n)
+    pinned = np.zeros(n)
+    capped = np.zeros(n)
+    flight_max = np.zeros(n)
+    rwnd_max = np.zeros(n)
+    j = 0
+    for i in range(t.size):
+        if not known[i]:
+            continue
+        w = _window(t[i], t0, length, n)
+        level, window = top[j], rwnd[j]
+        j += 1
+        counted[w] += 1
+        if scale_known and window - level < mss:
+            pinned[w] += 1
+        if scale_known and level >= cap - mss and window - level >= 2 * mss:
+            capped[w] += 1
+        flight_max[w] = max(flight_max[w], level)
+        rwnd_max[w] = max(rwnd_max[w], window)
+    return counted, pinned, capped, flight_max, rwnd_max
 
 
 @njit(cache=True)
@@ -198,22 +248,17 @@ class RateLimitCause(Detector):
         def window_of(t: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
             return np.clip(((t - t0) / length).astype(np.int64), 0, n - 1)
 
-        seg_w = window_of(data["t_s"].to_numpy())
         resent = kind_mask(data, "retransmission", "partial_retransmission")
-        retrans = _per_window(seg_w, n, resent.astype(np.float64))
+        sent, retrans = _segment_windows(data["t_s"].to_numpy(), resent, t0, length, n)
         any_loss_before = np.cumsum(retrans) - retrans > 0
-        sent = _per_window(seg_w, n)
 
         top, rwnd, has_rwnd = flight_levels(d)
-        flight_t = d.flight["t_s"].to_numpy()[has_rwnd]
-        fw = window_of(flight_t)
-        pinned_rwnd = (rwnd - top) < mss if known else np.zeros(top.size, dtype=bool)
-        pinned = _per_window(fw, n, pinned_rwnd) / np.maximum(_per_window(fw, n), 1)
-        flight_max = _per_window_max(fw, top, n)
-        rwnd_med = _per_window_max(fw, rwnd, n)
         cap = float(np.percentile(top, 95)) if top.size else 0.0
-        capped = (top >= cap - mss) & (rwnd - top >= 2 * mss) & known
-        at_cap = _per_window(fw, n, capped) / np.maximum(_per_window(fw, n), 1)
+        counted, pinned_rwnd, capped, flight_max, rwnd_med = _flight_windows(
+            d.flight["t_s"].to_numpy(), has_rwnd, top, rwnd, t0, length, n, mss, cap, known
+        )
+        pinned = pinned_rwnd / np.maximum(counted, 1)
+        at_cap = capped / np.maximum(counted, 1)
 
         line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
         gain = np.diff(line, prepend=line[0]) if line.size else line
@@ -295,12 +340,12 @@ class RateLimitCause(Detector):
         """
         acks, data = d.acks, d.data
         return _room_answered(
-            acks["frame"].to_numpy().astype(np.int64),
+            acks["frame"].to_numpy(),
             acks["t_s"].to_numpy(),
             acks["advance"].to_numpy(),
-            acks["edge_rel"].to_numpy().astype(np.int64),
-            data["frame"].to_numpy().astype(np.int64),
-            data["end_rel"].to_numpy().astype(np.int64),
+            acks["edge_rel"].to_numpy(),
+            data["frame"].to_numpy(),
+            data["end_rel"].to_numpy(),
             mss,
             t0,
             length,

@@ -25,7 +25,7 @@ microseconds of the ACK that caused it, a timer fires no sooner than about two r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,13 +93,17 @@ class Classified:
 
 def classify(
     direction: Any,
-    tsval_by_frame: npt.NDArray[np.int64] | None,
-    tsecr_by_frame: npt.NDArray[np.int64] | None,
+    tsval_by_frame: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]] | None,
+    tsecr_by_frame: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]] | None,
     timer_rtt_ratio: float = 0.5,
     timer_floor_s: float = 0.005,
     rto_min_s: float = 0.2,
 ) -> pd.DataFrame:
-    """Class and reason of every retransmission of one direction (see the module docstring)."""
+    """Class and reason of every retransmission of one direction (see the module docstring).
+
+    `tsval_by_frame` and `tsecr_by_frame` give the TCP timestamps of packets by frame number
+    (None: no Eifel test).
+    """
     seg = direction.segments
     acks = direction.acks
     is_re = kind_mask(seg, "retransmission", "partial_retransmission")
@@ -178,8 +182,8 @@ def classify(
         q = np.maximum(q, k + 1)
         ok = q < len(acks)
         qq = np.minimum(q, len(acks) - 1)
-        sent_ts = tsval_by_frame[f]
-        echo = tsecr_by_frame[ack_frame[qq]]
+        sent_ts = tsval_by_frame(f).astype(np.int64)
+        echo = tsecr_by_frame(ack_frame[qq]).astype(np.int64)
         eifel = ok & (sent_ts > 0) & (echo > 0) & (echo < sent_ts)
     needless = dsacked | eifel
     reason[needless & ~acked] = np.where(dsacked, R_DSACK, R_EIFEL)[needless & ~acked]
@@ -226,16 +230,31 @@ class Retransmissions(Detector):
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         cfg = self.config
         pk = ctx.packets
-        frames = pk.column("frame").to_numpy().astype(np.int64)
-        tsval = np.zeros(int(frames.max()) + 1 if frames.size else 1, dtype=np.int64)
-        tsecr = np.zeros_like(tsval)
-        tsval[frames] = pk.column("tsval").to_numpy()
-        tsecr[frames] = pk.column("tsecr").to_numpy()
+        # The packet table is in capture order: frame numbers ascend, so a frame's row is a
+        # binary search away (no per-frame array of the whole capture).
+        frames = pk.column("frame").to_numpy()
+        order = None if bool(np.all(frames[1:] > frames[:-1])) else np.argsort(frames)
+        if order is not None:
+            frames = frames[order]
+
+        def by_frame(name: str) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]]:
+            values = pk.column(name).to_numpy()
+            if order is not None:
+                values = values[order]
+            # Frame numbers are 32-bit: searching with another type would copy every frame.
+            return lambda wanted: values[np.searchsorted(frames, wanted.astype(frames.dtype))]
+
         for conn, direction, d in data_directions(ctx):
-            kinds = d.segments["kind"]
-            if not kinds.isin(["retransmission", "partial_retransmission"]).any():
+            if not kind_mask(d.segments, "retransmission", "partial_retransmission").any():
                 continue
-            table = classify(d, tsval, tsecr, cfg.timer_rtt_ratio, cfg.timer_floor_s, cfg.rto_min_s)
+            table = classify(
+                d,
+                by_frame("tsval"),
+                by_frame("tsecr"),
+                cfg.timer_rtt_ratio,
+                cfg.timer_floor_s,
+                cfg.rto_min_s,
+            )
             yield self._finding(conn, direction, d, table)
 
     def _finding(self, conn: int, direction: int, d: Any, table: pd.DataFrame) -> Finding:

@@ -16,11 +16,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from tracekit import physics
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     ack_line_rate_bps,
+    lost_data,
     packet_basis,
     queue_at_start_bytes,
     wire_directions,
@@ -45,6 +47,34 @@ class _Round:
     lost: int
     spurious: int
     lost_total: int
+
+
+@njit(cache=True)
+def _round_flights(
+    starts: np.ndarray,
+    t: np.ndarray,
+    first_copy: np.ndarray,
+    again: np.ndarray,
+    lost: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per round (the last start at or before each segment; round 0 before the first):
+    when it first resent, and its flight: how many first copies it sent before that, and how
+    many of those were lost."""
+    n = starts.size
+    first_again = np.full(n, np.inf)
+    for i in range(t.size):
+        if again[i]:
+            w = max(np.searchsorted(starts, t[i], side="right") - 1, 0)
+            first_again[w] = min(first_again[w], t[i])
+    flights = np.zeros(n, dtype=np.int64)
+    lost_per_round = np.zeros(n)
+    for i in range(t.size):
+        if first_copy[i]:
+            w = max(np.searchsorted(starts, t[i], side="right") - 1, 0)
+            if t[i] < first_again[w]:
+                flights[w] += 1
+                lost_per_round[w] += lost[i]
+    return first_again, flights, lost_per_round
 
 
 class SlowStartOverrun(Detector):
@@ -76,29 +106,20 @@ class SlowStartOverrun(Detector):
     def _overrun(self, ser: Direction) -> _Round | None:
         """The first slow-start round that lost a block, or None."""
         seg = ser.segments
-        data_mask = seg["len"].to_numpy() > 0
-        if not data_mask.any():
+        if len(ser.data) == 0:
             return None
         rnd = rounds(seg, ser.acks)
         if len(rnd) < 2:
             return None
         data = ser.data
-        flags = ser.resent[data_mask]
-        lost = (flags["resent"] & ~flags["dsacked"]).to_numpy()
-        spurious = (flags["resent"] & flags["dsacked"]).to_numpy()
+        lost, spurious = lost_data(ser)
         t = data["t_s"].to_numpy()
         first_copy = kind_mask(data, "new")
         again = kind_mask(data, "retransmission", "partial_retransmission")
         starts = rnd["start_s"].to_numpy()
-        which = np.searchsorted(starts, t, side="right") - 1
-        n = len(rnd)
         # A round's flight: its first copies before its first retransmission. From there the
         # sender is in loss recovery and no longer sends what the ACK clock of slow start gives.
-        first_again = np.full(n, np.inf)
-        np.minimum.at(first_again, which[again], t[again])
-        in_flight = first_copy & (t < first_again[which])
-        flights = np.bincount(which[in_flight], minlength=n)
-        lost_per_round = np.bincount(which[in_flight], weights=lost[in_flight], minlength=n)
+        first_again, flights, lost_per_round = _round_flights(starts, t, first_copy, again, lost)
         block = np.flatnonzero(lost_per_round >= self.config.min_lost_packets)
         if block.size == 0 or block[0] == 0:
             return None
@@ -107,7 +128,8 @@ class SlowStartOverrun(Detector):
         # left short (it had nothing to send) says nothing about the window.
         if flights[r] < self.config.min_growth_factor * flights[:r].max():
             return None
-        members = in_flight & (which == r)
+        next_start = starts[r + 1] if r + 1 < starts.size else np.inf
+        members = first_copy & (t >= starts[r]) & (t < next_start) & (t < first_again[r])
         return _Round(
             index=r,
             flights=flights[: r + 1],
