@@ -51,3 +51,28 @@ def test_ingest_with_receiver_adds_each_packets_fate(tmp_path: Path) -> None:
     # The kernel's nftables counter: the packets the receiving host dropped after capture.
     assert int((fate == FATES.index("receiver_drop")).sum()) == truth["drops"]["receiver"]
     assert int((fate == FATES.index("network_drop")).sum()) == truth["drops"]["network"]
+
+
+def test_duckdb_and_polars_read_the_delta_encoded_columns(tmp_path: Path) -> None:
+    import duckdb
+    import polars as pl
+
+    lab = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "slow_start_overrun"
+    truth = json.loads((lab / "truth.json").read_text())
+    out = tmp_path / "t.parquet"
+    result = CliRunner().invoke(cli, ["ingest", str(lab / "sender.pcap"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    encodings = pq.ParquetFile(out).metadata.row_group(0).column(0).encodings
+    assert "DELTA_BINARY_PACKED" in encodings  # ts_ns, the first column
+    # The data's last byte is the transfer's size (the first data byte is 1); every resend is
+    # one of the kernel's retransmitted segments.
+    query = (
+        f"select max(seq_rel + payload_bytes) - 1, count(*) - count(distinct seq_rel) "
+        f"from '{out}' where dir = 0 and payload_bytes > 0"
+    )
+    ((top, resent),) = duckdb.sql(query).fetchall()
+    assert top == truth["transfer"]["sender"]["bytes"]
+    assert resent == truth["retransmissions"]["segments"]
+    data = pl.read_parquet(out).filter((pl.col("dir") == 0) & (pl.col("payload_bytes") > 0))
+    assert (data["seq_rel"] + data["payload_bytes"]).max() - 1 == top
+    assert data["ts_ns"].is_sorted()  # capture order, through the deltas

@@ -14,6 +14,7 @@ import pyarrow as pa
 from numba import njit
 
 from tracekit import schema
+from tracekit.columns import to_arrow, to_numpy
 from tracekit.groups import (
     WRAP,
 )
@@ -58,7 +59,7 @@ def build_connections(capture: Capture) -> Connections:
     """Split the capture's flows into connections, orient them, and relativize TCP numbers."""
     pk = capture.packets
     if pk.num_rows == 0:
-        empty = [pa.array([], type=c.type) for c in schema.CONNECTION_COLUMNS]
+        empty = [to_arrow([], c.type) for c in schema.CONNECTION_COLUMNS]
         return Connections(
             capture=capture,
             packets=packet_schema().empty_table(),
@@ -68,7 +69,7 @@ def build_connections(capture: Capture) -> Connections:
         )
 
     def col(name: str) -> np.ndarray:
-        return pk.column(name).to_numpy()
+        return to_numpy(pk.column(name))
 
     proto, flags, payload = col("proto"), col("tcp_flags"), col("payload_bytes")
     seq, ack = col("seq"), col("ack")
@@ -297,7 +298,7 @@ def packet_schema() -> pa.Schema:
 def _connection_packets(pk: pa.Table, added: dict[str, np.ndarray]) -> pa.Table:
     out = packet_schema()
     arrays = [
-        pa.array(added[f.name], type=f.type) if f.name in added else pk.column(f.name) for f in out
+        to_arrow(added[f.name], f.type) if f.name in added else pk.column(f.name) for f in out
     ]
     return pa.Table.from_arrays(arrays, schema=out)
 
@@ -316,7 +317,7 @@ def _connection_table(
     syn_row: np.ndarray,
 ) -> pa.Table:
     pk = capture.packets
-    opts = pk.column("opts").to_numpy()
+    opts = to_numpy(pk.column("opts"))
     n_conn = conn_flow.size
     duration_s = (tally.end_ns - tally.start_ns) / 1e9
     packets, byte_sum, rexmt = tally.packets, tally.bytes, tally.retrans
@@ -329,8 +330,8 @@ def _connection_table(
     start_ns, end_ns = tally.start_ns, tally.end_ns
 
     # Handshake options, from the SYN (a2b) and the SYN-ACK (b2a).
-    mss_col = pk.column("mss").to_numpy()
-    ws_col = pk.column("wscale").to_numpy()
+    mss_col = to_numpy(pk.column("mss"))
+    ws_col = to_numpy(pk.column("wscale"))
     has_syn = syn_row >= 0
     syn_rows = np.maximum(syn_row, 0)
     syn_opts = np.where(has_syn, opts[syn_rows], 0)
@@ -351,12 +352,12 @@ def _connection_table(
     ws_b = np.where(ws_known, ws[1::2], -1).astype(np.int8)
 
     flows = capture.flows
-    f_proto = flows.column("proto").to_numpy()[conn_flow]
-    f_ver = flows.column("ip_version").to_numpy()[conn_flow]
+    f_proto = to_numpy(flows.column("proto"))[conn_flow]
+    f_ver = to_numpy(flows.column("ip_version"))[conn_flow]
     addr0 = flows.column("addr0").to_pylist()
     addr1 = flows.column("addr1").to_pylist()
-    port0 = flows.column("port0").to_numpy()
-    port1 = flows.column("port1").to_numpy()
+    port0 = to_numpy(flows.column("port0"))
+    port1 = to_numpy(flows.column("port1"))
     ends = [
         (
             _endpoint(addr0[f], int(port0[f]), int(v)),
@@ -405,7 +406,7 @@ def _connection_table(
         "ts_ok": both_have(OPT_TS),
         "tso": tso,
     }
-    arrays = [pa.array(values[c.name], type=c.type) for c in schema.CONNECTION_COLUMNS]
+    arrays = [to_arrow(values[c.name], c.type) for c in schema.CONNECTION_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.CONNECTION_COLUMNS))
 
 

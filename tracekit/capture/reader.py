@@ -51,6 +51,7 @@ from tracekit.capture.records import (
     walk_pcapng,
 )
 from tracekit.capture.source import ByteSource
+from tracekit.columns import to_arrow, to_numpy
 from tracekit.errors import CaptureError
 
 # Records walked and decoded per kernel call: with the source's bounded window, this bounds the
@@ -97,7 +98,7 @@ def read_capture(
 def require_tcp(capture: Capture) -> None:
     """Raise CaptureError when the capture holds no TCP packet."""
     chunks = capture.packets.column("proto").chunks
-    if not any((chunk.to_numpy() == schema.PROTO_TCP).any() for chunk in chunks):
+    if not any((to_numpy(chunk) == schema.PROTO_TCP).any() for chunk in chunks):
         raise CaptureError(capture.path, f"no TCP packets in {capture.stats.frames} frames")
 
 
@@ -488,16 +489,14 @@ class _Columns:
         self.rows = end
 
     def table(self) -> pa.Table:
-        arrays = [
-            pa.array(self.arrays[c.name][: self.rows], type=c.type) for c in schema.PACKET_COLUMNS
-        ]
+        arrays = [to_arrow(self.arrays[c.name][: self.rows], c.type) for c in schema.PACKET_COLUMNS]
         return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.PACKET_COLUMNS))
 
 
 def _table(columns: tuple[schema.Column, ...], chunks: dict[str, list[np.ndarray]]) -> pa.Table:
     """A table of the declared schema from per-chunk numpy arrays, without copying them."""
     arrays = [
-        pa.chunked_array([pa.array(a, type=c.type) for a in chunks[c.name]], type=c.type)
+        pa.chunked_array([to_arrow(a, c.type) for a in chunks[c.name]], type=c.type)
         for c in columns
     ]
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(columns))
@@ -520,7 +519,7 @@ def _flows_table(flows: FlowTable) -> pa.Table:
         "addr1": [_address(v, k[3], k[4]) for v, k in zip(versions, words, strict=True)],
         "port1": (head & np.uint64(0xFFFF)).astype(np.uint16),
     }
-    arrays = [pa.array(data[c.name], type=c.type) for c in schema.FLOW_COLUMNS]
+    arrays = [to_arrow(data[c.name], c.type) for c in schema.FLOW_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.FLOW_COLUMNS))
 
 
