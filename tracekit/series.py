@@ -1,11 +1,12 @@
 """Connections -> per-direction series: segments, ACKs, SACK blocks, RTT samples, flight, rates.
 
 A direction is named by the data it carries: series (conn, 0) is a's data and b's ACKs of it.
-Every packet of a connection is put on one timeline per direction, twice over: once as the
-data side of its own direction, once (if it carries an ACK) as the ACK side of the other.
-Sorted by (connection, direction, capture order) with a counting sort, one compiled pass along
-the timelines writes the tables' columns: on a big capture, memory that is touched for the
-first time costs more than the arithmetic, so no per-event column is made that no table keeps.
+Every packet of a connection is on one timeline per direction, twice over: once as the data
+side of its own direction, once (if it carries an ACK) as the ACK side of the other. The
+packets are grouped by connection with a counting sort, and one compiled pass walks each
+connection's packets once per direction, writing the tables' columns: on a big capture, memory
+that is touched for the first time costs more than the arithmetic, so no per-event column is
+made that no table keeps.
 
 Times are seconds since the capture's first packet. Sequence numbers are the relative 64-bit
 ones of the connections stage.
@@ -170,9 +171,10 @@ def build_series(conns: Connections) -> Series:
     """Build every direction's series of every TCP connection in two compiled passes.
 
     Each TCP packet is a data event on its own direction's timeline and, if it carries an ACK,
-    an ACK event on the other's; the events are ordered by (timeline, capture order) and one
-    pass along them writes the segments, ACK and flight tables and pairs Karn's RTT samples.
-    Memory is what costs on big captures, so no per-event column is made that no table keeps.
+    an ACK event on the other's. The packets are grouped by connection (capture order kept);
+    one pass walks each connection's packets once per direction, which writes the segments,
+    ACK and flight tables and pairs Karn's RTT samples, and a second pairs the timestamp
+    echoes. Memory is what costs on big captures, so no per-event column is made.
     """
     pk = conns.packets
     tcp = pk.column("proto").to_numpy() == PROTO_TCP
