@@ -62,6 +62,27 @@ capture_argument = click.argument(
 )
 
 
+map_option = click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SENDER_ADDR=RECEIVER_ADDR",
+    help="A sender-side address (or ip:port) as the receiver's capture shows it, "
+    "behind NAT. Repeatable.",
+)
+
+
+def address_map(maps: tuple[str, ...], receiver: Path | None) -> dict[str, str]:
+    """The --map rules, checked before any capture is read: they need a receiver capture."""
+    if not maps:
+        return {}
+    if receiver is None:
+        raise click.UsageError("--map applies to the receiver's capture: give --receiver too")
+    from tracekit.merge import parse_map
+
+    return parse_map(maps)
+
+
 def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options of every command that analyses a capture: receiver, NAT map, UDP numbering."""
     options = (
@@ -70,14 +91,7 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(dir_okay=False, path_type=Path),
             help="The receiver's capture of the same transfer: the two are merged.",
         ),
-        click.option(
-            "--map",
-            "maps",
-            multiple=True,
-            metavar="SENDER_ADDR=RECEIVER_ADDR",
-            help="A sender-side address (or ip:port) as the receiver's capture shows it, "
-            "behind NAT. Repeatable.",
-        ),
+        map_option,
         click.option(
             "--udp-seq-offset",
             type=click.IntRange(0, 7),
@@ -106,13 +120,13 @@ def run_analysis(
     udp_seq_width: int,
 ) -> Analysis:
     """Read the captures and run the whole pipeline on them."""
-    from tracekit.merge import parse_map
     from tracekit.pipeline import analyze
     from tracekit.udpstream import Layout
 
+    addr_map = address_map(maps, receiver)
     return analyze(
         read(capture, need_tcp=False),
         read(receiver, need_tcp=False) if receiver else None,
-        addr_map=parse_map(maps),
+        addr_map=addr_map,
         udp_layout=Layout(offset_bytes=udp_seq_offset, width_bytes=udp_seq_width),
     )

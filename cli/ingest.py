@@ -25,19 +25,21 @@ from tracekit.table_io import write_packet_table
     help="The receiver's capture of the same transfer: adds each packet's fate (delivered, "
     "network drop, receiver drop, ...) as the column `fate`.",
 )
-def ingest(capture: Path, output: Path, receiver: Path | None) -> None:
+@common.map_option
+def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, ...]) -> None:
     """Read CAPTURE into the packet table and write it as Parquet.
 
     One row per TCP or UDP packet with connection, direction and relative sequence numbers
     (columns in docs/tables.md); the connections table rides along in the file's metadata
     under the key `tracekit.connections`, and beside it as `OUTPUT` with `.connections.parquet`.
     """
+    addr_map = common.address_map(maps, receiver)
     conns = common.connections(capture, need_tcp=False)
     packets = conns.packets
     if receiver is not None:
         from tracekit.merge import merge
 
-        matched = merge(conns, common.connections(receiver, need_tcp=False))
+        matched = merge(conns, common.connections(receiver, need_tcp=False), addr_map)
         packets = matched.sender_packets(packets)
     write_packet_table(conns, output, packets)
     click.echo(

@@ -244,3 +244,29 @@ def test_offset_and_skew_of_crafted_clocks(tmp_path: Path) -> None:
     assert m.clock.offset_s == pytest.approx(3.7, abs=5e-6)
     assert m.clock.skew_ppm == pytest.approx(50.0, abs=1.0)
     assert np.allclose(m.delay["owd_s"], DELAY_S, atol=5e-6)
+
+
+def test_ingest_takes_the_nat_map_and_refuses_it_alone(tmp_path: Path) -> None:
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from cli.main import cli
+    from tracekit.schema import FATE_NONE, FATES
+
+    segs, acks = _clean(2)
+    sp, rp = exchange(tmp_path, segs, acks, client_at_receiver=NAT)
+    out = tmp_path / "t.parquet"
+    base = ["ingest", str(sp), "-o", str(out)]
+    unmapped = CliRunner().invoke(cli, [*base, "--receiver", str(rp)])
+    assert unmapped.exit_code == 0, unmapped.output
+    # Without the map the receiver's connection is another one: nothing is judged.
+    assert (pd.read_parquet(out)["fate"] == FATE_NONE).all()
+    mapped = CliRunner().invoke(cli, [*base, "--receiver", str(rp), "--map", f"{CLIENT}={NAT}"])
+    assert mapped.exit_code == 0, mapped.output
+    assert (pd.read_parquet(out)["fate"] == FATES.index("delivered")).sum() == 2
+    alone = CliRunner().invoke(cli, [*base, "--map", f"{CLIENT}={NAT}"])
+    assert alone.exit_code == 2
+    assert "--receiver" in alone.output
+    bad = CliRunner().invoke(cli, [*base, "--receiver", str(rp), "--map", "nonsense"])
+    assert bad.exit_code == 2
+    assert "SENDER_ADDR=RECEIVER_ADDR" in bad.output
