@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 import traceback
 from typing import Any
 
@@ -62,7 +63,14 @@ def cli() -> None:
     """Explain what held a TCP transfer back, from its sender and receiver captures."""
 
 
+# Commands that read a capture once and free little: keeping freed memory would only raise
+# their peak (ingest has a memory budget of 64 bytes per packet + 200 MB).
+_SINGLE_PASS = frozenset({"ingest", "flows"})
+
+
 def main() -> None:
     """Console entry point."""
-    retain_freed_memory()
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    if command not in _SINGLE_PASS:
+        retain_freed_memory()
     cli(prog_name="tracekit")

@@ -7,7 +7,8 @@ them first (measured here: 0.26 s per GB reused, up to 3 s per GB fresh). With m
 heap never trimmed, a freed array's pages serve the next one as they are. The peak is the same;
 the memory is given back when the command exits.
 
-This is the command's choice, made once in `main`: the library never changes process state.
+This is the command's choice, made once in `main` for the commands that run the analysis stages
+(not ingest and flows, which read once and free little): the library never changes process state.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from tracekit.groups import (
     WRAP,
 )
 from tracekit.schema import OPT_SACK_PERM, OPT_TS, OPT_WSCALE, PROTO_TCP, TH_ACK, TH_SYN
-from tracekit.segments import RESENT, classify_data
+from tracekit.segments import classify_data
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,11 +84,9 @@ def build_connections(capture: Capture) -> Connections:
     tally = _Tally(tuple(sums))
     # Retransmission: a data segment that resends bytes this direction carried before (holes
     # filled for the first time are out of order, not resent: tracekit.segments).
-    group = conn * 2 + direction
-    kind = classify_data(group, seq_rel, payload, (proto == PROTO_TCP) & (payload > 0))
-    resent = np.isin(kind, RESENT)
-    tally.retrans = np.bincount(group[resent], minlength=2 * n_conn)
-    del group, resent
+    kind, resent = classify_data(conn, direction, seq_rel, payload, proto)
+    tally.retrans = np.zeros(2 * n_conn, dtype=np.int64)
+    tally.retrans[: resent.size] = resent
 
     packets = _connection_packets(
         pk, {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}

@@ -13,6 +13,8 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
+from tracekit.schema import PROTO_TCP
+
 # Segment classes, in the order the report's legend lists them.
 KINDS = (
     "new",
@@ -37,25 +39,31 @@ def band(group: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 
 def classify_data(
-    key: np.ndarray, seq: np.ndarray, pay: np.ndarray, data: np.ndarray
-) -> np.ndarray:
-    """Kind codes of data segments (-1 elsewhere).
+    conn: np.ndarray, pdir: np.ndarray, seq: np.ndarray, pay: np.ndarray, proto: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kind codes of data segments (-1 elsewhere), and resent segments per (conn, dir) group.
 
-    `key` names each element's (connection, direction) group, a small non-negative integer;
-    within a group the elements are in capture order (groups may interleave). `data` marks the
-    segments that carry payload.
+    Elements are grouped by (conn, dir) (group 2 conn + dir), in capture order within a group
+    (groups may interleave); data segments are TCP (`proto`) with payload. Returns the kind
+    codes and, per group, how many segments were resent (whole or partly).
     """
-    if key.size == 0:
-        return np.zeros(0, dtype=np.int8)
-    return _classify(key, seq, pay, data.astype(np.bool_, copy=False), int(key.max()) + 1)
+    if conn.size == 0:
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int64)
+    return _classify(conn, pdir, seq, pay, proto, 2 * int(conn.max()) + 2)
 
 
 @njit(cache=True)
 def _classify(
-    key: np.ndarray, seq: np.ndarray, pay: np.ndarray, data: np.ndarray, n_groups: int
-) -> np.ndarray:  # pragma: no cover - compiled
-    n = key.size
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    proto: np.ndarray,
+    n_groups: int,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    n = conn.size
     kind = np.full(n, -1, dtype=np.int8)
+    resent = np.zeros(n_groups, dtype=np.int64)
     high = np.full(n_groups, -1, dtype=np.int64)
     # Holes of each group as a linked list (newest first): [lo, hi) the sequence jumped over.
     head = np.full(n_groups, -1, dtype=np.int64)
@@ -66,10 +74,10 @@ def _classify(
     # Offsets already filled inside a hole, per group: the first copy is out of order.
     filled = Dict.empty(key_type=types.int64, value_type=types.boolean)
     for i in range(n):
-        g = key[i]
-        hb = high[g]
-        if not data[i]:
+        if proto[i] != PROTO_TCP or pay[i] == 0:
             continue
+        g = 2 * np.int64(conn[i]) + pdir[i]
+        hb = high[g]
         s = np.int64(seq[i])
         end = s + np.int64(pay[i])
         if s >= hb:
@@ -95,6 +103,8 @@ def _classify(
                         kind[i] = OUT_OF_ORDER
                     break
                 h = hole_next[h]
+            if kind[i] != OUT_OF_ORDER:
+                resent[g] += 1
         if end > hb:
             high[g] = end
-    return kind
+    return kind, resent

@@ -196,7 +196,7 @@ def build_series(conns: Connections) -> Series:
     payload = col("payload_bytes")
     kind = conns.data_kind
     if kind is None:
-        kind = classify_data(2 * conn.astype(np.int64) + pdir, seq, payload, payload > 0)
+        kind, _ = classify_data(conn, pdir, seq, payload, col("proto"))
     elif not every:
         kind = kind[rows_tcp]
 
