@@ -25,7 +25,6 @@ KINDS = (
     "keepalive",
 )
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
-RESENT = (KIND_CODE["retransmission"], KIND_CODE["partial_retransmission"])
 NEW, RETRANSMISSION, PARTIAL, OUT_OF_ORDER = 0, 1, 2, 3  # KIND_CODE, for the compiled scan
 
 # Values are placed in disjoint bands per group for grouped searches: 2**41 bytes is 2 TiB of
