@@ -56,7 +56,12 @@ class Connections:
 
 
 def build_connections(capture: Capture) -> Connections:
-    """Split the capture's flows into connections, orient them, and relativize TCP numbers."""
+    """Split the capture's flows into connections, orient them, and relativize TCP numbers.
+
+    The reader's `flow`, `src_end`, `seq` and `ack` columns are let go as soon as they are
+    used: a caller that hands its capture over (`build_connections(read_capture(path))`, no
+    other reference kept) has their memory back before the 64-bit columns are all made.
+    """
     pk = capture.packets
     if pk.num_rows == 0:
         empty = [to_arrow([], c.type) for c in schema.CONNECTION_COLUMNS]
@@ -68,19 +73,25 @@ def build_connections(capture: Capture) -> Connections:
             ),
         )
 
+    raw = {name: to_numpy(pk.column(name)) for name in sorted(_REPLACED)}
+    kept = replace(capture, packets=pk.drop_columns(sorted(_REPLACED)))
+    del capture, pk  # from here on only `raw` holds the replaced columns
+    kept_pk = kept.packets
+
     def col(name: str) -> np.ndarray:
-        return to_numpy(pk.column(name))
+        return to_numpy(kept_pk.column(name))
 
     proto, flags, payload = col("proto"), col("tcp_flags"), col("payload_bytes")
-    seq, ack = col("seq"), col("ack")
+    seq, ack = raw.pop("seq"), raw.pop("ack")
     conn, direction, conn_flow, a_end = _assign(
-        col("flow"), col("src_end"), proto, flags, seq, capture.flows.num_rows
+        raw.pop("flow"), raw.pop("src_end"), proto, flags, seq, kept.flows.num_rows
     )
     n_conn = conn_flow.size
     syn_row, isn = _bases(conn, direction, proto, flags, seq, ack, n_conn)
     seq_rel, ack_rel, *sums = _relative(
         conn, direction, proto, flags, seq, ack, payload, col("ts_ns"), isn, n_conn
     )
+    del seq, ack
     tally = _Tally(tuple(sums))
     # Retransmission: a data segment that resends bytes this direction carried before (holes
     # filled for the first time are out of order, not resent: tracekit.segments).
@@ -89,14 +100,11 @@ def build_connections(capture: Capture) -> Connections:
     tally.retrans[: resent.size] = resent
 
     packets = _connection_packets(
-        pk, {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}
+        kept_pk, {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}
     )
     table = _connection_table(
-        capture, conn_flow=conn_flow, a_end=a_end, tally=tally, isn=isn, syn_row=syn_row
+        kept, conn_flow=conn_flow, a_end=a_end, tally=tally, isn=isn, syn_row=syn_row
     )
-    # The reader's columns this stage replaced live on only in the caller's Capture: a caller
-    # that lets that go (the pipeline does) frees them.
-    kept = replace(capture, packets=capture.packets.drop_columns(sorted(_REPLACED)))
     return Connections(capture=kept, packets=packets, table=table, data_kind=kind)
 
 

@@ -67,10 +67,11 @@ class Analysis:
 
 def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:
     """Connections and series of one capture, which must hold TCP or a numbered UDP stream."""
-    conns = build_connections(capture)
-    # Only the caller's reference is left: the reader's columns the connections replaced go
-    # with it when the caller lets the capture go (analyze does).
+    # Handed over, not lent: with no reference left here, build_connections frees the reader's
+    # columns it replaces as it goes (when the caller let the capture go too, as analyze does).
+    handed = [capture]
     del capture
+    conns = build_connections(handed.pop())
     proto = conns.packets.column("proto").to_numpy()
     if not (proto == PROTO_TCP).any() and not has_udp_stream(conns, udp_layout):
         raise CaptureError(
