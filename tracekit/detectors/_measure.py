@@ -96,11 +96,29 @@ def segment_size_bytes(segments: pd.DataFrame) -> int:
     an Ethernet path with timestamps) even when a few segments are short or TSO-sized. On a
     tie, the largest of the most common lengths.
     """
-    counts = np.bincount(segments["len"].to_numpy().astype(np.int64, copy=False))
+    counts = length_counts(segments["len"].to_numpy())
     counts[:1] = 0  # segments without payload are no size
     if counts.size < 2 or counts.max() == 0:
         return 0
     return int(np.flatnonzero(counts == counts.max())[-1])
+
+
+def length_counts(length: np.ndarray) -> np.ndarray:
+    """np.bincount of payload lengths, without an int64 copy of millions of them."""
+    if length.dtype.kind not in "iu":  # a table made by hand (an empty one is float)
+        length = length.astype(np.int64)
+    return _length_counts(length)
+
+
+@njit(cache=True)
+def _length_counts(length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    top = 0
+    for v in length:
+        top = max(top, np.int64(v))
+    counts = np.zeros(top + 1, dtype=np.int64)
+    for v in length:
+        counts[v] += 1
+    return counts
 
 
 def wire_overhead_bytes(ip_version: int, timestamps: bool, link_header_bytes: int) -> int:

@@ -21,6 +21,7 @@ from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     AckLine,
     ack_line_rates_bps,
+    length_counts,
     lost_data,
     packet_basis,
     queues_at_start_bytes,
@@ -53,23 +54,11 @@ class _Bursts:
 
 def _median_length(length: np.ndarray) -> int:
     """np.median of payload lengths (whole bytes under 64 KiB), by counting, truncated."""
-    counts = np.cumsum(_length_counts(length))
+    counts = np.cumsum(length_counts(length))
     n = int(counts[-1])
     low = int(np.searchsorted(counts, (n - 1) // 2, side="right"))
     high = int(np.searchsorted(counts, n // 2, side="right"))
     return int((low + high) / 2)
-
-
-@njit(cache=True)
-def _length_counts(length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """np.bincount of payload lengths, without an int64 copy of millions of them."""
-    top = 0
-    for v in length:
-        top = max(top, np.int64(v))
-    counts = np.zeros(top + 1, dtype=np.int64)
-    for v in length:
-        counts[v] += 1
-    return counts
 
 
 @njit(cache=True)

@@ -81,12 +81,6 @@ ADVICE = {
 }
 
 
-def _per_window(
-    index: npt.NDArray[np.int64], n: int, weights: npt.ArrayLike | None = None
-) -> npt.NDArray[np.float64]:
-    return np.bincount(index, weights=weights, minlength=n)[:n].astype(np.float64)
-
-
 @njit(cache=True)
 def _window(t: float, t0: float, length: float, n: int) -> int:  # pragma: no cover - compiled
     """The window a time falls in: windows of `length` from t0, the first and last open."""
@@ -94,17 +88,17 @@ def _window(t: float, t0: float, length: float, n: int) -> int:  # pragma: no co
 
 
 @njit(cache=True)
-def _segment_windows(
-    t: np.ndarray, resent: np.ndarray, t0: float, length: float, n: int
+def _window_sums(
+    t: np.ndarray, values: np.ndarray, t0: float, length: float, n: int
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per window: data segments sent, and how many of them were retransmissions."""
-    sent = np.zeros(n)
-    retrans = np.zeros(n)
+    """Per window: how many events, and the sum of their values (in event order)."""
+    count = np.zeros(n)
+    total = np.zeros(n)
     for i in range(t.size):
         w = _window(t[i], t0, length, n)
-        sent[w] += 1
-        retrans[w] += resent[i]
-    return sent, retrans
+        count[w] += 1
+        total[w] += values[i]
+    return count, total
 
 
 @njit(cache=True)
@@ -245,11 +239,8 @@ class RateLimitCause(Detector):
         length = max(cfg.phase_rtts * rtt, (t_end - t0) / cfg.max_windows_count)
         n = int(np.floor((t_end - t0) / length)) + 1
 
-        def window_of(t: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-            return np.clip(((t - t0) / length).astype(np.int64), 0, n - 1)
-
         resent = kind_mask(data, "retransmission", "partial_retransmission")
-        sent, retrans = _segment_windows(data["t_s"].to_numpy(), resent, t0, length, n)
+        sent, retrans = _window_sums(data["t_s"].to_numpy(), resent, t0, length, n)
         any_loss_before = np.cumsum(retrans) - retrans > 0
 
         top, rwnd, has_rwnd = flight_levels(d)
@@ -262,8 +253,7 @@ class RateLimitCause(Detector):
 
         line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
         gain = np.diff(line, prepend=line[0]) if line.size else line
-        ack_w = window_of(acks["t_s"].to_numpy())
-        delivered = _per_window(ack_w, n, gain.astype(np.float64))
+        _, delivered = _window_sums(acks["t_s"].to_numpy(), gain, t0, length, n)
         width = np.full(n, length)
         width[-1] = max(t_end - (t0 + (n - 1) * length), rtt)
         rate = delivered * 8 / width
