@@ -110,6 +110,15 @@ def test_manifest_paths_are_relative_to_it(tmp_path: Path) -> None:
         ("[[capture]]\nsender = 3\n", "sender must be a non-empty string"),
         ("[pairs]\n", "only \\[\\[capture\\]\\] tables"),
         ("[[capture]\n", "not valid TOML"),
+        ("[[capture]]\nsender = 'a.pcap'\nmap = ['10.0.0.1=192.0.2.1']\n", "give a receiver"),
+        (
+            "[[capture]]\nsender = 'a.pcap'\nreceiver = 'b.pcap'\nmap = '10.0.0.1=192.0.2.1'\n",
+            "map must be a list",
+        ),
+        (
+            "[[capture]]\nsender = 'a.pcap'\nreceiver = 'b.pcap'\nmap = ['10.0.0.1']\n",
+            "capture 1: map '10.0.0.1': expected SENDER_ADDR=RECEIVER_ADDR",
+        ),
     ],
 )
 def test_bad_manifests_are_one_line_errors(tmp_path: Path, text: str, error: str) -> None:
@@ -117,6 +126,16 @@ def test_bad_manifests_are_one_line_errors(tmp_path: Path, text: str, error: str
     manifest.write_text(text)
     with pytest.raises(TracekitError, match=error):
         find_inputs([manifest])
+
+
+def test_manifest_map_rules_ride_with_their_pair(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(
+        "[[capture]]\nsender = 'a.pcap'\nreceiver = 'b.pcap'\n"
+        "map = ['10.0.0.1=192.0.2.1', '10.0.0.2:80=192.0.2.2:8080']\n"
+    )
+    (found,) = find_inputs([manifest])
+    assert found.addr_map == (("10.0.0.1", "192.0.2.1"), ("10.0.0.2:80", "192.0.2.2:8080"))
 
 
 def test_one_name_twice_is_refused(tmp_path: Path) -> None:

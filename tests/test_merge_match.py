@@ -270,3 +270,31 @@ def test_ingest_takes_the_nat_map_and_refuses_it_alone(tmp_path: Path) -> None:
     bad = CliRunner().invoke(cli, [*base, "--receiver", str(rp), "--map", "nonsense"])
     assert bad.exit_code == 2
     assert "SENDER_ADDR=RECEIVER_ADDR" in bad.output
+
+
+def test_check_takes_the_nat_map_from_a_manifest(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    # Bytes 2001-3000 are resent at 0.3 s and the receiver captures both copies: a receiver
+    # drop, which check can count only once it has matched the receiver's connection.
+    segs, acks = _clean(4)
+    segs.append(Seg(0.3, 2001, 1000, 30))
+    sp, rp = exchange(tmp_path, segs, acks, client_at_receiver=NAT)
+    manifest = tmp_path / "pairs.toml"
+    drops = {}
+    for rules in ("", f'map = ["{CLIENT}={NAT}"]\n'):
+        manifest.write_text(
+            f'[[capture]]\nname = "nat"\nsender = "{sp.name}"\nreceiver = "{rp.name}"\n{rules}'
+        )
+        out = tmp_path / "check.json"
+        result = CliRunner().invoke(cli, ["check", str(manifest), "--json", str(out)])
+        assert result.exit_code in (0, 1), result.output
+        (entry,) = json.loads(out.read_text())["captures"]
+        (metrics,) = entry["metrics"]
+        assert metrics["retrans_segments"] == 1
+        drops[bool(rules)] = metrics["receiver_drops"]
+    assert drops == {False: None, True: 1}

@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -140,9 +140,7 @@ def relative_inputs(root: Path) -> list[CaptureInput]:
     for inp in find_inputs([root]):
         # Outside the prefix is only the root itself, as a lab pair: named after its folder.
         name = inp.name[len(prefix) :] if inp.name.startswith(prefix) else root.resolve().name
-        inputs.append(
-            CaptureInput(name=name, sender=inp.sender, receiver=inp.receiver, problem=inp.problem)
-        )
+        inputs.append(replace(inp, name=name))
     return inputs
 
 

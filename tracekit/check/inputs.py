@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tracekit.capture import read_capture
 from tracekit.errors import CaptureError, TracekitError
+from tracekit.merge import parse_map
 from tracekit.pipeline import Analysis, analyze
 
 CAPTURE_NAME = re.compile(
@@ -45,6 +46,9 @@ class CaptureInput:
     sender: Path
     receiver: Path | None = None
     problem: str | None = None
+    # NAT rules for the merge, (sender-side address, receiver-side address) pairs: a manifest's
+    # `map` (the `--map` option of analyze and report).
+    addr_map: tuple[tuple[str, str], ...] = ()
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -98,7 +102,8 @@ def read_manifest(path: Path) -> list[CaptureInput]:
     """The pairs a manifest lists; paths in it are relative to the manifest's folder.
 
     A manifest is TOML with one `[[capture]]` table per pair: `sender` (required), `receiver`
-    and `name` (optional; the sender's path without its extensions by default).
+    and `name` (optional; the sender's path without its extensions by default), and `map`
+    (optional, with a receiver: a list of `SENDER_ADDR=RECEIVER_ADDR` NAT rules, as `--map`).
     """
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -116,7 +121,7 @@ def read_manifest(path: Path) -> list[CaptureInput]:
     inputs = []
     for i, entry in enumerate(entries, 1):
         where = f"{path}: capture {i}"
-        extra = sorted(set(entry) - {"name", "sender", "receiver"})
+        extra = sorted(set(entry) - {"name", "sender", "receiver", "map"})
         if extra:
             raise TracekitError(f"{where}: unknown key {extra[0]!r}")
         for key in ("name", "sender", "receiver"):
@@ -127,8 +132,23 @@ def read_manifest(path: Path) -> list[CaptureInput]:
         sender = base / entry["sender"]
         receiver = base / entry["receiver"] if "receiver" in entry else None
         name = entry.get("name") or _strip_extensions(sender).as_posix()
-        inputs.append(CaptureInput(name=name, sender=sender, receiver=receiver))
+        addr_map = _manifest_map(where, entry.get("map"), receiver)
+        inputs.append(CaptureInput(name, sender, receiver, addr_map=addr_map))
     return inputs
+
+
+def _manifest_map(where: str, rules: object, receiver: Path | None) -> tuple[tuple[str, str], ...]:
+    """A manifest entry's `map`: NAT rules for merging its receiver capture."""
+    if rules is None:
+        return ()
+    if not (isinstance(rules, list) and all(isinstance(r, str) for r in rules)):
+        raise TracekitError(f'{where}: map must be a list of "SENDER_ADDR=RECEIVER_ADDR" strings')
+    if receiver is None:
+        raise TracekitError(f"{where}: map applies to the receiver's capture: give a receiver")
+    try:
+        return tuple(parse_map(rules, label="map").items())
+    except TracekitError as exc:
+        raise TracekitError(f"{where}: {exc}") from None
 
 
 def _strip_extensions(path: Path) -> Path:
@@ -207,4 +227,4 @@ def analyze_input(inp: CaptureInput) -> tuple[Analysis, tuple[str, ...]]:
     warnings = tuple(f"{inp.sender}: {w}" for w in sender.stats.warnings)
     if receiver is not None:
         warnings += tuple(f"{inp.receiver}: {w}" for w in receiver.stats.warnings)
-    return analyze(sender, receiver), warnings
+    return analyze(sender, receiver, addr_map=dict(inp.addr_map) or None), warnings

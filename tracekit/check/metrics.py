@@ -73,15 +73,19 @@ def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
     """The judged numbers of every connection of the sender's capture."""
     rows = records(analysis.sender.connections.table)
     segments = _data_segments(analysis.sender.connections.packets, len(rows))
-    receiver_rows: dict[tuple[str, str], int] = {}
+    # The receiver capture's connection of each sender connection, and whether it names the
+    # sides the other way round: the merge's match (protocol, endpoints through any NAT map,
+    # incarnation order).
+    matched: dict[int, tuple[int, bool]] = {}
     duplicates = np.zeros((0, 2), np.int64)
-    if analysis.receiver is not None:
-        # The relay between the capture points is transparent, so the 4-tuple matches; the
-        # first connection of a 4-tuple stands for it (incarnations repeat in order).
-        received = records(analysis.receiver.connections.table)
-        for row in received:
-            receiver_rows.setdefault((row["a"], row["b"]), row["conn"])
-        duplicates = _duplicates(analysis.receiver.connections.packets, len(received))
+    if analysis.receiver is not None and analysis.merge is not None:
+        pairs = analysis.merge.connections.pairs
+        for conn_s, conn_r, flip in zip(
+            pairs["conn_s"].tolist(), pairs["conn_r"].tolist(), pairs["flip"].tolist(), strict=True
+        ):
+            matched[int(conn_s)] = (int(conn_r), bool(flip))
+        received = analysis.receiver.connections.table.num_rows
+        duplicates = _duplicates(analysis.receiver.connections.packets, received)
     metrics = []
     for row in rows:
         d = 0 if row["bytes_a2b"] >= row["bytes_b2a"] else 1
@@ -89,11 +93,12 @@ def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
         data_segments = int(segments[row["conn"], d])
         retrans = int(row[f"retrans_{direction}"])
         drops = None
-        match = receiver_rows.get((row["a"], row["b"]))
+        match = matched.get(int(row["conn"]))
         # UDP has no sequence numbers in the packet table: a copy cannot be told from the next
         # datagram, and a datagram is never resent, so the number is TCP's alone.
-        if analysis.receiver is not None and match is not None and row["proto"] == "tcp":
-            drops = int(duplicates[match, d])
+        if match is not None and row["proto"] == "tcp":
+            conn_r, flip = match
+            drops = int(duplicates[conn_r, 1 - d if flip else d])
         metrics.append(
             ConnectionMetrics(
                 conn=int(row["conn"]),

@@ -37,13 +37,16 @@ _PASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def parse_map(items: Iterable[str]) -> dict[str, str]:
-    """`SENDER_ADDR=RECEIVER_ADDR` strings (an address or ip:port on each side) as a dict."""
+def parse_map(items: Iterable[str], label: str = "--map") -> dict[str, str]:
+    """`SENDER_ADDR=RECEIVER_ADDR` strings (an address or ip:port on each side) as a dict.
+
+    `label` names where the rules came from in an error (the option, or a manifest's key).
+    """
     out: dict[str, str] = {}
     for item in items:
         left, sep, right = item.partition("=")
         if not sep or not left.strip() or not right.strip():
-            raise TracekitError(f"--map {item!r}: expected SENDER_ADDR=RECEIVER_ADDR")
+            raise TracekitError(f"{label} {item!r}: expected SENDER_ADDR=RECEIVER_ADDR")
         out[left.strip()] = right.strip()
     return out
 
