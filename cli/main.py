@@ -8,6 +8,7 @@ import traceback
 from typing import Any
 
 import click
+from click.utils import make_default_short_help
 
 from cli.memory import retain_freed_memory
 from cli.status import ExitStatus
@@ -24,6 +25,21 @@ COMMANDS: dict[str, str] = {
     "report": "cli.report:report",
     "tsg": "cli.tsg:tsg",
 }
+# Each command's short help (its docstring's first sentence), so that `tracekit --help` lists
+# the commands without importing them (numba, pandas, plotly: a second and more). A test
+# checks these against the commands' docstrings.
+SHORT_HELP: dict[str, str] = {
+    "analyze": "Explain what held the transfers in CAPTURE back: connections and findings.",
+    "batch": "Analyse every capture and pair under DIR into a Parquet dataset under OUT.",
+    "check": "Fail CI when a capture shows an anomaly or a regression.",
+    "flows": "List the connections in CAPTURE: endpoints, volumes, timing, retransmissions, "
+    "options.",
+    "ingest": "Read CAPTURE into the packet table and write it as Parquet.",
+    "plan": "Window, socket buffer and bottleneck memory a path needs, by the paper's equations.",
+    "report": "Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, "
+    "findings.",
+    "tsg": "Export the time-sequence graph series of CAPTURE: one file per series and direction.",
+}
 
 
 class LazyGroup(click.Group):
@@ -31,6 +47,14 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of --help, as click writes it, from SHORT_HELP."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, make_default_short_help(SHORT_HELP[name], limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

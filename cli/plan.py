@@ -286,7 +286,11 @@ def plan(
     window: float | None,
     as_json: bool,
 ) -> None:
-    """Window, socket buffer and bottleneck memory a path needs (Antony et al. eqs. 1-4)."""
+    """Window, socket buffer and bottleneck memory a path needs, by the paper's equations.
+
+    Equations 1-4 of Antony et al., Microscopic examination of TCP flows over transatlantic
+    links (docs/commands/plan.md).
+    """
     result = physics.plan_path(
         rate, rtt, mss_bytes=mss, ingress_bps=ingress, buffer_bytes=buffer, window_bytes=window
     )

@@ -1,13 +1,16 @@
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from crafting import write
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from cli.main import COMMANDS, cli
+from cli.main import COMMANDS, SHORT_HELP, cli
 
 
 def test_every_registered_command_loads_and_has_help() -> None:
@@ -16,6 +19,37 @@ def test_every_registered_command_loads_and_has_help() -> None:
         result = runner.invoke(cli, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
         assert "Usage:" in result.output
+
+
+def test_the_command_list_says_what_each_command_says_of_itself() -> None:
+    """`tracekit --help` lists commands from SHORT_HELP, without importing them: it must say
+    what click would say from the commands themselves."""
+    assert set(SHORT_HELP) == set(COMMANDS)
+    runner = CliRunner()
+    eager = click.Group("tracekit", help=cli.help)
+    for name in COMMANDS:
+        command = cli.get_command(click.Context(cli), name)
+        assert command is not None
+        assert SHORT_HELP[name] == command.get_short_help_str(limit=1000), name
+        eager.add_command(command, name)
+    lazy_help = runner.invoke(cli, ["--help"], terminal_width=100)
+    eager_help = runner.invoke(eager, ["--help"], terminal_width=100, prog_name="tracekit")
+    assert lazy_help.exit_code == 0
+    commands_part = lazy_help.output.split("Commands:")[1]
+    assert commands_part == eager_help.output.split("Commands:")[1]
+
+
+def test_help_imports_no_command() -> None:
+    code = (
+        "import sys; sys.argv = ['tracekit', '--help']\n"
+        "from cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('numba', 'pandas', 'plotly', 'pyarrow') if m in sys.modules)\n"
+        "print('HEAVY', heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Commands:" in out.stdout
+    assert "HEAVY []" in out.stdout
 
 
 def test_unknown_command_is_a_usage_error() -> None:
