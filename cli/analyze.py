@@ -60,12 +60,19 @@ def _two_vantage(result: object) -> None:
             )
         if merged.clock is not None:
             c = merged.clock
-            bound = f"+-{c.offset_bound_s * 1e3:.3f} ms" if c.offset_known else "unknown"
-            click.echo(
-                f"receiver clock: offset {c.offset_s:+.6f} s ({bound}), skew "
-                f"{c.skew_ppm:+.2f} ppm (directions disagree by "
-                f"{abs(c.skew_disagreement_ppm):.2f} ppm)"
-            )
+            if c.offset_known:
+                click.echo(
+                    f"receiver clock: offset {c.offset_s:+.6f} s "
+                    f"(+-{c.offset_bound_s * 1e3:.3f} ms), skew {c.skew_ppm:+.2f} ppm "
+                    f"(directions disagree by {abs(c.skew_disagreement_ppm):.2f} ppm)"
+                )
+            else:
+                # One direction only (a UDP stream): offset and one-way delay cannot be told
+                # apart, and skew is taken as 0 (ClockFit).
+                click.echo(
+                    f"receiver clock: offset {c.offset_s:+.6f} s, the smallest one-way delay included "
+                    "(one direction only: skew taken as 0)"
+                )
         counts = {k: v for k, v in merged.counts().items() if v}
         click.echo("transmissions: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     for stream in getattr(result, "udp", ()):

@@ -42,7 +42,8 @@ def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, 
         matched = merge(conns, common.connections(receiver, need_tcp=False), addr_map)
         packets = matched.sender_packets(packets)
     write_packet_table(conns, output, packets)
+    n_conn = conns.table.num_rows
     click.echo(
-        f"{output}: {packets.num_rows} packets, {conns.table.num_rows} connections",
+        f"{output}: {packets.num_rows} packets, {n_conn} connection{'' if n_conn == 1 else 's'}",
         err=True,
     )

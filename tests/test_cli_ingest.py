@@ -25,6 +25,7 @@ def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:
     out = tmp_path / "table.parquet"
     result = CliRunner().invoke(cli, ["ingest", str(capture), "-o", str(out)])
     assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"{out}: 3 packets, 1 connection"
     table = pq.read_table(out)
     assert table.schema.remove_metadata() == packet_schema()
     df = table.to_pandas()

@@ -101,3 +101,16 @@ def test_analyze_a_udp_only_capture(tmp_path: Path) -> None:
     bad = CliRunner().invoke(cli, ["analyze", str(path)])
     assert bad.exit_code == 2
     assert "no TCP packets and no numbered UDP stream" in bad.output
+
+
+def test_analyze_says_a_one_way_offset_holds_the_delay() -> None:
+    """One direction only: the offset cannot be told from the one-way delay, and says so.
+    Both captures ran on one host's clock, so the offset is the lab's forward delay."""
+    sp, rp, truth = _lab()
+    result = CliRunner().invoke(cli, ["analyze", str(sp), "--receiver", str(rp)])
+    assert result.exit_code == 0, result.output
+    (line,) = [ln for ln in result.output.splitlines() if ln.startswith("receiver clock:")]
+    assert "one direction only" in line
+    assert "disagree" not in line
+    offset_s = float(line.split("offset ")[1].split(" s,")[0])
+    assert offset_s == pytest.approx(truth["path"]["one_way_delay_fwd_ms"] / 1e3, abs=1e-3)
