@@ -70,8 +70,8 @@ def _two_vantage(result: object) -> None:
                 # One direction only (a UDP stream): offset and one-way delay cannot be told
                 # apart, and skew is taken as 0 (ClockFit).
                 click.echo(
-                    f"receiver clock: offset {c.offset_s:+.6f} s, the smallest one-way delay included "
-                    "(one direction only: skew taken as 0)"
+                    f"receiver clock: offset {c.offset_s:+.6f} s, the smallest one-way delay "
+                    "included (one direction only: skew taken as 0)"
                 )
         counts = {k: v for k, v in merged.counts().items() if v}
         click.echo("transmissions: " + ", ".join(f"{v} {k}" for k, v in counts.items()))

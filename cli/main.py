@@ -8,7 +8,6 @@ import traceback
 from typing import Any
 
 import click
-from click.utils import make_default_short_help
 
 from cli.memory import retain_freed_memory
 from cli.status import ExitStatus
@@ -52,7 +51,11 @@ class LazyGroup(click.Group):
         """The command list of --help, as click writes it, from SHORT_HELP."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, make_default_short_help(SHORT_HELP[name], limit)) for name in names]
+        # A bare command with the same help shortens it as the real one would.
+        rows = [
+            (name, click.Command(name, help=SHORT_HELP[name]).get_short_help_str(limit))
+            for name in names
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
