@@ -1,8 +1,9 @@
 """Fuzz tracekit.capture.read_capture with mutated crafted captures (hypothesis).
 
 A mutated or truncated capture must give either a result whose tables hold together or a
-CaptureError; any other exception is a bug. tests/test_capture_fuzz.py runs a bounded number of
-examples in the normal suite; run this file to fuzz for longer:
+CaptureError; any other exception is a bug. A capture that reads is also split into
+connections, whose tables must hold together too. tests/test_capture_fuzz.py runs a bounded
+number of examples in the normal suite; run this file to fuzz for longer:
 
     python tests/fuzz_reader.py --minutes 15
 
@@ -36,6 +37,7 @@ if __name__ == "__main__":
 
 from tracekit import schema  # noqa: E402
 from tracekit.capture import Capture, read_capture  # noqa: E402
+from tracekit.connections import build_connections  # noqa: E402
 from tracekit.errors import CaptureError  # noqa: E402
 
 CRAFTED = ROOT / "fixtures" / "crafted"
@@ -111,7 +113,8 @@ def check_consistent(capture: Capture) -> None:
 
 
 def check_one(data: bytes, folder: Path) -> None:
-    """Read one input: a result that holds together, or a CaptureError."""
+    """Read one input: a result that holds together, or a CaptureError. What reads is then
+    split into connections (every command's next stage), whose tables must hold together too."""
     path = folder / "fuzz.cap"
     path.write_bytes(data)
     try:
@@ -120,6 +123,17 @@ def check_one(data: bytes, folder: Path) -> None:
         assert "\n" not in str(exc)
         return
     check_consistent(capture)
+    rows = capture.packets.num_rows
+    conns = build_connections(capture)
+    assert conns.packets.num_rows == rows
+    table = conns.table
+    if rows:
+        assert pc.max(conns.packets.column("conn")).as_py() == table.num_rows - 1
+    sent = pc.sum(table.column("packets_a2b")).as_py() or 0
+    assert sent + (pc.sum(table.column("packets_b2a")).as_py() or 0) == rows
+    data_segments = pc.sum(pc.greater(conns.packets.column("payload_bytes"), 0)).as_py() or 0
+    resent = pc.sum(table.column("retrans_a2b")).as_py() or 0
+    assert resent + (pc.sum(table.column("retrans_b2a")).as_py() or 0) <= data_segments
 
 
 def seed_bytes(name: str) -> bytes:
