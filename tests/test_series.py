@@ -6,13 +6,14 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from crafting import c2s, s2c, transfer, write
 from independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt
 
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
-from tracekit.series import _binned, build_series, rate, resent, rounds, trains
+from tracekit.series import Direction, _binned, build_series, rate, resent, rounds, trains
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +185,35 @@ def test_rate_bins_as_numpy_histogram_does() -> None:
         weight = rng.integers(0, 1500, n)
         expected, _ = np.histogram(t, bins=edges, weights=weight.astype(float))
         assert np.array_equal(_binned(t, weight, edges), expected)
+
+
+def test_counts_without_slicing_agree_with_the_slices() -> None:
+    """Series.data_segments and Series.rows (what detectors skip short directions by) equal
+    the lengths of the tables Series.of slices, on a lab capture of both directions."""
+    lab = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "receiver_drops"
+    ser = build_series(build_connections(read_capture(lab / "receiver.pcap")))
+    checked = 0
+    for conn in range(2):  # the lab's capture has one connection: 1 is absent, all zeros
+        for direction in (0, 1):
+            d = ser.of(conn, direction)
+            assert ser.data_segments(conn, direction) == len(d.data)
+            for name in ("segments", "acks", "sacks", "rtt", "flight"):
+                assert ser.rows(name, conn, direction) == len(d.table(name))
+                assert d.table(name).index.equals(pd.RangeIndex(len(d.table(name))))
+                checked += len(d.table(name))
+    assert ser.data_segments(0, 0) > 1000 and checked > 0
+
+
+def test_a_direction_slices_a_table_when_asked() -> None:
+    asked: list[str] = []
+
+    def source(name: str) -> pd.DataFrame:
+        asked.append(name)
+        return pd.DataFrame({"len": [1, 0, 2]})
+
+    d = Direction(0, 1, source=source)
+    assert asked == []
+    assert len(d.data) == 2 and d.segments is d.segments
+    assert asked == ["segments"]
+    with pytest.raises(TypeError):
+        Direction(0, 0, segments=pd.DataFrame())

@@ -35,22 +35,73 @@ T = TypeVar("T")
 _PROBE, _KEEPALIVE = KIND_CODE["window_probe"], KIND_CODE["keepalive"]  # for the compiled pass
 
 
-@dataclass(frozen=True)
+TABLES = ("segments", "acks", "sacks", "rtt", "flight")
+
+
 class Direction:
     """The series of one direction of one connection (views into `Series`' tables).
 
-    `data` and `resent` are computed once and shared by every detector that asks.
+    Each table is sliced out of `Series` the first time it is asked for (`source`): a capture
+    of thousands of short connections has most detectors look at one table of most directions,
+    or none. Tables given to the constructor are used as they are. `data` and `resent` are
+    computed once and shared by every detector that asks.
     """
 
-    conn: int
-    direction: int
-    segments: pd.DataFrame
-    acks: pd.DataFrame
-    sacks: pd.DataFrame
-    rtt: pd.DataFrame
-    flight: pd.DataFrame
+    def __init__(
+        self,
+        conn: int,
+        direction: int,
+        segments: pd.DataFrame | None = None,
+        acks: pd.DataFrame | None = None,
+        sacks: pd.DataFrame | None = None,
+        rtt: pd.DataFrame | None = None,
+        flight: pd.DataFrame | None = None,
+        *,
+        source: Callable[[str], pd.DataFrame] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.direction = direction
+        given = {"segments": segments, "acks": acks, "sacks": sacks, "rtt": rtt, "flight": flight}
+        self._tables = {name: table for name, table in given.items() if table is not None}
+        if source is None and len(self._tables) < len(TABLES):
+            raise TypeError("Direction needs every table, or a source to slice them from")
+        self._source = source
+        self._memo: dict[str, object] = {}
 
-    _memo: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
+    def __repr__(self) -> str:
+        return f"Direction(conn={self.conn}, direction={self.direction})"
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One of TABLES, sliced on first use."""
+        if name not in self._tables:
+            assert self._source is not None
+            self._tables[name] = self._source(name)
+        return self._tables[name]
+
+    @property
+    def segments(self) -> pd.DataFrame:
+        """Data segments and probes of this direction (Series.segments' columns)."""
+        return self.table("segments")
+
+    @property
+    def acks(self) -> pd.DataFrame:
+        """The other side's ACKs of this direction's data (Series.acks' columns)."""
+        return self.table("acks")
+
+    @property
+    def sacks(self) -> pd.DataFrame:
+        """SACK blocks on those ACKs (Series.sacks' columns)."""
+        return self.table("sacks")
+
+    @property
+    def rtt(self) -> pd.DataFrame:
+        """RTT samples of this direction's data (Series.rtt's columns)."""
+        return self.table("rtt")
+
+    @property
+    def flight(self) -> pd.DataFrame:
+        """Flight and advertised window at each data segment (Series.flight's columns)."""
+        return self.table("flight")
 
     def memo(self, name: str, compute: Callable[[], T]) -> T:
         """compute(), once per direction: measurements that several detectors share."""
@@ -120,27 +171,46 @@ class Series:
             df = getattr(self, name)
             keys, starts = self._slices(name, df)
             i = int(np.searchsorted(keys, target))
-            if i == keys.size or keys[i] != target:
-                return df.iloc[0:0].reset_index(drop=True)
-            return df.iloc[starts[i] : starts[i + 1]].reset_index(drop=True)
+            lo, hi = (starts[i], starts[i + 1]) if i < keys.size and keys[i] == target else (0, 0)
+            # A view of the rows (copy-on-write), numbered from 0 like a table of its own.
+            rows = df.iloc[lo:hi]
+            rows.index = pd.RangeIndex(hi - lo)
+            return rows
 
-        return Direction(
-            conn=conn,
-            direction=direction,
-            segments=pick("segments"),
-            acks=pick("acks"),
-            sacks=pick("sacks"),
-            rtt=pick("rtt"),
-            flight=pick("flight"),
-        )
+        return Direction(conn, direction, source=pick)
 
     def with_data(self) -> list[tuple[int, int]]:
         """(conn, dir) of every direction that carried payload, in order."""
-        keys, starts = self._slices("segments", self.segments)
-        if keys.size == 0:
-            return []
-        sent = np.add.reduceat(self.segments["len"].to_numpy() > 0, starts[:-1])
+        keys, sent = self._data_counts()
         return [(int(k) // 2, int(k) % 2) for k in keys[sent > 0]]
+
+    def data_segments(self, conn: int, direction: int) -> int:
+        """How many segments with payload one direction sent (rows of its `Direction.data`),
+        without slicing its tables: detectors skip directions too short for them."""
+        keys, sent = self._data_counts()
+        i = int(np.searchsorted(keys, 2 * conn + direction))
+        return int(sent[i]) if i < keys.size and keys[i] == 2 * conn + direction else 0
+
+    def rows(self, name: str, conn: int, direction: int) -> int:
+        """How many rows one direction has in one of TABLES, without slicing it."""
+        keys, starts = self._slices(name, getattr(self, name))
+        i = int(np.searchsorted(keys, 2 * conn + direction))
+        return (
+            int(starts[i + 1] - starts[i])
+            if i < keys.size and keys[i] == 2 * conn + direction
+            else 0
+        )
+
+    def _data_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The segments table's (conn, dir) keys and each one's segments with payload."""
+        if "data" not in self._bounds:
+            keys, starts = self._slices("segments", self.segments)
+            if keys.size == 0:
+                sent = np.zeros(0, dtype=np.int64)
+            else:
+                sent = np.add.reduceat(self.segments["len"].to_numpy() > 0, starts[:-1])
+            self._bounds["data"] = (keys, sent)
+        return self._bounds["data"]
 
     def _slices(self, name: str, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """The (conn, dir) keys of a table and where each one's rows start (and the end)."""

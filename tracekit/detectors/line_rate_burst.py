@@ -116,6 +116,10 @@ class LineRateBurst(Detector):
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         for ser, overhead in wire_directions(ctx, self.config.link_header_bytes):
+            # Too few data segments for one burst (what _bursts checks first), told without
+            # slicing the direction's tables: captures of thousands of short connections.
+            if ctx.series.data_segments(ser.conn, ser.direction) < self.config.min_burst_packets:
+                continue
             found = self._bursts(ser, overhead)
             if found is not None:
                 yield self._finding(ser, found, overhead)

@@ -98,7 +98,20 @@ class SlowStartOverrun(Detector):
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        # A lost segment is a first copy resent later (lost_data): a direction that resent
+        # nothing (the connections table's count, from the same classification) cannot have
+        # lost a block, and is skipped before its tables are sliced.
+        conns = ctx.connections
+        resends = dict(
+            zip(
+                conns["conn"].tolist(),
+                zip(conns["retrans_a2b"].tolist(), conns["retrans_b2a"].tolist(), strict=True),
+                strict=True,
+            )
+        )
         for ser, overhead in wire_directions(ctx, self.config.link_header_bytes):
+            if resends.get(ser.conn, (1, 1))[ser.direction] == 0:
+                continue
             found = self._overrun(ser)
             if found is not None:
                 yield self._finding(ser, found, overhead)
