@@ -58,6 +58,23 @@ def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Direction]
         yield conn, direction, series.of(conn, direction)
 
 
+def resend_counts(connections: pd.DataFrame) -> dict[int, tuple[int, int]]:
+    """Per connection, the data segments each direction (a2b, b2a) resent: the connections
+    table's counts, from the classification the series' segment kinds come from. A direction
+    at 0 has no retransmission in its segments, so detectors of losses skip it unsliced."""
+    return dict(
+        zip(
+            connections["conn"].tolist(),
+            zip(
+                connections["retrans_a2b"].tolist(),
+                connections["retrans_b2a"].tolist(),
+                strict=True,
+            ),
+            strict=True,
+        )
+    )
+
+
 def findings_per_direction(
     ctx: AnalysisContext,
     judge: Callable[[AnalysisContext, int, int, Direction], Finding | None],

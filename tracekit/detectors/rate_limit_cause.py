@@ -224,9 +224,13 @@ class RateLimitCause(Detector):
         self, ctx: AnalysisContext, conn: int, direction: int, d: Any
     ) -> Iterator[Finding]:
         cfg = self.config
-        data = d.data
-        if len(data) < cfg.min_data_segments or d.acks.empty:
+        # Counted before any table is sliced (captures of thousands of short connections).
+        series = ctx.series
+        if series.data_segments(conn, direction) < cfg.min_data_segments or not series.rows(
+            "acks", conn, direction
+        ):
             return
+        data = d.data
         rtt = min_rtt_s(d)
         mss = segment_size_bytes(d.segments)
         if rtt is None or mss == 0:

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tracekit.detectors._measure import data_directions, min_rtt_s
+from tracekit.detectors._measure import data_directions, min_rtt_s, resend_counts
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import kind_mask
@@ -244,7 +244,11 @@ class Retransmissions(Detector):
             # Frame numbers are 32-bit: searching with another type would copy every frame.
             return lambda wanted: values[np.searchsorted(frames, wanted.astype(frames.dtype))]
 
+        # A direction that resent nothing is skipped before its tables are sliced.
+        resends = resend_counts(ctx.connections)
         for conn, direction, d in data_directions(ctx):
+            if resends.get(conn, (1, 1))[direction] == 0:
+                continue
             if not kind_mask(d.segments, "retransmission", "partial_retransmission").any():
                 continue
             table = classify(

@@ -25,6 +25,7 @@ from tracekit.detectors._measure import (
     lost_data,
     packet_basis,
     queue_at_start_bytes,
+    resend_counts,
     wire_directions,
 )
 from tracekit.detectors.base import AnalysisContext, Detector
@@ -101,14 +102,7 @@ class SlowStartOverrun(Detector):
         # A lost segment is a first copy resent later (lost_data): a direction that resent
         # nothing (the connections table's count, from the same classification) cannot have
         # lost a block, and is skipped before its tables are sliced.
-        conns = ctx.connections
-        resends = dict(
-            zip(
-                conns["conn"].tolist(),
-                zip(conns["retrans_a2b"].tolist(), conns["retrans_b2a"].tolist(), strict=True),
-                strict=True,
-            )
-        )
+        resends = resend_counts(ctx.connections)
         for ser, overhead in wire_directions(ctx, self.config.link_header_bytes):
             if resends.get(ser.conn, (1, 1))[ser.direction] == 0:
                 continue

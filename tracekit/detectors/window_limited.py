@@ -67,9 +67,11 @@ class WindowLimited(Detector):
             # RFC 7323 2.3: without the SYNs the shift is unknown and the window field is not
             # a byte count; claiming a window limit from it would be a guess.
             return None
-        data = d.data
-        flight = d.flight
-        if len(data) < cfg.min_data_segments or flight.empty:
+        # Counted before any table is sliced (captures of thousands of short connections).
+        series = ctx.series
+        if series.data_segments(conn, direction) < cfg.min_data_segments or not series.rows(
+            "flight", conn, direction
+        ):
             return None
         # After a loss the congestion window, not a buffer, caps the flight: a sender-side cap
         # is only claimed for a direction without retransmissions.

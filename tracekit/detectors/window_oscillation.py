@@ -149,6 +149,13 @@ class WindowOscillation(Detector):
 
     def _direction(self, ctx: AnalysisContext, conn: int, direction: int, d: Any) -> Finding | None:
         cfg = self.config
+        # Each reopening is an ACK after a closing at an earlier event (ACK or data segment):
+        # fewer events than that cannot make min_cycles_count, told before any table is sliced
+        # (captures of thousands of short connections).
+        acks = ctx.series.rows("acks", conn, direction)
+        events = acks + ctx.series.data_segments(conn, direction)
+        if acks < cfg.min_cycles_count or events < 2 * cfg.min_cycles_count:
+            return None
         mss = segment_size_bytes(d.segments)
         if mss == 0 or d.acks.empty:
             return None
