@@ -39,3 +39,4 @@ bench: install-test
 	$(PYTHON) bench/ingest.py --reuse
 	$(PYTHON) bench/report.py
 	$(PYTHON) bench/batch.py
+	$(PYTHON) bench/connections.py
