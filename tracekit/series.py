@@ -43,7 +43,8 @@ class Direction:
 
     Each table is sliced out of `Series` the first time it is asked for (`source`): a capture
     of thousands of short connections has most detectors look at one table of most directions,
-    or none. Tables given to the constructor are used as they are. `data` and `resent` are
+    or none. The slices are views of `Series`' tables, to read, never to write. Tables given
+    to the constructor are used as they are. `data` and `resent` are
     computed once and shared by every detector that asks.
     """
 
