@@ -33,7 +33,14 @@ from tracekit.report.html import write
     type=click.IntRange(min=1),
     default=20,
     show_default=True,
-    help="Connections drawn in full, the busiest first (all are listed).",
+    help="Connections drawn in full, the busiest first.",
+)
+@click.option(
+    "--max-listed",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Connections listed in the overview: those with findings, then the busiest.",
 )
 def report(
     capture: Path,
@@ -44,9 +51,14 @@ def report(
     output: Path,
     rate_window: float | None,
     max_connections: int,
+    max_listed: int,
 ) -> None:
     """Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, findings."""
-    config = ReportConfig(rate_window_s=rate_window, max_connections=max_connections)
+    config = ReportConfig(
+        rate_window_s=rate_window,
+        max_connections=max_connections,
+        max_listed_connections=max(max_listed, max_connections),
+    )
     analysis = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
     inputs = (str(capture),) + ((str(receiver),) if receiver else ())
     path = write(build_report(analysis, inputs, config), output)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from browser import Browser, chromium_available, png_pixels
 from click.testing import CliRunner
-from crafting import CLIENT, transfer, write
+from crafting import CLIENT, SERVER, tcp, transfer, write
 
 from cli.main import cli
 from tracekit.pipeline import analyze_paths
@@ -173,3 +173,30 @@ def test_receiver_view_follows_the_nat_map(tmp_path: Path) -> None:
     (tsg,) = view.receiver_plots
     # The receiver saw every segment the sender sent: the same six data bars.
     assert len({t.name: t for t in tsg.traces}["data"]) == 6
+
+
+def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_path: Path) -> None:
+    """A load test's capture lists a bounded number of connections: the drawn one, then the
+    one with findings, then the busiest; the note says how many more `tracekit flows` has."""
+    packets = list(transfer())  # connection 0: 5,000 bytes a->b and findings (a resend)
+    for i, size in enumerate((20_000, 3_000, 1_000, 2_000)):  # connections 1-4
+        port, t = 41000 + i, 5.0 + i
+        packets += [
+            tcp(t, CLIENT, SERVER, port, 80, "S", 0),
+            tcp(t + 0.01, SERVER, CLIENT, 80, port, "SA", 0, 1),
+            tcp(t + 0.02, CLIENT, SERVER, port, 80, "A", 1, 1, size),
+            tcp(t + 0.03, SERVER, CLIENT, 80, port, "A", 1, 1 + size),
+        ]
+    path = write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
+    analysis = analyze_paths(path)
+    assert {f.conn for f in analysis.findings} == {0}
+    config = ReportConfig(max_connections=1, max_listed_connections=3)
+    report = build_report(analysis, ("many.pcap",), config)
+    assert [row[0] for row in report.overview.rows] == [0, 1, 2]  # found, drawn, next busiest
+    assert report.overview.links == (None, 0, None)
+    assert any(note.startswith("2 more connections") for note in report.notes)
+    everything = build_report(analysis, ("many.pcap",), ReportConfig(max_connections=1))
+    assert len(everything.overview.rows) == 5
+    assert not any("more connections" in note for note in everything.notes)
+    with pytest.raises(ValueError):
+        ReportConfig(max_connections=5, max_listed_connections=2)

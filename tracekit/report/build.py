@@ -41,14 +41,20 @@ class ReportConfig:
     # A train ends at an idle gap longer than this share of the RTT: slow-start rounds are
     # separated by most of an RTT, segments inside a burst by microseconds.
     train_gap_rtt_fraction: float = 0.25
-    # Connections drawn in full, the busiest first; every connection stays in the overview.
+    # Connections drawn in full, the busiest first.
     max_connections: int = 20
+    # Connections listed in the overview: those with findings, then the busiest. A load test's
+    # capture holds tens of thousands, which would make a page too slow to open (30,000 rows:
+    # 15 MB and 18 s in Chromium); `tracekit flows` lists every one.
+    max_listed_connections: int = 1000
 
     def __post_init__(self) -> None:
         if self.rate_window_s is not None and not self.rate_window_s > 0:
             raise ValueError("rate_window_s must be positive")
         if not self.long_rate_window_s > 0 or self.max_connections < 1:
             raise ValueError("long_rate_window_s must be positive and max_connections >= 1")
+        if self.max_listed_connections < self.max_connections:
+            raise ValueError("max_listed_connections must be at least max_connections")
 
 
 def _mask(df: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
@@ -484,6 +490,13 @@ def build_report(
 
     views += [_udp_view(stream, conns) for stream in analysis.udp]
     counts = pd.Series([f.conn for f in analysis.findings], dtype="int64").value_counts()
+    # Listed: the drawn ones, then those with findings, then the busiest; in connection order.
+    rank = conns.assign(
+        drawn=conns["conn"].isin(shown),
+        found=conns["conn"].isin(counts.index),
+        total=conns["bytes_a2b"] + conns["bytes_b2a"],
+    ).sort_values(["drawn", "found", "total"], ascending=False, kind="stable")
+    listed = conns.loc[rank.index[: cfg.max_listed_connections].sort_values()]
     overview = Table(
         columns=(
             "#",
@@ -514,9 +527,9 @@ def build_report(
                 int(r.retrans_a2b),
                 int(counts.get(r.conn, 0)),
             )
-            for r in conns.itertuples()
+            for r in listed.itertuples()
         ),
-        links=tuple(view_of.get(int(c)) for c in conns["conn"]),
+        links=tuple(view_of.get(int(c)) for c in listed["conn"]),
     )
     findings = Table(
         columns=("severity", "kind", "connection", "direction", "from s", "to s", "summary"),
@@ -536,7 +549,12 @@ def build_report(
     )
     notes: tuple[str, ...] = ()
     if len(tcp) > len(shown):
-        notes = (f"{len(tcp) - len(shown)} smaller connections are listed but not drawn.",)
+        notes = (f"{len(tcp) - len(shown)} smaller connections are not drawn.",)
+    if len(conns) > len(listed):
+        notes += (
+            f"{len(conns) - len(listed)} more connections, without findings and smaller than "
+            "those listed, are not listed: `tracekit flows` lists every one.",
+        )
     return Report(
         title=f"tracekit report: {', '.join(inputs)}",
         overview=overview,
