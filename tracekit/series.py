@@ -44,8 +44,8 @@ class Direction:
     Each table is sliced out of `Series` the first time it is asked for (`source`): a capture
     of thousands of short connections has most detectors look at one table of most directions,
     or none. The slices are views of `Series`' tables, to read, never to write. Tables given
-    to the constructor are used as they are. `data` and `resent` are
-    computed once and shared by every detector that asks.
+    to the constructor are used as they are. `data` and `resent` are computed once and shared
+    by every detector that asks.
     """
 
     def __init__(
@@ -159,6 +159,11 @@ class Series:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    # "counts": the segments table's (conn, dir) keys and each one's data segments.
+    _data: dict[str, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
     def of(self, conn: int, direction: int) -> Direction:
         """The series of one direction of one connection (the same object on every call)."""
         if (conn, direction) not in self._directions:
@@ -171,8 +176,8 @@ class Series:
         def pick(name: str) -> pd.DataFrame:
             df = getattr(self, name)
             keys, starts = self._slices(name, df)
-            i = int(np.searchsorted(keys, target))
-            lo, hi = (starts[i], starts[i + 1]) if i < keys.size and keys[i] == target else (0, 0)
+            i = _position(keys, target)
+            lo, hi = (starts[i], starts[i + 1]) if i >= 0 else (0, 0)
             # A view of the rows (copy-on-write), numbered from 0 like a table of its own.
             rows = df.iloc[lo:hi]
             rows.index = pd.RangeIndex(hi - lo)
@@ -189,29 +194,25 @@ class Series:
         """How many segments with payload one direction sent (rows of its `Direction.data`),
         without slicing its tables: detectors skip directions too short for them."""
         keys, sent = self._data_counts()
-        i = int(np.searchsorted(keys, 2 * conn + direction))
-        return int(sent[i]) if i < keys.size and keys[i] == 2 * conn + direction else 0
+        i = _position(keys, 2 * conn + direction)
+        return int(sent[i]) if i >= 0 else 0
 
     def rows(self, name: str, conn: int, direction: int) -> int:
         """How many rows one direction has in one of TABLES, without slicing it."""
         keys, starts = self._slices(name, getattr(self, name))
-        i = int(np.searchsorted(keys, 2 * conn + direction))
-        return (
-            int(starts[i + 1] - starts[i])
-            if i < keys.size and keys[i] == 2 * conn + direction
-            else 0
-        )
+        i = _position(keys, 2 * conn + direction)
+        return int(starts[i + 1] - starts[i]) if i >= 0 else 0
 
     def _data_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """The segments table's (conn, dir) keys and each one's segments with payload."""
-        if "data" not in self._bounds:
+        if not self._data:
             keys, starts = self._slices("segments", self.segments)
             if keys.size == 0:
                 sent = np.zeros(0, dtype=np.int64)
             else:
                 sent = np.add.reduceat(self.segments["len"].to_numpy() > 0, starts[:-1])
-            self._bounds["data"] = (keys, sent)
-        return self._bounds["data"]
+            self._data["counts"] = (keys, sent)
+        return self._data["counts"]
 
     def _slices(self, name: str, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """The (conn, dir) keys of a table and where each one's rows start (and the end)."""
@@ -220,6 +221,12 @@ class Series:
         if name not in self._bounds:
             self._bounds[name] = _runs(df["conn"].to_numpy(), df["dir"].to_numpy())
         return self._bounds[name]
+
+
+def _position(keys: np.ndarray, key: int) -> int:
+    """Where `key` is in the sorted `keys`, or -1."""
+    i = int(np.searchsorted(keys, key))
+    return i if i < keys.size and keys[i] == key else -1
 
 
 @njit(cache=True)
