@@ -8,6 +8,11 @@ from pathlib import Path
 import click
 
 from cli import common
+from tracekit.connections import ranked, records
+
+# Connection lines printed: those with findings, then the busiest (a load test's capture has
+# tens of thousands of connections, which `tracekit flows` and `--json` give in full).
+MAX_LISTED = 50
 
 
 @click.command()
@@ -28,16 +33,23 @@ def analyze(
     docs/analyze.schema.json. Findings are explained in docs/findings.md.
     """
     result = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
-    doc = result.to_dict()
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    for row in doc["connections"]:
-        click.echo(
-            f"connection {row['conn']}: {row['a']} -> {row['b']}  "
-            f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
-            f"{row['throughput_a2b_bps'] / 1e6:.2f} Mbit/s, {row['retrans_a2b']} resent"
+    table = result.sender.connections.table
+    shown = ranked(table, {f.conn for f in result.findings}, MAX_LISTED)
+    lines = [
+        f"connection {row['conn']}: {row['a']} -> {row['b']}  "
+        f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
+        f"{row['throughput_a2b_bps'] / 1e6:.2f} Mbit/s, {row['retrans_a2b']} resent"
+        for row in records(table.take(shown))
+    ]
+    if table.num_rows > len(shown):
+        lines.append(
+            f"... {table.num_rows - len(shown)} more connections without findings, none busier "
+            "than those listed (tracekit flows lists every one)"
         )
+    click.echo("\n".join(lines))
     _two_vantage(result)
     if not result.findings:
         click.echo("no findings")

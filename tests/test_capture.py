@@ -335,3 +335,15 @@ def test_pcapng_absurd_timestamp_resolution_reads_as_zero(tmp_path: Path) -> Non
     path = tmp_path / "tsresol.pcapng"
     path.write_bytes(data)
     assert read_capture(path).packets.column("ts_ns").to_pylist() == [0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ipv4_text_is_what_ipaddress_writes(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    values = [0, 1, 255, 256, 0x0A000001, 2**32 - 1] + [rng.getrandbits(32) for _ in range(2000)]
+    for value in values:
+        assert reader._address(4, value << 32, 0) == str(ipaddress.IPv4Address(value))
+    v6 = rng.getrandbits(128)
+    assert reader._address(6, v6 >> 64, v6 & (2**64 - 1)) == str(ipaddress.IPv6Address(v6))

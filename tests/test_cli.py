@@ -1,4 +1,5 @@
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,25 @@ def test_every_command_has_its_page(name: str) -> None:
     page = DOCS / f"{name}.md"
     assert page.is_file(), f"docs/commands/{name}.md is missing"
     assert f"tracekit {name}" in page.read_text()
+
+
+def test_analyze_lists_the_busiest_connections_and_counts_the_rest(tmp_path: Path) -> None:
+    from crafting import CLIENT, SERVER, tcp
+
+    from cli.analyze import MAX_LISTED
+
+    packets = [tcp(0.001 * i, CLIENT, SERVER, 20000 + i, 80, "S", 0) for i in range(60)]
+    packets += [  # connection 60 carries data
+        tcp(1.0, CLIENT, SERVER, 30000, 80, "S", 0),
+        tcp(1.1, SERVER, CLIENT, 80, 30000, "SA", 0, 1),
+        tcp(1.2, CLIENT, SERVER, 30000, 80, "A", 1, 1, 1000),
+    ]
+    capture = write(tmp_path / "scan.pcap", packets)
+    result = CliRunner().invoke(cli, ["analyze", str(capture)])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("connection ")]
+    assert len(lines) == MAX_LISTED == 50
+    assert any(ln.startswith("connection 60:") and "1000 bytes" in ln for ln in lines)
+    assert f"... {61 - MAX_LISTED} more connections" in result.output
+    every = CliRunner().invoke(cli, ["analyze", "--json", str(capture)])
+    assert len(json.loads(every.output)["connections"]) == 61

@@ -164,3 +164,21 @@ def test_retransmissions_agree_with_tcptrace(path: Path) -> None:
             assert (r["retrans_a2b"], r["retrans_b2a"]) == theirs[(r["a"], r["b"])]
         else:
             assert (r["retrans_b2a"], r["retrans_a2b"]) == theirs[(r["b"], r["a"])]
+
+
+def test_ranked_puts_the_first_then_the_busiest_in_connection_order(tmp_path: Path) -> None:
+    from tracekit.connections import ranked
+
+    packets = []
+    for i, size in enumerate((100, 5000, 0, 3000, 200)):
+        port, t = 40000 + i, 1.0 + i
+        packets += [
+            _tcp(t, CLIENT, SERVER, port, 80, "S", 0),
+            _tcp(t + 0.1, SERVER, CLIENT, 80, port, "SA", 0, 1),
+            _tcp(t + 0.2, CLIENT, SERVER, port, 80, "A", 1, 1, size),
+        ]
+    table = build_connections(read_capture(_write(tmp_path / "five.pcap", packets))).table
+    assert ranked(table, set(), 2) == [1, 3]
+    assert ranked(table, {2}, 2) == [1, 2]
+    assert ranked(table, {2, 0}, 3) == [0, 1, 2]
+    assert ranked(table, set(), 10) == [0, 1, 2, 3, 4]

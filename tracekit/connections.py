@@ -6,6 +6,7 @@ each per-connection quantity is a segmented reduction over that order.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -414,6 +415,17 @@ def _connection_table(
     }
     arrays = [to_arrow(values[c.name], c.type) for c in schema.CONNECTION_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.CONNECTION_COLUMNS))
+
+
+def ranked(table: pa.Table, first: Collection[int], limit: int) -> list[int]:
+    """Up to `limit` connection numbers of a connections table, in connection order: those in
+    `first` (with findings, drawn), then the busiest (payload bytes both ways)."""
+    conn = to_numpy(table.column("conn")).astype(np.int64)
+    total = to_numpy(table.column("bytes_a2b")) + to_numpy(table.column("bytes_b2a"))
+    chosen = np.isin(conn, np.fromiter(first, dtype=np.int64, count=len(first)))
+    # lexsort: the last key sorts first; stable, so ties keep connection order.
+    order = np.lexsort((-total, ~chosen))
+    return sorted(conn[order[:limit]].tolist())
 
 
 def records(table: pa.Table) -> list[dict[str, Any]]:

@@ -89,18 +89,24 @@ def findings_per_direction(
 def wire_directions(
     ctx: AnalysisContext, link_header_bytes: int
 ) -> Iterator[tuple[Direction, int]]:
-    """Both directions of every TCP connection, each with its per-packet wire overhead.
+    """Every direction of a TCP connection that carried data, with its per-packet wire overhead.
 
     The overhead is `wire_overhead_bytes` for the connection's IP version and whether it
-    carries timestamps. Directions without data are included (the caller skips them).
+    carries timestamps. Directions without data are left out unsliced (a port scan's capture
+    holds hundreds of thousands of them).
     """
     if ctx.series is None:
         return
     tcp = ctx.connections[ctx.connections["proto"] == PROTO_TCP]
-    for row in tcp.itertuples(index=False):
-        overhead = wire_overhead_bytes(int(row.ip_version), bool(row.ts_ok), link_header_bytes)
-        for direction in (0, 1):
-            yield ctx.series.of(int(row.conn), direction), overhead
+    overheads = {
+        int(conn): wire_overhead_bytes(int(version), bool(ts), link_header_bytes)
+        for conn, version, ts in zip(
+            tcp["conn"].tolist(), tcp["ip_version"].tolist(), tcp["ts_ok"].tolist(), strict=True
+        )
+    }
+    for conn, direction in ctx.series.with_data():
+        if conn in overheads:
+            yield ctx.series.of(conn, direction), overheads[conn]
 
 
 # --- sizes -------------------------------------------------------------------------------------

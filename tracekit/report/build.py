@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import __version__
+from tracekit.connections import ranked
 from tracekit.findings import Finding, Severity
 from tracekit.pipeline import Analysis
 from tracekit.report.model import (
@@ -490,13 +491,11 @@ def build_report(
 
     views += [_udp_view(stream, conns) for stream in analysis.udp]
     counts = pd.Series([f.conn for f in analysis.findings], dtype="int64").value_counts()
-    # Listed: the drawn ones, then those with findings, then the busiest; in connection order.
-    rank = conns.assign(
-        drawn=conns["conn"].isin(shown),
-        found=conns["conn"].isin(counts.index),
-        total=conns["bytes_a2b"] + conns["bytes_b2a"],
-    ).sort_values(["drawn", "found", "total"], ascending=False, kind="stable")
-    listed = conns.loc[rank.index[: cfg.max_listed_connections].sort_values()]
+    # Listed: the drawn ones and those with findings, then the busiest; in connection order.
+    first = set(shown) | {int(c) for c in counts.index}
+    listed = conns.set_index("conn", drop=False).loc[
+        ranked(snd.connections.table, first, cfg.max_listed_connections)
+    ]
     overview = Table(
         columns=(
             "#",
