@@ -37,6 +37,7 @@ def analyze(
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     table = result.sender.connections.table
+    # Connection numbers are the table's row numbers.
     shown = ranked(table, {f.conn for f in result.findings}, MAX_LISTED)
     lines = [
         f"connection {row['conn']}: {row['a']} -> {row['b']}  "
@@ -46,8 +47,8 @@ def analyze(
     ]
     if table.num_rows > len(shown):
         lines.append(
-            f"... {table.num_rows - len(shown)} more connections without findings, none busier "
-            "than those listed (tracekit flows lists every one)"
+            f"... {table.num_rows - len(shown)} more connections (those with findings and the "
+            "busiest come first; tracekit flows lists every one)"
         )
     click.echo("\n".join(lines))
     _two_vantage(result)

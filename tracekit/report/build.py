@@ -551,8 +551,8 @@ def build_report(
         notes = (f"{len(tcp) - len(shown)} smaller connections are not drawn.",)
     if len(conns) > len(listed):
         notes += (
-            f"{len(conns) - len(listed)} more connections, without findings and smaller than "
-            "those listed, are not listed: `tracekit flows` lists every one.",
+            f"{len(conns) - len(listed)} more connections are not listed (those with findings "
+            "and the busiest come first): `tracekit flows` lists every one.",
         )
     return Report(
         title=f"tracekit report: {', '.join(inputs)}",
