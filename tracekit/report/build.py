@@ -552,7 +552,7 @@ def build_report(
     if len(conns) > len(listed):
         notes += (
             f"{len(conns) - len(listed)} more connections are not listed (those with findings "
-            "and the busiest come first): `tracekit flows` lists every one.",
+            "and the busiest come first); tracekit flows lists every one.",
         )
     return Report(
         title=f"tracekit report: {', '.join(inputs)}",
