@@ -31,7 +31,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 if __name__ == "__main__":
     # Standalone, the kernels are compiled with bounds checks (into a cache of their own), so an
-    # index past a buffer raises IndexError instead of reading stray memory unseen.
+    # index past a buffer raises IndexError instead of reading stray memory unseen; numba
+    # compiles them here, not the ahead-of-time build (tracekit.kernels), which has no checks.
+    os.environ.setdefault("TRACEKIT_JIT", "1")
     os.environ.setdefault("NUMBA_BOUNDSCHECK", "1")
     os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="tracekit-fuzz-numba-"))
 

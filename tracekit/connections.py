@@ -12,14 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from tracekit import schema
 from tracekit.columns import to_arrow, to_numpy
-from tracekit.groups import (
+from tracekit.kernels import bind
+from tracekit.schema import (
+    OPT_SACK_PERM,
+    OPT_TS,
+    OPT_WSCALE,
+    PROTO_TCP,
+    TH_ACK,
+    TH_SYN,
     WRAP,
 )
-from tracekit.schema import OPT_SACK_PERM, OPT_TS, OPT_WSCALE, PROTO_TCP, TH_ACK, TH_SYN
 from tracekit.segments import classify_data
 
 if TYPE_CHECKING:
@@ -109,7 +114,6 @@ def build_connections(capture: Capture) -> Connections:
     return Connections(capture=kept, packets=packets, table=table, data_kind=kind)
 
 
-@njit(cache=True)
 def _assign(
     flow: np.ndarray,
     src_end: np.ndarray,
@@ -154,7 +158,6 @@ def _assign(
     return conn, direction, conn_flow[:n_conn].copy(), a_end[:n_conn].copy()
 
 
-@njit(cache=True)
 def _bases(
     conn: np.ndarray,
     direction: np.ndarray,
@@ -212,7 +215,6 @@ class _Tally:
         self.retrans = np.zeros(0, dtype=np.int64)
 
 
-@njit(cache=True)
 def _unwrapped(
     delta: np.int64, g: np.int64, last: np.ndarray, wraps: np.ndarray
 ) -> np.int64:  # pragma: no cover - compiled
@@ -228,7 +230,6 @@ def _unwrapped(
     return delta + wraps[g] * WRAP
 
 
-@njit(cache=True)
 def _relative(
     conn: np.ndarray,
     direction: np.ndarray,
@@ -442,3 +443,6 @@ def records(table: pa.Table) -> list[dict[str, Any]]:
             if r[key] < 0:
                 r[key] = None
     return rows
+
+
+bind(globals(), ("_assign", "_bases", "_relative"), helpers=("_unwrapped",))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-WRAP = np.int64(1 << 32)  # the TCP sequence space, RFC 9293 3.4
+from tracekit.schema import WRAP  # noqa: F401 - the merge imports it from here
 
 
 def segment_starts(keys: np.ndarray) -> np.ndarray:

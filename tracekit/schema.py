@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -39,6 +40,8 @@ TH_CWR = 0x80  # congestion window reduced, RFC 3168
 
 PROTO_TCP = 6
 PROTO_UDP = 17
+
+WRAP = np.int64(1 << 32)  # the TCP sequence space, RFC 9293 3.4
 
 # What the reader produces: one row per TCP or UDP packet, in capture order.
 # Frames that are not TCP/UDP over IP are counted in the read statistics, not kept.

@@ -9,11 +9,16 @@ pkts" against "outoforder pkts").
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from typing import Any
 
+import numpy as np
+
+from tracekit.kernels import bind
 from tracekit.schema import PROTO_TCP
+
+# numba's typed.Dict and types, which _classify uses: put here by `bind` when numba compiles it.
+Dict: Any = None
+types: Any = None
 
 # Segment classes, in the order the report's legend lists them.
 KINDS = (
@@ -51,7 +56,6 @@ def classify_data(
     return _classify(conn, pdir, seq, pay, proto, 2 * int(conn.max()) + 2)
 
 
-@njit(cache=True)
 def _count_holes(
     conn: np.ndarray,
     pdir: np.ndarray,
@@ -76,7 +80,6 @@ def _count_holes(
     return holes
 
 
-@njit(cache=True)
 def _classify(
     conn: np.ndarray,
     pdir: np.ndarray,
@@ -135,3 +138,11 @@ def _classify(
         if end > hb:
             high[g] = end
     return kind, resent
+
+
+bind(
+    globals(),
+    ("_classify",),
+    helpers=("_count_holes",),
+    numba_names={"Dict": "typed.Dict", "types": "types"},
+)

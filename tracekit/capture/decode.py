@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from tracekit.kernels import bind
 
 # Link types, https://www.tcpdump.org/linktypes.html
 LINK_NULL = 0  # BSD loopback: 4-byte address family in the capturing host's byte order
@@ -143,7 +144,6 @@ class FlowTable:
         _rehash(self.slots, self.hashes, n)
 
 
-@njit(cache=True)
 def _rehash(slots: np.ndarray, hashes: np.ndarray, n: int) -> None:
     mask = slots.shape[0] - 1
     for flow in range(n):
@@ -153,12 +153,10 @@ def _rehash(slots: np.ndarray, hashes: np.ndarray, n: int) -> None:
         slots[s] = flow
 
 
-@njit(cache=True)
 def _u16(b: np.ndarray, p: Any) -> Any:
     return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
 
 
-@njit(cache=True)
 def _u32(b: np.ndarray, p: Any) -> Any:
     return (
         (np.int64(b[p]) << 24)
@@ -168,12 +166,10 @@ def _u32(b: np.ndarray, p: Any) -> Any:
     )
 
 
-@njit(cache=True)
 def _u64(b: np.ndarray, p: Any) -> Any:
     return (np.uint64(_u32(b, p)) << np.uint64(32)) | np.uint64(_u32(b, p + 4))
 
 
-@njit(cache=True)
 def decode_records(
     buf: np.ndarray,
     rec_off: np.ndarray,
@@ -575,3 +571,6 @@ def decode_chunk(
         if status == STATUS_DONE:
             return
         flows.grow()
+
+
+bind(globals(), ("decode_records", "_rehash"), helpers=("_u16", "_u32", "_u64"))

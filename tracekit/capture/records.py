@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from tracekit.kernels import bind
 
 # A packet's captured bytes can never exceed this: libpcap's largest snaplen (MAXIMUM_SNAPLEN).
 MAX_CAPLEN = 262144
@@ -44,7 +45,6 @@ TSRES_POW10 = 0
 TSRES_POW2 = 1
 
 
-@njit(cache=True)
 def _rd32(b: np.ndarray, p: Any, big: bool) -> Any:
     if big:
         return (
@@ -61,14 +61,12 @@ def _rd32(b: np.ndarray, p: Any, big: bool) -> Any:
     )
 
 
-@njit(cache=True)
 def _rd16(b: np.ndarray, p: Any, big: bool) -> Any:
     if big:
         return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
     return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
 
 
-@njit(cache=True)
 def walk_pcap(
     buf: np.ndarray,
     n: int,
@@ -107,7 +105,6 @@ def walk_pcap(
     return k, pos, WALK_FULL
 
 
-@njit(cache=True)
 def _ts_ns(raw: Any, kind: Any, exp: Any, offset_ns: Any) -> Any:
     """A pcapng timestamp in units of 10**-exp or 2**-exp seconds, as Unix nanoseconds."""
     if kind == TSRES_POW10:
@@ -123,7 +120,6 @@ def _ts_ns(raw: Any, kind: Any, exp: Any, offset_ns: Any) -> Any:
     return np.int64(raw / 2.0**exp * 1e9) + offset_ns
 
 
-@njit(cache=True)
 def walk_pcapng(
     buf: np.ndarray,
     n: int,
@@ -214,3 +210,6 @@ def walk_pcapng(
                 return k, pos, WALK_BLOCK_TRAILER
         pos += blen
     return k, pos, WALK_FULL
+
+
+bind(globals(), ("walk_pcap", "walk_pcapng"), helpers=("_rd32", "_rd16", "_ts_ns"))

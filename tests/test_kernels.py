@@ -1,0 +1,138 @@
+"""The ahead-of-time kernels (tracekit._aot) against the same kernels compiled by numba.
+
+`pip install -e .` builds tracekit._aot (setup.py); `TRACEKIT_JIT=1` makes the same code run
+through numba instead, which is the independent path these tests compare with.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from tracekit import kernels
+from tracekit.capture import decode as decode_module
+from tracekit.capture import read_capture
+from tracekit.connections import build_connections
+from tracekit.errors import CaptureError
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted(
+    [
+        *(ROOT / "fixtures" / "crafted").glob("zoo*"),
+        *(ROOT / "fixtures" / "crafted").glob("cut_mid_record*"),
+        *(ROOT / "fixtures" / "captures").glob("*/*.pcap*"),
+    ]
+)
+
+# Reads each capture given on the command line with numba's kernels and writes its packet and
+# connection tables to the folder given first.
+_JIT_TABLES = """
+import sys, warnings
+from pathlib import Path
+import pyarrow.parquet as pq
+from tracekit import kernels
+from tracekit.capture import read_capture
+from tracekit.connections import build_connections
+assert not kernels.ahead_of_time()
+warnings.simplefilter("ignore")
+out = Path(sys.argv[1])
+for i, path in enumerate(sys.argv[2:]):
+    c = build_connections(read_capture(path))
+    pq.write_table(c.packets, out / f"{i}.packets.parquet")
+    pq.write_table(c.table, out / f"{i}.table.parquet")
+"""
+
+
+def _run(code: str, *args: str, jit: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_JIT"}
+    if jit:
+        env["TRACEKIT_JIT"] = "1"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+
+
+def test_the_installed_tree_runs_the_ahead_of_time_kernels() -> None:
+    # `pip install -e .` (make test) builds them from these sources; a stale or missing build
+    # would leave the numba path, correct but a second slower to start.
+    assert kernels.ahead_of_time(), "tracekit._aot missing or stale: run `pip install -e .`"
+
+
+def test_reading_and_connections_start_without_numba() -> None:
+    code = (
+        "import sys\n"
+        "from tracekit.capture import read_capture\n"
+        "from tracekit.connections import build_connections\n"
+        f"c = build_connections(read_capture({str(CAPTURES[0])!r}))\n"
+        "print(c.packets.num_rows, 'numba' in sys.modules)\n"
+    )
+    rows, numba_loaded = _run(code).stdout.split()
+    assert int(rows) > 0
+    assert numba_loaded == "False"
+
+
+def test_ahead_of_time_tables_equal_numbas(tmp_path: Path) -> None:
+    readable = []
+    for path in CAPTURES:
+        try:
+            read_capture(path)
+        except CaptureError:
+            continue
+        readable.append(path)
+    assert len(readable) >= 20
+    _run(_JIT_TABLES, str(tmp_path), *map(str, readable), jit=True)
+    for i, path in enumerate(readable):
+        conns = build_connections(read_capture(path))
+        jit_packets = pq.read_table(tmp_path / f"{i}.packets.parquet")
+        jit_table = pq.read_table(tmp_path / f"{i}.table.parquet")
+        assert conns.packets.num_rows == jit_packets.num_rows, path.name
+        assert conns.packets.equals(jit_packets), path.name
+        assert conns.table.equals(jit_table), path.name
+
+
+def test_arguments_of_other_types_go_to_numba() -> None:
+    # An ahead-of-time function would read an int64 array as if it held int32s; the call must
+    # notice and compile the kernel for these types instead.
+    rng = np.random.default_rng(7)
+    hashes = rng.integers(0, 2**63, size=50, dtype=np.int64).astype(np.uint64)
+    expected = np.full(128, -1, dtype=np.int32)
+    decode_module._rehash(expected, hashes, 50)
+    other = np.full(128, -1, dtype=np.int64)
+    decode_module._rehash(other, hashes, 50)
+    assert (other == expected).all()
+    # The slots hold each flow once, at or after its hash's home slot.
+    assert sorted(expected[expected >= 0].tolist()) == list(range(50))
+
+
+def test_a_build_from_other_sources_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not kernels.ahead_of_time():
+        pytest.skip("no ahead-of-time build here")
+    assert kernels._load_aot() is not None
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "source_digest", lambda: 12345)
+        assert kernels._load_aot() is None
+    monkeypatch.setenv("TRACEKIT_JIT", "1")
+    assert kernels._load_aot() is None
+
+
+def test_every_kernel_in_specs_is_bound_to_compiled_code() -> None:
+    # A kernel left as its Python function would run, correctly, a thousand times slower.
+    for module, specs in kernels.SPECS.items():
+        mod = importlib.import_module(module)
+        for name in specs:
+            bound = mod.__dict__[name]
+            assert bound is not kernels.jit_dispatcher(module, name).py_func, (module, name)
+            assert type(bound).__name__ in {"_Kernel", "CPUDispatcher"}, (module, name)

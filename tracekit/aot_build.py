@@ -1,0 +1,52 @@
+"""Build tracekit._aot: the kernels of tracekit.kernels.SPECS, compiled ahead of time by numba.pycc.
+
+Used by setup.py (`pip install` builds it); needs numba, and a C compiler for pycc's glue code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+
+def _numba_type(spec: str) -> Any:
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    from tracekit.kernels import parse_spec
+
+    parsed = parse_spec(spec)
+    if parsed is None:
+        return {"i8": types.int64, "b1": types.boolean}[spec]
+    dtype, ndim, readonly = parsed
+    return types.Array(from_dtype(dtype), ndim, "C", readonly=readonly)
+
+
+def compiler() -> Any:
+    """The numba.pycc CC object of tracekit._aot, every kernel exported."""
+    import warnings
+
+    from numba.core.errors import NumbaPendingDeprecationWarning
+
+    # The modules must hand numba its dispatchers, not an earlier build's functions.
+    os.environ["TRACEKIT_JIT"] = "1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
+        from numba.pycc import CC
+
+    from tracekit import kernels
+
+    cc = CC("_aot", source_module="tracekit.aot_build")
+    for module, specs in kernels.SPECS.items():
+        importlib.import_module(module)
+        for name, spec in specs.items():
+            dispatcher = kernels.jit_dispatcher(module, name)
+            argtypes = tuple(_numba_type(s) for s in spec)
+            dispatcher.compile(argtypes)
+            signature = dispatcher.overloads[argtypes].signature
+            cc.export(kernels.export_name(module, name), signature)(dispatcher.py_func)
+    namespace: dict[str, Any] = {}
+    exec(f"def source_digest():\n    return {kernels.source_digest()}\n", namespace)
+    cc.export("source_digest", "i8()")(namespace["source_digest"])
+    return cc
