@@ -9,7 +9,9 @@ from typing import Any, cast
 
 import click
 
+from cli import common
 from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_batch
+from tracekit.merge import parse_map
 
 
 @click.command()
@@ -30,7 +32,15 @@ from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_bat
     help="Run on local processes or on a Dask cluster.",
 )
 @click.option("--scheduler", help="Address of the Dask scheduler (with --engine dask).")
-def batch(root: Path, output: Path, jobs: int, engine: str, scheduler: str | None) -> None:
+@common.map_option
+def batch(
+    root: Path,
+    output: Path,
+    jobs: int,
+    engine: str,
+    scheduler: str | None,
+    maps: tuple[str, ...],
+) -> None:
     """Analyse every capture and pair under DIR into a Parquet dataset under OUT.
 
     OUT/connections, OUT/findings and OUT/captures each read as one table in DuckDB, pandas or
@@ -39,7 +49,12 @@ def batch(root: Path, output: Path, jobs: int, engine: str, scheduler: str | Non
     OUT/captures (status 'error'); see `tracekit check` to gate CI.
     """
     config = BatchConfig(
-        root=root, out=output, jobs=jobs, engine=cast(Engine, engine), scheduler=scheduler
+        root=root,
+        out=output,
+        jobs=jobs,
+        engine=cast(Engine, engine),
+        scheduler=scheduler,
+        addr_map=tuple(parse_map(maps).items()),
     )
     with ExitStack() as stack:
         bar: Any = None

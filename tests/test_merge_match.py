@@ -298,3 +298,44 @@ def test_check_takes_the_nat_map_from_a_manifest(tmp_path: Path) -> None:
         assert metrics["retrans_segments"] == 1
         drops[bool(rules)] = metrics["receiver_drops"]
     assert drops == {False: None, True: 1}
+
+
+def test_batch_applies_the_nat_map_to_every_pair_and_redoes_pairs_for_new_rules(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    # The first copy of bytes 1001-2000 is lost between the capture points: a network drop,
+    # which only the merge of the two captures can tell.
+    segs, acks = _clean(3)
+    segs[1] = Seg(segs[1].t, 1001, 1000, 11, at_receiver=False)
+    segs.append(Seg(0.3, 1001, 1000, 20))
+    acks = [Ack(0.1 + DELAY_S + 0.0005, 1001, 100), Ack(0.3 + DELAY_S + 0.0005, 3001, 101)]
+    sp, rp = exchange(tmp_path, segs, acks, client_at_receiver=NAT)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(sp, runs / "nat.sender.pcap")
+    shutil.copy(rp, runs / "nat.receiver.pcap")
+    out = tmp_path / "out"
+    kinds = {}
+    for maps in ([], ["--map", f"{CLIENT}={NAT}"]):
+        result = CliRunner().invoke(cli, ["batch", str(runs), "-o", str(out), "-j", "1", *maps])
+        assert result.exit_code == 0, result.output
+        # The second run is not skipped as finished: its rules differ from the first's.
+        assert "already done" not in result.output
+        findings = pd.read_parquet(out / "findings")
+        kinds[bool(maps)] = set(findings["kind"])
+    assert "network_drop" not in kinds[False]
+    assert "network_drop" in kinds[True]
+    again = CliRunner().invoke(
+        cli, ["batch", str(runs), "-o", str(out), "--map", f"{CLIENT}={NAT}"]
+    )
+    assert "1 inputs already done" in again.output
+    bad = CliRunner().invoke(cli, ["batch", str(runs), "-o", str(out), "--map", "nonsense"])
+    assert bad.exit_code == 2
+    assert "SENDER_ADDR=RECEIVER_ADDR" in bad.output

@@ -88,6 +88,8 @@ class BatchConfig:
     jobs: int = 0  # worker processes; 0: one per core this process may use
     engine: Engine = "process"
     scheduler: str | None = None  # the Dask scheduler's address, for engine "dask"
+    # NAT rules (SENDER_ADDR, RECEIVER_ADDR), as `--map`, for every pair's receiver capture.
+    addr_map: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.jobs < 0:
@@ -151,8 +153,9 @@ def file_key(name: str) -> str:
 
 
 def fingerprint(inp: CaptureInput) -> str:
-    """Sizes and modification times of the input's files (missing: -1); not their paths, so
-    DIR given another way (relative, absolute, moved) still finds its finished inputs."""
+    """Sizes and modification times of the input's files (missing: -1), and its NAT rules;
+    not their paths, so DIR given another way (relative, absolute, moved) still finds its
+    finished inputs, while other rules for a pair analyse it again."""
     parts = []
     for path in inp.paths:
         try:
@@ -160,6 +163,7 @@ def fingerprint(inp: CaptureInput) -> str:
             parts.append(f"{st.st_size}:{st.st_mtime_ns}")
         except OSError:
             parts.append("-1")
+    parts += [f"map={a}={b}" for a, b in inp.addr_map]
     return "|".join(parts)
 
 
@@ -247,6 +251,8 @@ def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
     the inputs a previous run finished."""
     jobs, done = [], []
     for inp in relative_inputs(config.root):
+        if inp.receiver is not None and config.addr_map:
+            inp = replace(inp, addr_map=config.addr_map)
         key = file_key(inp.name)
         fp = fingerprint(inp)
         if _finished(config.out / "captures" / f"{key}.parquet", fp):
