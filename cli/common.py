@@ -20,7 +20,9 @@ _BAR_MIN_BYTES = 32 << 20
 
 
 @contextmanager
-def _progress(path: Path) -> Iterator[object]:
+def progress(path: Path) -> Iterator[Any]:
+    """A progress callback (bytes done, bytes in all) drawing a bar on a terminal, for big
+    captures; None otherwise."""
     size = path.stat().st_size if path.is_file() else 0
     if not sys.stderr.isatty() or size < _BAR_MIN_BYTES:
         yield None
@@ -41,13 +43,18 @@ def read(path: str | Path, *, need_tcp: bool = True) -> Capture:
     from tracekit.capture import read_capture, require_tcp
 
     p = Path(path)
-    with _progress(p) as progress:
-        capture = read_capture(p, progress=progress)  # type: ignore[arg-type]
-    for warning in capture.stats.warnings:
-        click.echo(f"tracekit: warning: {p}: {warning}", err=True)
+    with progress(p) as update:
+        capture = read_capture(p, progress=update)
+    print_warnings(p, capture.stats.warnings)
     if need_tcp:
         require_tcp(capture)
     return capture
+
+
+def print_warnings(path: Path, warnings: tuple[str, ...]) -> None:
+    """The reader's warnings (a cut tail, say), one line each on stderr."""
+    for warning in warnings:
+        click.echo(f"tracekit: warning: {path}: {warning}", err=True)
 
 
 def connections(path: str | Path, *, need_tcp: bool = True) -> Connections:

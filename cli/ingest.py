@@ -34,16 +34,22 @@ def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, 
     under the key `tracekit.connections`, and beside it as `OUTPUT` with `.connections.parquet`.
     """
     addr_map = common.address_map(maps, receiver)
-    conns = common.connections(capture, need_tcp=False)
-    packets = conns.packets
-    if receiver is not None:
+    if receiver is None:
+        from tracekit.ingest import ingest_capture
+
+        with common.progress(capture) as progress:
+            result = ingest_capture(capture, output, progress=progress)
+        common.print_warnings(capture, result.warnings)
+        n_packets, n_conn = result.packets, result.connections
+    else:
         from tracekit.merge import merge
 
+        conns = common.connections(capture, need_tcp=False)
         matched = merge(conns, common.connections(receiver, need_tcp=False), addr_map)
-        packets = matched.sender_packets(packets)
-    write_packet_table(conns, output, packets)
-    n_conn = conns.table.num_rows
+        packets = matched.sender_packets(conns.packets)
+        write_packet_table(conns, output, packets)
+        n_packets, n_conn = packets.num_rows, conns.table.num_rows
     click.echo(
-        f"{output}: {packets.num_rows} packets, {n_conn} connection{'' if n_conn == 1 else 's'}",
+        f"{output}: {n_packets} packets, {n_conn} connection{'' if n_conn == 1 else 's'}",
         err=True,
     )

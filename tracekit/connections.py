@@ -83,35 +83,216 @@ def build_connections(capture: Capture) -> Connections:
     kept = replace(capture, packets=pk.drop_columns(sorted(_REPLACED)))
     del capture, pk  # from here on only `raw` holds the replaced columns
     kept_pk = kept.packets
-
-    def col(name: str) -> np.ndarray:
-        return to_numpy(kept_pk.column(name))
-
-    proto, flags, payload = col("proto"), col("tcp_flags"), col("payload_bytes")
-    seq, ack = raw.pop("seq"), raw.pop("ack")
-    conn, direction, conn_flow, a_end = _assign(
-        raw.pop("flow"), raw.pop("src_end"), proto, flags, seq, kept.flows.num_rows
-    )
-    n_conn = conn_flow.size
-    syn_row, isn = _bases(conn, direction, proto, flags, seq, ack, n_conn)
-    seq_rel, ack_rel, *sums = _relative(
-        conn, direction, proto, flags, seq, ack, payload, col("ts_ns"), isn, n_conn
-    )
-    del seq, ack
-    tally = _Tally(tuple(sums))
+    cols = {name: to_numpy(kept_pk.column(name)) for name in ConnectionState.COLUMNS}
+    cols.update(raw)
+    del raw
+    # The whole capture is one chunk of the streaming rule (ConnectionState).
+    state = ConnectionState()
+    added = state.add(cols, kept.flows.num_rows)
+    del cols
+    conn, direction, seq_rel = added["conn"], added["dir"], added["seq_rel"]
+    proto, payload = to_numpy(kept_pk.column("proto")), to_numpy(kept_pk.column("payload_bytes"))
     # Retransmission: a data segment that resends bytes this direction carried before (holes
     # filled for the first time are out of order, not resent: tracekit.segments).
     kind, resent = classify_data(conn, direction, seq_rel, payload, proto)
-    tally.retrans = np.zeros(2 * n_conn, dtype=np.int64)
-    tally.retrans[: resent.size] = resent
-
-    packets = _connection_packets(
-        kept_pk, {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}
-    )
-    table = _connection_table(
-        kept, conn_flow=conn_flow, a_end=a_end, tally=tally, isn=isn, syn_row=syn_row
-    )
+    packets = _connection_packets(kept_pk, added)
+    table = state.table(kept.flows, resent)
     return Connections(capture=kept, packets=packets, table=table, data_kind=kind)
+
+
+class BaseChanged(Exception):
+    """A direction's ISN, already used for earlier chunks, changed with a later one."""
+
+
+class ConnectionState:
+    """The connections rule as a scan in capture order, over one chunk of packets or many.
+
+    `add(chunk)` gives the chunk's connection columns (conn, dir, seq_rel, ack_rel) and keeps
+    what later chunks and the connections table need: per flow its current connection, per
+    connection its side a, per direction its ISN evidence, unwrapping state and sums.
+
+    The ISN rule (the SYN's sequence number; else the first sequence number seen minus one;
+    else, for a direction that sent nothing, the other side's first ACK minus one) can look
+    ahead: a direction first seen through the other side's ACKs takes its ISN from its own
+    first segment once that comes. Over one chunk, the rule sees everything first. Over many,
+    `add` raises BaseChanged when an ISN it already used for an earlier chunk changes, and the
+    caller starts again with the capture as one chunk.
+    """
+
+    # Reader columns a chunk must hold, besides `flow`, `src_end`, `seq` and `ack`.
+    COLUMNS = ("proto", "tcp_flags", "payload_bytes", "ts_ns", "opts", "mss", "wscale")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.n_conn = 0
+        # Per flow: its current connection, and the side and ISN of its last pure SYN.
+        self.flow_conn = np.zeros(0, np.int64)
+        self.syn_end = np.zeros(0, np.int64)
+        self.syn_seq = np.zeros(0, np.int64)
+        # Per connection: its flow and side a (capacity grows ahead of n_conn).
+        self.conn_flow = np.zeros(0, np.int32)
+        self.a_end = np.zeros(0, np.uint8)
+        # Per direction (2 conn + dir), ISN evidence: the first SYN's row, sequence number and
+        # handshake options; the first sequence number; the first ACK number.
+        self.dirs: dict[str, np.ndarray] = {
+            name: np.zeros(0, dtype) for name, dtype, _ in self._DIRECTION_ARRAYS
+        }
+        self.used_isn = np.zeros(0, np.int64)
+
+    # name, dtype, initial value of the per-direction arrays.
+    _DIRECTION_ARRAYS = (
+        ("syn_row", np.int64, -1),
+        ("syn_seqv", np.int64, 0),
+        ("syn_opts", np.uint8, 0),
+        ("syn_mss", np.uint16, 0),
+        ("syn_ws", np.uint8, 0),
+        ("first_seq", np.int64, -1),
+        ("first_ack", np.int64, -1),
+        ("last_seq", np.int64, -1),
+        ("wraps_seq", np.int64, 0),
+        ("last_ack", np.int64, -1),
+        ("wraps_ack", np.int64, 0),
+        ("packets", np.int64, 0),
+        ("bytes", np.int64, 0),
+        ("seq_lo", np.int64, np.iinfo(np.int64).max),
+        ("seq_hi", np.int64, 0),
+        ("seg_max", np.int64, 0),
+        ("udp", np.bool_, False),
+        ("used", np.bool_, False),
+        ("start_ns", np.int64, np.iinfo(np.int64).max),  # per connection, in the first half
+        ("end_ns", np.int64, np.iinfo(np.int64).min),
+    )
+
+    def add(self, chunk: dict[str, np.ndarray], n_flows: int) -> dict[str, np.ndarray]:
+        """The connection columns of the next chunk of packets (reader columns, capture order);
+        `n_flows` is the reader's flow count so far."""
+        self._grow_flows(n_flows)
+        n = chunk["proto"].size
+        self._grow_conns(self.n_conn + n)
+        proto, flags, seq, ack = chunk["proto"], chunk["tcp_flags"], chunk["seq"], chunk["ack"]
+        conn, direction, self.n_conn = _assign(
+            chunk["flow"],
+            chunk["src_end"],
+            proto,
+            flags,
+            seq,
+            self.flow_conn,
+            self.syn_end,
+            self.syn_seq,
+            self.conn_flow,
+            self.a_end,
+            self.n_conn,
+        )
+        d = self.dirs
+        # The columns both passes read first, in their argument order.
+        packet = (conn, direction, proto, flags, seq, ack)
+        _bases(
+            *packet,
+            chunk["opts"],
+            chunk["mss"],
+            chunk["wscale"],
+            self.rows,
+            d["syn_row"],
+            d["syn_seqv"],
+            d["syn_opts"],
+            d["syn_mss"],
+            d["syn_ws"],
+            d["first_seq"],
+            d["first_ack"],
+        )
+        isn = self.isn()
+        n_g = isn.size
+        was_used = d["used"][:n_g].copy()
+        if (isn[was_used] != self.used_isn[:n_g][was_used]).any():
+            raise BaseChanged
+        seq_rel, ack_rel = _relative(
+            *packet,
+            chunk["payload_bytes"],
+            chunk["ts_ns"],
+            isn,
+            *(d[name] for name in _RELATIVE_STATE),
+        )
+        newly = d["used"][:n_g] & ~was_used
+        self.used_isn[:n_g][newly] = isn[newly]
+        self.rows += n
+        return {"conn": conn, "dir": direction, "seq_rel": seq_rel, "ack_rel": ack_rel}
+
+    def isn(self) -> np.ndarray:
+        """Each direction's ISN from the evidence so far (the rule in the class docstring)."""
+        n_g = 2 * self.n_conn
+        d = {name: values[:n_g] for name, values in self.dirs.items()}
+        other_ack = d["first_ack"].reshape(-1, 2)[:, ::-1].ravel()
+        return np.where(
+            d["syn_row"] >= 0,
+            d["syn_seqv"],
+            np.where(
+                d["first_seq"] >= 0,
+                (d["first_seq"] - 1) % WRAP,
+                np.where(other_ack >= 0, (other_ack - 1) % WRAP, 0),
+            ),
+        ).astype(np.int64)
+
+    def table(self, flows: pa.Table, resent: np.ndarray) -> pa.Table:
+        """The connections table (CONNECTION_COLUMNS), given the reader's flow table and the
+        resent segments per direction (tracekit.segments.classify_data)."""
+        n_conn, n_g = self.n_conn, 2 * self.n_conn
+        d = {name: values[:n_g] for name, values in self.dirs.items()}
+        retrans = np.zeros(n_g, dtype=np.int64)
+        retrans[: resent.size] = resent[:n_g]
+        return _connection_table(
+            flows,
+            conn_flow=self.conn_flow[:n_conn],
+            a_end=self.a_end[:n_conn],
+            dirs=d,
+            retrans=retrans,
+            isn=self.isn(),
+            start_ns=d["start_ns"][:n_conn],
+            end_ns=d["end_ns"][:n_conn],
+        )
+
+    def _grow_flows(self, n_flows: int) -> None:
+        have = self.flow_conn.size
+        if n_flows <= have:
+            return
+        size = max(n_flows, 2 * have)
+        self.flow_conn = _grown(self.flow_conn, size, -1)
+        self.syn_end = _grown(self.syn_end, size, -1)
+        self.syn_seq = _grown(self.syn_seq, size, 0)
+
+    def _grow_conns(self, n_conn: int) -> None:
+        have = self.conn_flow.size
+        if n_conn <= have:
+            return
+        size = max(n_conn, 2 * have)
+        self.conn_flow = _grown(self.conn_flow, size, 0)
+        self.a_end = _grown(self.a_end, size, 0)
+        self.used_isn = _grown(self.used_isn, 2 * size, 0)
+        for name, _, initial in self._DIRECTION_ARRAYS:
+            self.dirs[name] = _grown(self.dirs[name], 2 * size, initial)
+
+
+# The per-direction arrays _relative updates, in its argument order.
+_RELATIVE_STATE = (
+    "last_seq",
+    "wraps_seq",
+    "last_ack",
+    "wraps_ack",
+    "packets",
+    "bytes",
+    "seq_lo",
+    "seq_hi",
+    "seg_max",
+    "udp",
+    "used",
+    "start_ns",
+    "end_ns",
+)
+
+
+def _grown(values: np.ndarray, size: int, initial: object) -> np.ndarray:
+    out = np.full(size, initial, dtype=values.dtype)
+    out[: values.size] = values
+    return out
 
 
 def _assign(
@@ -120,24 +301,24 @@ def _assign(
     proto: np.ndarray,
     flags: np.ndarray,
     seq: np.ndarray,
-    n_flows: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Connection and direction of every packet, in one pass in capture order.
+    flow_conn: np.ndarray,
+    syn_end: np.ndarray,
+    syn_seq: np.ndarray,
+    conn_flow: np.ndarray,
+    a_end: np.ndarray,
+    n_conn: int,
+) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """Connection and direction of every packet of a chunk, in one pass in capture order.
 
     A pure SYN opens a new incarnation of its 4-tuple (port reuse), unless it resends the
     previous SYN of that flow (same sender, same ISN). Side a sent the SYN that opened the
     connection; without one, it is the first packet's source. Connections are numbered in
-    order of first appearance.
+    order of first appearance. The per-flow and per-connection arrays carry over between
+    chunks; returns the chunk's columns and the connection count after it.
     """
     n = flow.size
     conn = np.empty(n, dtype=np.int32)
     direction = np.empty(n, dtype=np.uint8)
-    flow_conn = np.full(n_flows, -1, dtype=np.int64)
-    syn_end = np.full(n_flows, -1, dtype=np.int64)
-    syn_seq = np.zeros(n_flows, dtype=np.int64)
-    conn_flow = np.empty(n, dtype=np.int32)
-    a_end = np.empty(n, dtype=np.uint8)
-    n_conn = 0
     for i in range(n):
         f = flow[i]
         end = src_end[i]
@@ -155,7 +336,7 @@ def _assign(
         c = flow_conn[f]
         conn[i] = c
         direction[i] = 0 if end == a_end[c] else 1
-    return conn, direction, conn_flow[:n_conn].copy(), a_end[:n_conn].copy()
+    return conn, direction, n_conn
 
 
 def _bases(
@@ -165,18 +346,20 @@ def _bases(
     flags: np.ndarray,
     seq: np.ndarray,
     ack: np.ndarray,
-    n_conn: int,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per direction (2 conn + dir): the row of its first SYN (-1: none) and its ISN.
-
-    The ISN is the SYN's sequence number (SYN = 0, first data byte = 1). Without the SYN, the
-    first sequence number seen minus one, so the first data byte is 1 either way; a direction
-    that sent nothing takes it from the first ACK the other side sent.
-    """
-    n_g = 2 * n_conn
-    syn_row = np.full(n_g, -1, dtype=np.int64)
-    first_seq = np.full(n_g, -1, dtype=np.int64)
-    first_ack = np.full(n_g, -1, dtype=np.int64)
+    opts: np.ndarray,
+    mss: np.ndarray,
+    wscale: np.ndarray,
+    row0: int,
+    syn_row: np.ndarray,
+    syn_seqv: np.ndarray,
+    syn_opts: np.ndarray,
+    syn_mss: np.ndarray,
+    syn_ws: np.ndarray,
+    first_seq: np.ndarray,
+    first_ack: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Per direction (2 conn + dir), the ISN evidence of a chunk: the first SYN (its row,
+    sequence number and options), the first sequence number and the first ACK number."""
     for i in range(conn.size):
         if proto[i] != PROTO_TCP:
             continue
@@ -184,35 +367,13 @@ def _bases(
         if first_seq[g] < 0:
             first_seq[g] = seq[i]
         if syn_row[g] < 0 and (flags[i] & TH_SYN) != 0:
-            syn_row[g] = i
+            syn_row[g] = row0 + i
+            syn_seqv[g] = seq[i]
+            syn_opts[g] = opts[i]
+            syn_mss[g] = mss[i]
+            syn_ws[g] = wscale[i]
         if first_ack[g] < 0 and (flags[i] & TH_ACK) != 0:
             first_ack[g] = ack[i]
-    isn = np.zeros(n_g, dtype=np.int64)
-    for g in range(n_g):
-        if syn_row[g] >= 0:
-            isn[g] = seq[syn_row[g]]
-        elif first_seq[g] >= 0:
-            isn[g] = (first_seq[g] - 1) % WRAP
-        elif first_ack[g ^ 1] >= 0:
-            isn[g] = (first_ack[g ^ 1] - 1) % WRAP
-    return syn_row, isn
-
-
-class _Tally:
-    """Per-connection and per-direction sums gathered in the relativizing pass."""
-
-    def __init__(self, arrays: tuple[np.ndarray, ...]) -> None:
-        (
-            self.packets,
-            self.bytes,
-            self.seq_lo,
-            self.seq_hi,
-            self.seg_max,
-            self.udp,
-            self.start_ns,
-            self.end_ns,
-        ) = arrays
-        self.retrans = np.zeros(0, dtype=np.int64)
 
 
 def _unwrapped(
@@ -240,26 +401,26 @@ def _relative(
     payload: np.ndarray,
     ts_ns: np.ndarray,
     isn: np.ndarray,
-    n_conn: int,
-) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """Relative 64-bit sequence and ACK numbers, then the sums of the connections table."""
+    last_seq: np.ndarray,
+    wraps_seq: np.ndarray,
+    last_ack: np.ndarray,
+    wraps_ack: np.ndarray,
+    packets: np.ndarray,
+    nbytes: np.ndarray,
+    seq_lo: np.ndarray,
+    seq_hi: np.ndarray,
+    seg_max: np.ndarray,
+    udp: np.ndarray,
+    used: np.ndarray,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Relative 64-bit sequence and ACK numbers of a chunk, and the sums of the connections
+    table (per direction; start and end per connection). `used` marks the directions whose
+    ISN the chunk used."""
     n = conn.size
-    n_g = 2 * n_conn
     seq_rel = np.zeros(n, dtype=np.int64)
     ack_rel = np.zeros(n, dtype=np.int64)
-    # Unwrapping state per direction: the last offset seen and the wraps counted so far.
-    last_seq = np.full(n_g, -1, dtype=np.int64)
-    wraps_seq = np.zeros(n_g, dtype=np.int64)
-    last_ack = np.full(n_g, -1, dtype=np.int64)
-    wraps_ack = np.zeros(n_g, dtype=np.int64)
-    packets = np.zeros(n_g, dtype=np.int64)
-    nbytes = np.zeros(n_g, dtype=np.int64)
-    seq_lo = np.full(n_g, np.iinfo(np.int64).max, dtype=np.int64)
-    seq_hi = np.zeros(n_g, dtype=np.int64)
-    seg_max = np.zeros(n_g, dtype=np.int64)
-    udp = np.zeros(n_g, dtype=np.bool_)
-    start_ns = np.full(n_conn, np.iinfo(np.int64).max, dtype=np.int64)
-    end_ns = np.full(n_conn, np.iinfo(np.int64).min, dtype=np.int64)
     for i in range(n):
         c = conn[i]
         g = 2 * c + direction[i]
@@ -277,6 +438,7 @@ def _relative(
             udp[g] = True
             continue
         rel = _unwrapped((np.int64(seq[i]) - isn[g]) % WRAP, g, last_seq, wraps_seq)
+        used[g] = True
         seq_rel[i] = rel
         if pay > 0:
             if rel < seq_lo[g]:
@@ -285,8 +447,9 @@ def _relative(
                 seq_hi[g] = rel + pay
         if (flags[i] & TH_ACK) != 0:
             delta = (np.int64(ack[i]) - isn[g ^ 1]) % WRAP
+            used[g ^ 1] = True
             ack_rel[i] = _unwrapped(delta, g, last_ack, wraps_ack)
-    return seq_rel, ack_rel, packets, nbytes, seq_lo, seq_hi, seg_max, udp, start_ns, end_ns
+    return seq_rel, ack_rel
 
 
 def packet_schema() -> pa.Schema:
@@ -316,35 +479,34 @@ def _endpoint(addr: str, port: int, version: int) -> str:
 
 
 def _connection_table(
-    capture: Capture,
+    flows: pa.Table,
     *,
     conn_flow: np.ndarray,
     a_end: np.ndarray,
-    tally: _Tally,
+    dirs: dict[str, np.ndarray],
+    retrans: np.ndarray,
     isn: np.ndarray,
-    syn_row: np.ndarray,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
 ) -> pa.Table:
-    pk = capture.packets
-    opts = to_numpy(pk.column("opts"))
+    """The connections table from ConnectionState's arrays (per direction: `dirs`, `retrans`
+    and `isn`; per connection the rest) and the reader's flow table."""
     n_conn = conn_flow.size
-    duration_s = (tally.end_ns - tally.start_ns) / 1e9
-    packets, byte_sum, rexmt = tally.packets, tally.bytes, tally.retrans
+    duration_s = (end_ns - start_ns) / 1e9
+    packets, byte_sum, rexmt = dirs["packets"], dirs["bytes"], retrans
+    seq_lo, seq_hi = dirs["seq_lo"], dirs["seq_hi"]
     # Unique bytes: from the lowest to the highest byte that data segments covered; UDP has no
     # sequence space, so every payload byte counts.
-    unique = np.where(tally.seq_hi > 0, tally.seq_hi - np.minimum(tally.seq_lo, tally.seq_hi), 0)
-    unique = np.where(tally.udp, byte_sum, unique)
+    unique = np.where(seq_hi > 0, seq_hi - np.minimum(seq_lo, seq_hi), 0)
+    unique = np.where(dirs["udp"], byte_sum, unique)
     with np.errstate(divide="ignore", invalid="ignore"):
         tput = np.where(np.repeat(duration_s, 2) > 0, unique * 8 / np.repeat(duration_s, 2), 0.0)
-    start_ns, end_ns = tally.start_ns, tally.end_ns
 
     # Handshake options, from the SYN (a2b) and the SYN-ACK (b2a).
-    mss_col = to_numpy(pk.column("mss"))
-    ws_col = to_numpy(pk.column("wscale"))
-    has_syn = syn_row >= 0
-    syn_rows = np.maximum(syn_row, 0)
-    syn_opts = np.where(has_syn, opts[syn_rows], 0)
-    mss = np.where(has_syn, mss_col[syn_rows], 0).astype(np.uint16)
-    ws = np.where(has_syn & ((syn_opts & OPT_WSCALE) != 0), ws_col[syn_rows], -1)
+    has_syn = dirs["syn_row"] >= 0
+    syn_opts = np.where(has_syn, dirs["syn_opts"], 0)
+    mss = np.where(has_syn, dirs["syn_mss"], 0).astype(np.uint16)
+    ws = np.where(has_syn & ((syn_opts & OPT_WSCALE) != 0), dirs["syn_ws"], -1)
     syn_a, syn_b = has_syn[0::2], has_syn[1::2]
     both = syn_a & syn_b
 
@@ -359,7 +521,6 @@ def _connection_table(
     ws_a = np.where(ws_known, ws[0::2], -1).astype(np.int8)
     ws_b = np.where(ws_known, ws[1::2], -1).astype(np.int8)
 
-    flows = capture.flows
     f_proto = to_numpy(flows.column("proto"))[conn_flow]
     f_ver = to_numpy(flows.column("ip_version"))[conn_flow]
     addr0 = flows.column("addr0").to_pylist()
@@ -378,7 +539,7 @@ def _connection_table(
 
     # TSO/GRO: a segment longer than the MSS the receiving side announced.
     limit = np.array([_ETHERNET_MSS.get(int(v), 1460) for v in f_ver], dtype=np.int64)
-    seg_max = tally.seg_max
+    seg_max = dirs["seg_max"]
     mss_recv = np.empty(2 * n_conn, dtype=np.int64)
     mss_recv[0::2] = np.where(mss[1::2] > 0, mss[1::2], limit)
     mss_recv[1::2] = np.where(mss[0::2] > 0, mss[0::2], limit)

@@ -95,6 +95,25 @@ def read_capture(
         return _Reader(path, source, progress).read()
 
 
+def read_chunks(
+    path: str | Path,
+    consumer: Callable[[dict[str, np.ndarray], int], None],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    records_per_call: int = RECORDS_PER_CALL,
+) -> Capture:
+    """Read a capture chunk by chunk, for a single pass that keeps no packet table.
+
+    `consumer(columns, n_flows)` gets each chunk's packet columns (PACKET_COLUMNS, numpy, in
+    capture order; its own arrays) and the flow count so far; chunks hold at most
+    `records_per_call` records. Returns the Capture with an empty packet table and no SACK
+    or UDP rows (the flows, statistics and warnings are whole). Errors as read_capture.
+    """
+    path = Path(path)
+    with ByteSource(path) as source:
+        return _Reader(path, source, progress, consumer, records_per_call).read()
+
+
 def require_tcp(capture: Capture) -> None:
     """Raise CaptureError when the capture holds no TCP packet."""
     chunks = capture.packets.column("proto").chunks
@@ -106,7 +125,12 @@ class _Reader:
     """The state of one read: buffer, interfaces of the current pcapng section, output chunks."""
 
     def __init__(
-        self, path: Path, source: ByteSource, progress: Callable[[int, int], None] | None
+        self,
+        path: Path,
+        source: ByteSource,
+        progress: Callable[[int, int], None] | None,
+        consumer: Callable[[dict[str, np.ndarray], int], None] | None = None,
+        records_per_call: int = RECORDS_PER_CALL,
     ) -> None:
         self.path = path
         self.source = source
@@ -121,14 +145,15 @@ class _Reader:
         self.skipped = np.zeros(len(SKIP_REASONS), np.int64)
         self.warnings: list[str] = []
         self.truncated = False
-        self.packets = _Columns(_packet_capacity(source))
+        self.consumer = consumer
+        self.packets = _Columns(_packet_capacity(source) if consumer is None else 0)
         self.sack_chunks: dict[str, list[np.ndarray]] = {"row": [], "left": [], "right": []}
         self.udp_chunks: dict[str, list[np.ndarray]] = {"row": [], "head_len": [], "head": []}
-        self.rec_off = np.empty(RECORDS_PER_CALL, np.int64)
-        self.rec_caplen = np.empty(RECORDS_PER_CALL, np.uint32)
-        self.rec_origlen = np.empty(RECORDS_PER_CALL, np.uint32)
-        self.rec_ts = np.empty(RECORDS_PER_CALL, np.int64)
-        self.rec_iface = np.zeros(RECORDS_PER_CALL, np.uint8)
+        self.rec_off = np.empty(records_per_call, np.int64)
+        self.rec_caplen = np.empty(records_per_call, np.uint32)
+        self.rec_origlen = np.empty(records_per_call, np.uint32)
+        self.rec_ts = np.empty(records_per_call, np.int64)
+        self.rec_iface = np.zeros(records_per_call, np.uint8)
         # Interfaces of the current pcapng section (one, interface 0, for classic pcap).
         self.if_link: list[int] = []
         self.if_snaplen: list[int] = []
@@ -385,6 +410,11 @@ class _Reader:
             if name not in chunk:
                 values = getattr(cols, name)
                 chunk[name] = values if every else values[kept]
+        if self.consumer is not None:
+            self.consumer(chunk, int(self.flows.count[0]))
+            self.frames += count
+            self.rows += kept.size
+            return
         self.packets.append(chunk)
 
         sack_n = chunk["sack_n"]

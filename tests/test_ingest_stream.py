@@ -1,0 +1,127 @@
+"""tracekit.ingest: the packet table written as a stream equals the one built whole.
+
+The whole-capture road (read_capture, build_connections, write_packet_table) is checked against
+tshark and tcptrace elsewhere (test_connections, test_cli_ingest); here the stream must give
+the same files, cut into chunks as small as one record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from crafting import CLIENT, SERVER, tcp, write
+
+from tracekit import ingest as ingest_module
+from tracekit.capture import read_capture
+from tracekit.connections import build_connections
+from tracekit.errors import CaptureError
+from tracekit.ingest import ingest_capture
+from tracekit.table_io import connections_path, write_packet_table
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted(
+    [
+        *(ROOT / "fixtures" / "crafted").glob("*.pcap*"),
+        *(ROOT / "fixtures" / "captures").glob("*/*.pcap*"),
+    ]
+)
+
+
+def _whole(capture: Path, out: Path) -> None:
+    write_packet_table(build_connections(read_capture(capture)), out)
+
+
+def _same_files(a: Path, b: Path) -> None:
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    assert ta.num_rows == tb.num_rows
+    assert ta.equals(tb)
+    assert ta.schema.metadata == tb.schema.metadata  # the connections, as JSON
+    assert pq.read_table(connections_path(a)).equals(pq.read_table(connections_path(b)))
+
+
+@pytest.mark.parametrize(
+    ("records_per_call", "captures"),
+    [(1, "crafted"), (7, "all"), (1 << 16, "all")],
+)
+def test_the_stream_writes_what_the_whole_capture_gives(
+    tmp_path: Path, records_per_call: int, captures: str
+) -> None:
+    checked = 0
+    for capture in CAPTURES:
+        if captures == "crafted" and capture.parent.name != "crafted":
+            continue  # one record a chunk: the lab's thousands of packets take too long
+        try:
+            _whole(capture, tmp_path / "whole.parquet")
+        except CaptureError:
+            continue
+        result = ingest_capture(
+            capture, tmp_path / "stream.parquet", records_per_call=records_per_call
+        )
+        assert result.streamed, capture.name
+        _same_files(tmp_path / "whole.parquet", tmp_path / "stream.parquet")
+        assert result.packets == pq.read_metadata(tmp_path / "stream.parquet").num_rows
+        checked += 1
+    assert checked >= (20 if captures == "crafted" else 38)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def _mid_connection(tmp_path: Path) -> Path:
+    # The capture starts after the handshake, with the server's ACKs of byte 1,001 on; the
+    # client's bytes 1,001-2,000 were on their way before it started, so its first captured
+    # segment, 3 packets later, starts at byte 2,001. The client's ISN is that segment's
+    # number minus one, which the server's first ACK does not tell.
+    c_isn, s_isn = 7000, 90000
+    pkts = [
+        tcp(1.0, SERVER, CLIENT, 80, 40000, "A", s_isn + 1, c_isn + 1001),
+        tcp(1.1, SERVER, CLIENT, 80, 40000, "A", s_isn + 1, c_isn + 1001),
+        tcp(1.2, SERVER, CLIENT, 80, 40000, "A", s_isn + 1, c_isn + 1001),
+        tcp(1.3, CLIENT, SERVER, 40000, 80, "A", c_isn + 2001, s_isn + 1, 500),
+        tcp(1.4, SERVER, CLIENT, 80, 40000, "A", s_isn + 1, c_isn + 2501),
+    ]
+    return write(tmp_path / "mid.pcap", pkts)
+
+
+def test_an_isn_learnt_late_starts_over_with_the_whole_capture(tmp_path: Path) -> None:
+    capture = _mid_connection(tmp_path)
+    _whole(capture, tmp_path / "whole.parquet")
+    table = pq.read_table(tmp_path / "whole.parquet").to_pydict()
+    # The client's first captured segment is byte 1 of its direction, and the ACK line moves
+    # from byte 1,001 to 2,501 of the client's numbers.
+    assert table["seq_rel"][3] == 1
+    assert table["ack_rel"][4] - table["ack_rel"][0] == 1500
+    late = ingest_capture(capture, tmp_path / "stream.parquet", records_per_call=2)
+    assert not late.streamed
+    _same_files(tmp_path / "whole.parquet", tmp_path / "stream.parquet")
+    # In one chunk the stream sees the segment before it numbers anything.
+    assert ingest_capture(capture, tmp_path / "stream.parquet").streamed
+    _same_files(tmp_path / "whole.parquet", tmp_path / "stream.parquet")
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_corrupt_capture_leaves_the_output_as_it_was(tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    out.write_bytes(b"an earlier table")
+    bad = ROOT / "fixtures" / "crafted" / "caplen_over_256k.pcap"
+    with pytest.raises(CaptureError, match="256 KiB"):
+        ingest_capture(bad, out, records_per_call=1)
+    assert out.read_bytes() == b"an earlier table"
+    assert not connections_path(out).exists()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_failed_write_is_raised_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(self: object, table: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ingest_module.ParquetStream, "write", full)
+    monkeypatch.setattr(ingest_module, "ROW_GROUP_ROWS", 100)
+    capture = ROOT / "fixtures" / "captures" / "clean" / "sender.pcap"
+    with pytest.raises(OSError, match="No space left"):
+        # 10,502 packets in chunks of 64: the writer fails on the first row group while the
+        # reader has more chunks than the queue holds to hand over (it must not hang).
+        ingest_capture(capture, tmp_path / "t.parquet", records_per_call=64)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,177 @@
+"""Capture file -> packet table in Parquet, in one pass: `tracekit ingest` without a receiver.
+
+The result is the table `build_connections(read_capture(path))` gives, written as
+`tracekit.table_io.write_packet_table` writes it, but made as a stream: the reader hands over
+chunks of packets, the connections rule (`ConnectionState`) adds their connection columns, and
+a second thread encodes each row group while the next chunks are read. Memory stays at a few
+row groups plus what the connections table needs, not the whole capture.
+
+When an ISN the stream already used changes with a later chunk (a capture that starts with
+one side's ACKs and meets that side's first segment only much later), the stream is dropped
+and the capture is read again the ordinary way, so the output never depends on the road taken.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.capture import read_capture
+from tracekit.capture.reader import RECORDS_PER_CALL, read_chunks
+from tracekit.columns import to_arrow
+from tracekit.connections import BaseChanged, ConnectionState, build_connections, packet_schema
+from tracekit.segments import classify_data
+from tracekit.table_io import (
+    ROW_GROUP_ROWS,
+    ParquetStream,
+    connections_path,
+    delta_columns,
+    packet_metadata,
+    write_packet_table,
+    write_parquet_atomic,
+)
+
+# Chunks waiting for the writer thread, at most (each about RECORDS_PER_CALL rows).
+_QUEUE_CHUNKS = 32
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What `ingest_capture` wrote."""
+
+    packets: int
+    connections: int
+    warnings: tuple[str, ...]
+    streamed: bool  # False: an ISN changed after use, and the capture was read a second time
+
+
+def ingest_capture(
+    path: Path,
+    output: Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    records_per_call: int = RECORDS_PER_CALL,
+) -> IngestResult:
+    """Write the packet table of the capture at `path` to `output` (Parquet), and its
+    connections table beside it (`tracekit.table_io.connections_path`).
+
+    Raises CaptureError as read_capture does; `output` is then left as it was.
+    """
+    out_schema = packet_schema()
+    stream = ParquetStream(output, out_schema, delta_columns(out_schema))
+    writer = _Writer(stream)
+    state = ConnectionState()
+    data: dict[str, list[np.ndarray]] = {"conn": [], "dir": [], "seq_rel": [], "pay": []}
+
+    def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
+        added = state.add(chunk, n_flows)
+        # The data segments, for the resent counts of the connections table (classify_data
+        # skips every other packet, so it sees the same sequence per direction).
+        is_data = (chunk["proto"] == schema.PROTO_TCP) & (chunk["payload_bytes"] > 0)
+        data["conn"].append(added["conn"][is_data])
+        data["dir"].append(added["dir"][is_data])
+        data["seq_rel"].append(added["seq_rel"][is_data])
+        data["pay"].append(chunk["payload_bytes"][is_data])
+        columns = chunk | added
+        arrays = [to_arrow(columns[f.name], f.type) for f in out_schema]
+        writer.put(pa.Table.from_arrays(arrays, schema=out_schema))
+
+    try:
+        capture = read_chunks(path, consume, progress=progress, records_per_call=records_per_call)
+        writer.finish()
+    except BaseChanged:
+        writer.abort()
+        return _ingest_whole(path, output, progress)
+    except BaseException:
+        writer.abort()
+        raise
+
+    def joined(name: str, dtype: type) -> np.ndarray:
+        return np.concatenate(data[name]) if data[name] else np.zeros(0, dtype)
+
+    conn = joined("conn", np.int32)
+    _, resent = classify_data(
+        conn,
+        joined("dir", np.uint8),
+        joined("seq_rel", np.int64),
+        joined("pay", np.uint16),
+        np.full(conn.size, schema.PROTO_TCP, np.uint8),
+    )
+    table = state.table(capture.flows, resent)
+    write_parquet_atomic(table, connections_path(output))
+    stream.commit(packet_metadata(capture.path, table))
+    return IngestResult(state.rows, table.num_rows, capture.stats.warnings, streamed=True)
+
+
+def _ingest_whole(
+    path: Path, output: Path, progress: Callable[[int, int], None] | None
+) -> IngestResult:
+    conns = build_connections(read_capture(path, progress=progress))
+    write_packet_table(conns, output)
+    return IngestResult(
+        conns.packets.num_rows,
+        conns.table.num_rows,
+        conns.capture.stats.warnings,
+        streamed=False,
+    )
+
+
+class _Writer:
+    """A thread that groups chunk tables into row groups and writes them; pyarrow encodes
+    without the GIL, so this overlaps with reading the next chunks."""
+
+    def __init__(self, stream: ParquetStream) -> None:
+        self.stream = stream
+        self.queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="tracekit-parquet", daemon=True)
+        self.thread.start()
+
+    def put(self, table: pa.Table) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(table)
+
+    def finish(self) -> None:
+        """Write what is left; raise what the thread met."""
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def abort(self) -> None:
+        """Stop the thread and remove the unfinished file."""
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
+        self.stream.abort()
+
+    def _run(self) -> None:
+        pending: list[pa.Table] = []
+        rows = 0
+        try:
+            while True:
+                table = self.queue.get()
+                if table is not None:
+                    pending.append(table)
+                    rows += table.num_rows
+                if rows >= ROW_GROUP_ROWS or (table is None and rows):
+                    whole = pa.concat_tables(pending)
+                    cut = rows if table is None else rows - rows % ROW_GROUP_ROWS
+                    self.stream.write(whole.slice(0, cut))
+                    pending = [whole.slice(cut)] if cut < rows else []
+                    rows -= cut
+                if table is None:
+                    return
+        except BaseException as exc:  # handed to the reading thread by put and finish
+            self.error = exc
+            # Take what the reading thread still puts until it stops, so it never blocks.
+            while self.queue.get() is not None:
+                pass
