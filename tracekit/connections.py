@@ -183,6 +183,7 @@ class ConnectionState:
             self.a_end,
             self.n_conn,
         )
+        self._grow_directions()
         d = self.dirs
         # The columns both passes read first, in their argument order.
         packet = (conn, direction, proto, flags, seq, ack)
@@ -260,15 +261,27 @@ class ConnectionState:
         self.syn_seq = _grown(self.syn_seq, size, 0)
 
     def _grow_conns(self, n_conn: int) -> None:
+        """Room for n_conn connections in conn_flow and a_end, which _assign fills before it
+        reads them: room only (every packet of a chunk may open one), no pages written."""
         have = self.conn_flow.size
         if n_conn <= have:
             return
         size = max(n_conn, 2 * have)
-        self.conn_flow = _grown(self.conn_flow, size, 0)
-        self.a_end = _grown(self.a_end, size, 0)
-        self.used_isn = _grown(self.used_isn, 2 * size, 0)
+        for name in ("conn_flow", "a_end"):
+            old = getattr(self, name)
+            grown = np.empty(size, old.dtype)
+            grown[: old.size] = old
+            setattr(self, name, grown)
+
+    def _grow_directions(self) -> None:
+        """The per-direction arrays, for the connections opened so far."""
+        have = self.used_isn.size
+        if 2 * self.n_conn <= have:
+            return
+        size = max(2 * self.n_conn, 2 * have)
+        self.used_isn = _grown(self.used_isn, size, 0)
         for name, _, initial in self._DIRECTION_ARRAYS:
-            self.dirs[name] = _grown(self.dirs[name], 2 * size, initial)
+            self.dirs[name] = _grown(self.dirs[name], size, initial)
 
 
 # The per-direction arrays _relative updates, in its argument order.

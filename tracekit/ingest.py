@@ -68,23 +68,18 @@ def ingest_capture(
     stream = ParquetStream(output, out_schema, delta_columns(out_schema))
     writer = _Writer(stream)
     state = ConnectionState()
-    data: dict[str, list[np.ndarray]] = {"conn": [], "dir": [], "seq_rel": [], "pay": []}
+    segments = _DataSegments()
 
     def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
-        added = state.add(chunk, n_flows)
-        # The data segments, for the resent counts of the connections table (classify_data
-        # skips every other packet, so it sees the same sequence per direction).
-        is_data = (chunk["proto"] == schema.PROTO_TCP) & (chunk["payload_bytes"] > 0)
-        data["conn"].append(added["conn"][is_data])
-        data["dir"].append(added["dir"][is_data])
-        data["seq_rel"].append(added["seq_rel"][is_data])
-        data["pay"].append(chunk["payload_bytes"][is_data])
-        columns = chunk | added
+        columns = chunk | state.add(chunk, n_flows)
+        segments.add(columns)
         arrays = [to_arrow(columns[f.name], f.type) for f in out_schema]
         writer.put(pa.Table.from_arrays(arrays, schema=out_schema))
 
     try:
         capture = read_chunks(path, consume, progress=progress, records_per_call=records_per_call)
+        writer.end()  # the last row group is encoded while the connections table is made
+        table = state.table(capture.flows, segments.resent())
         writer.finish()
     except BaseChanged:
         writer.abort()
@@ -92,22 +87,41 @@ def ingest_capture(
     except BaseException:
         writer.abort()
         raise
-
-    def joined(name: str, dtype: type) -> np.ndarray:
-        return np.concatenate(data[name]) if data[name] else np.zeros(0, dtype)
-
-    conn = joined("conn", np.int32)
-    _, resent = classify_data(
-        conn,
-        joined("dir", np.uint8),
-        joined("seq_rel", np.int64),
-        joined("pay", np.uint16),
-        np.full(conn.size, schema.PROTO_TCP, np.uint8),
-    )
-    table = state.table(capture.flows, resent)
     write_parquet_atomic(table, connections_path(output))
     stream.commit(packet_metadata(capture.path, table))
     return IngestResult(state.rows, table.num_rows, capture.stats.warnings, streamed=True)
+
+
+class _DataSegments:
+    """The data segments' connection, direction, sequence number and length, from every chunk:
+    the resent counts of the connections table need them all (classify_data skips every other
+    packet, so it sees the same sequence per direction)."""
+
+    _COLUMNS = (("conn", np.int32), ("dir", np.uint8), ("seq_rel", np.int64))
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.columns = {name: np.empty(0, dtype) for name, dtype in self._COLUMNS}
+        self.columns["payload_bytes"] = np.empty(0, np.uint16)
+
+    def add(self, chunk: dict[str, np.ndarray]) -> None:
+        """Keep the data segments of a chunk's packet columns."""
+        keep = (chunk["proto"] == schema.PROTO_TCP) & (chunk["payload_bytes"] > 0)
+        count = int(np.count_nonzero(keep))
+        end = self.n + count
+        for name, values in self.columns.items():
+            if end > values.size:
+                grown = np.empty(max(end, 2 * values.size), values.dtype)
+                grown[: self.n] = values[: self.n]
+                self.columns[name] = values = grown
+            values[self.n : end] = chunk[name][keep]
+        self.n = end
+
+    def resent(self) -> np.ndarray:
+        """Resent segments per direction (2 conn + dir)."""
+        c = {name: values[: self.n] for name, values in self.columns.items()}
+        proto = np.full(self.n, schema.PROTO_TCP, np.uint8)
+        return classify_data(c["conn"], c["dir"], c["seq_rel"], c["payload_bytes"], proto)[1]
 
 
 def _ingest_whole(
@@ -124,13 +138,15 @@ def _ingest_whole(
 
 
 class _Writer:
-    """A thread that groups chunk tables into row groups and writes them; pyarrow encodes
-    without the GIL, so this overlaps with reading the next chunks."""
+    """A thread that groups chunk tables into row groups and writes them: pyarrow encodes
+    without the GIL, so this overlaps with reading the next chunks. It does no other work,
+    which would hold the GIL against the reading thread."""
 
     def __init__(self, stream: ParquetStream) -> None:
         self.stream = stream
         self.queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
         self.error: BaseException | None = None
+        self.ended = False
         self.thread = threading.Thread(target=self._run, name="tracekit-parquet", daemon=True)
         self.thread.start()
 
@@ -139,18 +155,23 @@ class _Writer:
             raise self.error
         self.queue.put(table)
 
+    def end(self) -> None:
+        """Say that no more chunks come (the thread writes what it has, and stops)."""
+        if not self.ended:
+            self.ended = True
+            self.queue.put(None)
+
     def finish(self) -> None:
-        """Write what is left; raise what the thread met."""
-        self.queue.put(None)
+        """Wait for the last row group; raise what the thread met."""
+        self.end()
         self.thread.join()
         if self.error is not None:
             raise self.error
 
     def abort(self) -> None:
         """Stop the thread and remove the unfinished file."""
-        if self.thread.is_alive():
-            self.queue.put(None)
-            self.thread.join()
+        self.end()
+        self.thread.join()
         self.stream.abort()
 
     def _run(self) -> None:
@@ -170,7 +191,7 @@ class _Writer:
                     rows -= cut
                 if table is None:
                     return
-        except BaseException as exc:  # handed to the reading thread by put and finish
+        except BaseException as exc:  # handed to the reading thread by put, end and finish
             self.error = exc
             # Take what the reading thread still puts until it stops, so it never blocks.
             while self.queue.get() is not None:
