@@ -141,10 +141,15 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     raise RuntimeError("no peak RSS in /usr/bin/time output")
 
 
-def best(cmd: list[str], runs: int) -> tuple[float, float]:
-    """The fastest of `runs` runs, and the largest peak RSS seen."""
-    results = [timed(cmd) for _ in range(runs)]
-    return min(s for s, _ in results), max(r for _, r in results)
+def best(cmds: dict[str, list[str]], runs: int) -> dict[str, tuple[float, float]]:
+    """Per command, the fastest of `runs` runs and the largest peak RSS seen. The commands
+    take turns, run after run, so that a change in the machine's speed (it drifts by up to
+    2x within minutes here) falls on all of them alike."""
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
+    for _ in range(runs):
+        for name, cmd in cmds.items():
+            results[name].append(timed(cmd))
+    return {name: (min(s for s, _ in got), max(r for _, r in got)) for name, got in results.items()}
 
 
 READ_ONLY = (
@@ -175,11 +180,19 @@ def bench_file(capture: Path, runs: int) -> dict[str, float]:
     frames = int(run(sys.executable, "-c", READ_ONLY, str(capture)).stdout)
     out = DATA / (capture.stem + ".parquet")
     tracekit = shutil.which("tracekit") or "tracekit"
-    ingest_s, ingest_rss = best([tracekit, "ingest", str(capture), "-o", str(out)], runs)
-    read_s, read_rss = best([sys.executable, "-c", READ_ONLY, str(capture)], runs)
-    tcptrace_s, _ = best(["tcptrace", "-l", "-r", "-n", str(capture)], runs)
+    timings = best(
+        {
+            "ingest": [tracekit, "ingest", str(capture), "-o", str(out)],
+            "tcptrace": ["tcptrace", "-l", "-r", "-n", str(capture)],
+            "read": [sys.executable, "-c", READ_ONLY, str(capture)],
+        },
+        runs,
+    )
+    (ingest_s, ingest_rss), (read_s, read_rss) = timings["ingest"], timings["read"]
+    tcptrace_s = timings["tcptrace"][0]
     fields = [arg for f in TSHARK_FIELDS for arg in ("-e", f)]
-    tshark_s, _ = best(["tshark", "-n", "-r", str(capture), "-T", "fields", *fields], 1)
+    tshark_cmd = ["tshark", "-n", "-r", str(capture), "-T", "fields", *fields]
+    tshark_s = best({"tshark": tshark_cmd}, 1)["tshark"][0]
     return {
         "load_average_before": load,
         "frames": frames,

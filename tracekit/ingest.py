@@ -39,7 +39,7 @@ from tracekit.table_io import (
 )
 
 # Chunks waiting for the writer thread, at most (each about RECORDS_PER_CALL rows).
-_QUEUE_CHUNKS = 32
+_QUEUE_CHUNKS = 8
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,10 @@ DELTA_COLUMNS = ("ts_ns", "frame", "seq_rel", "ack_rel", "tsval", "tsecr")
 # Packet columns are high-cardinality numbers: dictionary pages cost time and bytes there (1 M
 # packets: 0.45 s and 10.7 MB with them, 0.15 s and 9.9 MB without).
 _WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1, "use_dictionary": False}
-# Rows per row group: pyarrow's default, so a streamed table is grouped as one written whole.
-ROW_GROUP_ROWS = 1 << 20
+# Rows per row group, streamed or written whole. A stream's last row group is encoded after
+# the capture is read: 2**18 rows keep that tail short (5 M packets: 0.1 s less than pyarrow's
+# 2**20) for 0.2% more bytes; DuckDB's own groups are smaller still (122,880 rows).
+ROW_GROUP_ROWS = 1 << 18
 
 
 def _temporary(path: Path) -> Path:
