@@ -111,6 +111,14 @@ def test_a_corrupt_capture_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def test_a_file_that_is_no_capture_leaves_no_folder_or_file(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "t.parquet"
+    for bad in (ROOT / "fixtures" / "crafted" / "bad_magic.pcap", tmp_path / "missing.pcap"):
+        with pytest.raises(CaptureError):
+            ingest_capture(bad, out)
+    assert not out.parent.exists()
+
+
 def test_a_failed_write_is_raised_and_leaves_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,9 +64,9 @@ class Connections:
 def build_connections(capture: Capture) -> Connections:
     """Split the capture's flows into connections, orient them, and relativize TCP numbers.
 
-    The reader's `flow`, `src_end`, `seq` and `ack` columns are let go as soon as they are
-    used: a caller that hands its capture over (`build_connections(read_capture(path))`, no
-    other reference kept) has their memory back before the 64-bit columns are all made.
+    The reader's `flow`, `src_end`, `seq` and `ack` columns are let go once the connection
+    scan has used them: a caller that hands its capture over (`build_connections(read_capture(
+    path))`, no other reference kept) has their memory back before segments are classified.
     """
     pk = capture.packets
     if pk.num_rows == 0:

@@ -65,30 +65,35 @@ def ingest_capture(
     Raises CaptureError as read_capture does; `output` is then left as it was.
     """
     out_schema = packet_schema()
-    stream = ParquetStream(output, out_schema, delta_columns(out_schema))
-    writer = _Writer(stream)
     state = ConnectionState()
     segments = _DataSegments()
+    # Made at the first chunk, so that a file that is no capture leaves no trace at `output`.
+    writers: list[_Writer] = []
+
+    def writer() -> _Writer:
+        if not writers:
+            writers.append(_Writer(ParquetStream(output, out_schema, delta_columns(out_schema))))
+        return writers[0]
 
     def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
         columns = chunk | state.add(chunk, n_flows)
         segments.add(columns)
         arrays = [to_arrow(columns[f.name], f.type) for f in out_schema]
-        writer.put(pa.Table.from_arrays(arrays, schema=out_schema))
+        writer().put(pa.Table.from_arrays(arrays, schema=out_schema))
 
     try:
         capture = read_chunks(path, consume, progress=progress, records_per_call=records_per_call)
-        writer.end()  # the last row group is encoded while the connections table is made
+        writer().end()  # the last row group is encoded while the connections table is made
         table = state.table(capture.flows, segments.resent())
-        writer.finish()
-    except BaseChanged:
-        writer.abort()
-        return _ingest_whole(path, output, progress)
-    except BaseException:
-        writer.abort()
+        writers[0].finish()
+        write_parquet_atomic(table, connections_path(output))
+        writers[0].stream.commit(packet_metadata(capture.path, table))
+    except BaseException as exc:
+        for w in writers:
+            w.abort()
+        if isinstance(exc, BaseChanged):
+            return _ingest_whole(path, output, progress)
         raise
-    write_parquet_atomic(table, connections_path(output))
-    stream.commit(packet_metadata(capture.path, table))
     return IngestResult(state.rows, table.num_rows, capture.stats.warnings, streamed=True)
 
 

@@ -195,8 +195,9 @@ def bind(
 ) -> None:
     """Replace a module's kernel functions by their compiled versions (see the module's doc).
 
-    `kernels` are called from Python (each in SPECS), `helpers` only from kernels;
-    `numba_names` are numba objects the kernels use by these global names (e.g. typed.Dict).
+    `kernels` are called from Python (each in SPECS), `helpers` only from kernels (a kernel
+    never calls another kernel); `numba_names` are numba objects the kernels use by these
+    global names (e.g. typed.Dict).
     """
     module = _Module(namespace, kernels + helpers, numba_names or {})
     if _AOT is None:
