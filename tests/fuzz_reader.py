@@ -2,7 +2,8 @@
 
 A mutated or truncated capture must give either a result whose tables hold together or a
 CaptureError; any other exception is a bug. A capture that reads is also split into
-connections, whose tables must hold together too. tests/test_capture_fuzz.py runs a bounded
+connections, whose tables must hold together too, and ingested as a stream of small chunks,
+which must write the same tables. tests/test_capture_fuzz.py runs a bounded
 number of examples in the normal suite; run this file to fuzz for longer:
 
     python tests/fuzz_reader.py --minutes 15
@@ -23,6 +24,7 @@ import traceback
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +43,8 @@ from tracekit import schema  # noqa: E402
 from tracekit.capture import Capture, read_capture  # noqa: E402
 from tracekit.connections import build_connections  # noqa: E402
 from tracekit.errors import CaptureError  # noqa: E402
+from tracekit.ingest import ingest_capture  # noqa: E402
+from tracekit.table_io import connections_path  # noqa: E402
 
 CRAFTED = ROOT / "fixtures" / "crafted"
 SEEDS = (
@@ -136,6 +140,11 @@ def check_one(data: bytes, folder: Path) -> None:
     data_segments = pc.sum(pc.greater(conns.packets.column("payload_bytes"), 0)).as_py() or 0
     resent = pc.sum(table.column("retrans_a2b")).as_py() or 0
     assert resent + (pc.sum(table.column("retrans_b2a")).as_py() or 0) <= data_segments
+    # `tracekit ingest` makes the same tables as a stream of chunks (3 records each here).
+    streamed = ingest_capture(path, folder / "stream.parquet", records_per_call=3)
+    assert streamed.packets == rows and streamed.connections == table.num_rows
+    assert pq.read_table(folder / "stream.parquet").equals(conns.packets)
+    assert pq.read_table(connections_path(folder / "stream.parquet")).equals(table)
 
 
 def seed_bytes(name: str) -> bytes:
