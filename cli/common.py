@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from tracekit.capture import Capture
     from tracekit.connections import Connections
     from tracekit.pipeline import Analysis
@@ -55,6 +57,16 @@ def print_warnings(path: Path, warnings: tuple[str, ...]) -> None:
     """The reader's warnings (a cut tail, say), one line each on stderr."""
     for warning in warnings:
         click.echo(f"tracekit: warning: {path}: {warning}", err=True)
+
+
+def connections_table(path: Path) -> pa.Table:
+    """The connections table of a TCP capture, read in one pass that keeps no packet table."""
+    from tracekit.ingest import connections_table as scan
+
+    with progress(path) as update:
+        capture, table = scan(path, progress=update)
+    print_warnings(path, capture.stats.warnings)
+    return table
 
 
 def connections(path: str | Path, *, need_tcp: bool = True) -> Connections:

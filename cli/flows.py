@@ -102,7 +102,7 @@ def flows(capture: Path, as_json: bool, as_csv: bool) -> None:
     """
     if as_json and as_csv:
         raise click.UsageError("--json and --csv exclude each other")
-    rows = records(common.connections(capture).table)
+    rows = records(common.connections_table(capture))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif as_csv:

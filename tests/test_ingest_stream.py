@@ -17,7 +17,7 @@ from tracekit import ingest as ingest_module
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.errors import CaptureError
-from tracekit.ingest import ingest_capture
+from tracekit.ingest import connections_table, ingest_capture
 from tracekit.table_io import connections_path, write_packet_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +133,35 @@ def test_a_failed_write_is_raised_and_leaves_no_file(
         # reader has more chunks than the queue holds to hand over (it must not hang).
         ingest_capture(capture, tmp_path / "t.parquet", records_per_call=64)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_streamed_connections_table_is_the_whole_captures(tmp_path: Path) -> None:
+    # `tracekit flows` reads this way: no packet table, the same connections table.
+    checked = 0
+    for capture in CAPTURES:
+        try:
+            whole = build_connections(read_capture(capture))
+        except CaptureError:
+            continue
+        if whole.table.num_rows and (whole.packets.column("proto").to_numpy() == 6).any():
+            got, table = connections_table(capture, records_per_call=7)
+            assert table.equals(whole.table), capture.name
+            assert got.stats == whole.capture.stats
+            assert got.packets.num_rows == 0
+            checked += 1
+    assert checked >= 35
+    # A late ISN reads the whole way, with the same table.
+    mid = _mid_connection(tmp_path)
+    assert connections_table(mid, records_per_call=2)[1].equals(
+        build_connections(read_capture(mid)).table
+    )
+
+
+def test_a_capture_without_tcp_has_no_connections_table(tmp_path: Path) -> None:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    udp = Ether() / IP(src=CLIENT, dst=SERVER) / UDP(sport=5000, dport=5001) / (b"x" * 20)
+    udp.time = 1.0
+    with pytest.raises(CaptureError, match="no TCP packets in 1 frames"):
+        connections_table(write(tmp_path / "udp.pcap", [udp]))

@@ -1,10 +1,11 @@
-"""Capture file -> packet table in Parquet, in one pass: `tracekit ingest` without a receiver.
+"""One pass over a capture, as a stream: `tracekit ingest` (without a receiver) and `flows`.
 
-The result is the table `build_connections(read_capture(path))` gives, written as
-`tracekit.table_io.write_packet_table` writes it, but made as a stream: the reader hands over
-chunks of packets, the connections rule (`ConnectionState`) adds their connection columns, and
-a second thread encodes each row group while the next chunks are read. Memory stays at a few
-row groups plus what the connections table needs, not the whole capture.
+The results are what `build_connections(read_capture(path))` gives, made as a stream: the
+reader hands over chunks of packets and the connections rule (`ConnectionState`) adds their
+connection columns. `ingest_capture` writes the packet table as `write_packet_table` would,
+a second thread encoding each row group while the next chunks are read; `connections_table`
+keeps only what the connections table needs. Memory is a few chunks and the data segments'
+numbers (15 bytes each), not the packet table (about 60 bytes a packet).
 
 When an ISN the stream already used changes with a later chunk (a capture that starts with
 one side's ACKs and meets that side's first segment only much later), the stream is dropped
@@ -16,15 +17,15 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.capture import read_capture
-from tracekit.capture.reader import RECORDS_PER_CALL, read_chunks
+from tracekit.capture import Capture, read_capture, require_tcp
+from tracekit.capture.reader import RECORDS_PER_CALL, no_tcp_error, read_chunks
 from tracekit.columns import to_arrow
 from tracekit.connections import BaseChanged, ConnectionState, build_connections, packet_schema
 from tracekit.segments import classify_data
@@ -65,8 +66,6 @@ def ingest_capture(
     Raises CaptureError as read_capture does; `output` is then left as it was.
     """
     out_schema = packet_schema()
-    state = ConnectionState()
-    segments = _DataSegments()
     # Made at the first chunk, so that a file that is no capture leaves no trace at `output`.
     writers: list[_Writer] = []
 
@@ -75,26 +74,78 @@ def ingest_capture(
             writers.append(_Writer(ParquetStream(output, out_schema, delta_columns(out_schema))))
         return writers[0]
 
-    def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
-        columns = chunk | state.add(chunk, n_flows)
-        segments.add(columns)
+    def write(columns: dict[str, np.ndarray]) -> None:
         arrays = [to_arrow(columns[f.name], f.type) for f in out_schema]
         writer().put(pa.Table.from_arrays(arrays, schema=out_schema))
 
     try:
-        capture = read_chunks(path, consume, progress=progress, records_per_call=records_per_call)
+        scan = _scan(path, write, progress, records_per_call)
         writer().end()  # the last row group is encoded while the connections table is made
-        table = state.table(capture.flows, segments.resent())
+        table = scan.table()
         writers[0].finish()
         write_parquet_atomic(table, connections_path(output))
-        writers[0].stream.commit(packet_metadata(capture.path, table))
+        writers[0].stream.commit(packet_metadata(scan.capture.path, table))
     except BaseException as exc:
         for w in writers:
             w.abort()
         if isinstance(exc, BaseChanged):
             return _ingest_whole(path, output, progress)
         raise
-    return IngestResult(state.rows, table.num_rows, capture.stats.warnings, streamed=True)
+    warnings = scan.capture.stats.warnings
+    return IngestResult(scan.state.rows, table.num_rows, warnings, streamed=True)
+
+
+def connections_table(
+    path: Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    records_per_call: int = RECORDS_PER_CALL,
+) -> tuple[Capture, pa.Table]:
+    """The capture (its flows and statistics; no packet rows) and its connections table, read
+    in one pass that keeps no packet table. Raises CaptureError as read_capture does, and for
+    a capture without TCP."""
+    try:
+        scan = _scan(path, None, progress, records_per_call)
+    except BaseChanged:
+        conns = build_connections(read_capture(path, progress=progress))
+        require_tcp(conns.capture)
+        return replace(conns.capture, packets=conns.capture.packets.slice(0, 0)), conns.table
+    if scan.tcp_packets == 0:
+        raise no_tcp_error(scan.capture)
+    return scan.capture, scan.table()
+
+
+@dataclass
+class _Scan:
+    capture: Capture
+    state: ConnectionState
+    segments: _DataSegments
+    tcp_packets: int
+
+    def table(self) -> pa.Table:
+        return self.state.table(self.capture.flows, self.segments.resent())
+
+
+def _scan(
+    path: Path,
+    on_chunk: Callable[[dict[str, np.ndarray]], None] | None,
+    progress: Callable[[int, int], None] | None,
+    records_per_call: int,
+) -> _Scan:
+    """Read the capture as a stream through ConnectionState; `on_chunk` gets each chunk's
+    packet columns with the connection columns added. Raises BaseChanged (see the module)."""
+    state = ConnectionState()
+    segments = _DataSegments()
+    tcp = [0]
+
+    def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
+        columns = chunk | state.add(chunk, n_flows)
+        tcp[0] += segments.add(columns)
+        if on_chunk is not None:
+            on_chunk(columns)
+
+    capture = read_chunks(path, consume, progress=progress, records_per_call=records_per_call)
+    return _Scan(capture, state, segments, tcp[0])
 
 
 class _DataSegments:
@@ -109,9 +160,10 @@ class _DataSegments:
         self.columns = {name: np.empty(0, dtype) for name, dtype in self._COLUMNS}
         self.columns["payload_bytes"] = np.empty(0, np.uint16)
 
-    def add(self, chunk: dict[str, np.ndarray]) -> None:
-        """Keep the data segments of a chunk's packet columns."""
-        keep = (chunk["proto"] == schema.PROTO_TCP) & (chunk["payload_bytes"] > 0)
+    def add(self, chunk: dict[str, np.ndarray]) -> int:
+        """Keep the data segments of a chunk's packet columns; returns its TCP packet count."""
+        tcp = chunk["proto"] == schema.PROTO_TCP
+        keep = tcp & (chunk["payload_bytes"] > 0)
         count = int(np.count_nonzero(keep))
         end = self.n + count
         for name, values in self.columns.items():
@@ -121,6 +173,7 @@ class _DataSegments:
                 self.columns[name] = values = grown
             values[self.n : end] = chunk[name][keep]
         self.n = end
+        return int(np.count_nonzero(tcp))
 
     def resent(self) -> np.ndarray:
         """Resent segments per direction (2 conn + dir)."""

@@ -118,7 +118,12 @@ def require_tcp(capture: Capture) -> None:
     """Raise CaptureError when the capture holds no TCP packet."""
     chunks = capture.packets.column("proto").chunks
     if not any((to_numpy(chunk) == schema.PROTO_TCP).any() for chunk in chunks):
-        raise CaptureError(capture.path, f"no TCP packets in {capture.stats.frames} frames")
+        raise no_tcp_error(capture)
+
+
+def no_tcp_error(capture: Capture) -> CaptureError:
+    """The error for a capture without TCP, where the command needs TCP."""
+    return CaptureError(capture.path, f"no TCP packets in {capture.stats.frames} frames")
 
 
 class _Reader:
