@@ -39,6 +39,8 @@ from tracekit.table_io import (
     write_parquet_atomic,
 )
 
+# The most data segments reserved up front (2**28 of 15 bytes: 4 GB of address space).
+_MAX_RESERVED_SEGMENTS = 1 << 28
 # Chunks waiting for the writer thread, at most (each about RECORDS_PER_CALL rows).
 _QUEUE_CHUNKS = 8
 
@@ -135,7 +137,13 @@ def _scan(
     """Read the capture as a stream through ConnectionState; `on_chunk` gets each chunk's
     packet columns with the connection columns added. Raises BaseChanged (see the module)."""
     state = ConnectionState()
-    segments = _DataSegments()
+    # A record takes 16 bytes or more: an uncompressed file holds at most size / 16 segments
+    # (a compressed one may hold more, and its columns grow). No file: the reader says so.
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        size = 0
+    segments = _DataSegments(min(size // 16 + 1, _MAX_RESERVED_SEGMENTS))
     tcp = [0]
 
     def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
@@ -153,12 +161,22 @@ class _DataSegments:
     the resent counts of the connections table need them all (classify_data skips every other
     packet, so it sees the same sequence per direction)."""
 
-    _COLUMNS = (("conn", np.int32), ("dir", np.uint8), ("seq_rel", np.int64))
+    _COLUMNS = (
+        ("conn", np.int32),
+        ("dir", np.uint8),
+        ("seq_rel", np.int64),
+        ("payload_bytes", np.uint16),
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        """`capacity`: segments to reserve room for. Room is address space only: pages that
+        are never written cost no memory, and columns that outgrow it are copied to twice
+        the size (touching every page again, which is slow on this project's machines)."""
         self.n = 0
-        self.columns = {name: np.empty(0, dtype) for name, dtype in self._COLUMNS}
-        self.columns["payload_bytes"] = np.empty(0, np.uint16)
+        try:
+            self.columns = {name: np.empty(capacity, dtype) for name, dtype in self._COLUMNS}
+        except MemoryError:  # a kernel that will not lend the address space: grow instead
+            self.columns = {name: np.empty(0, dtype) for name, dtype in self._COLUMNS}
 
     def add(self, chunk: dict[str, np.ndarray]) -> int:
         """Keep the data segments of a chunk's packet columns; returns its TCP packet count."""
