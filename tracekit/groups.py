@@ -9,8 +9,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tracekit.schema import WRAP  # noqa: F401 - the merge imports it from here
-
 
 def segment_starts(keys: np.ndarray) -> np.ndarray:
     """Boolean mask: True where a sorted key column starts a new segment."""

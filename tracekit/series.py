@@ -24,8 +24,8 @@ import pandas as pd
 from numba import njit, types
 from numba.typed import Dict
 
-from tracekit.groups import WRAP, segment_starts
-from tracekit.schema import OPT_TS, PROTO_TCP, TH_ACK, TH_FIN, TH_RST, TH_SYN
+from tracekit.groups import segment_starts
+from tracekit.schema import OPT_TS, PROTO_TCP, TH_ACK, TH_FIN, TH_RST, TH_SYN, WRAP
 from tracekit.segments import KIND_CODE, KINDS, NEW, PARTIAL, RETRANSMISSION, classify_data
 
 if TYPE_CHECKING:

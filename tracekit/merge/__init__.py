@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit.groups import WRAP, segment_starts, segmented_cummax_prev
+from tracekit.groups import segment_starts, segmented_cummax_prev
 from tracekit.merge.clock import ClockFit, fit_clocks
 from tracekit.merge.fate import RESENT_UNACKED, receiver_verdicts
 from tracekit.merge.match import (
@@ -32,7 +32,7 @@ from tracekit.merge.match import (
     parse_map,
     receiver_in_sender_terms,
 )
-from tracekit.schema import FATE_NONE, FATES, PROTO_TCP, TH_ACK
+from tracekit.schema import FATE_NONE, FATES, PROTO_TCP, TH_ACK, WRAP
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections

@@ -20,8 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.errors import TracekitError
-from tracekit.groups import WRAP
-from tracekit.schema import PROTO_TCP
+from tracekit.schema import PROTO_TCP, WRAP
 
 _ENDPOINT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>\d+)$")
 _HALF = np.int64(1 << 31)
