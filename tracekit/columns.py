@@ -57,3 +57,37 @@ def _chunk(array: pa.Array) -> np.ndarray:
         return np.empty(0, dtype=dtype)
     values = np.frombuffer(data, dtype=dtype)
     return values[array.offset : array.offset + len(array)]
+
+
+class ColumnBuffer:
+    """Named numpy columns filled chunk by chunk, each one contiguous array.
+
+    Room for `capacity` rows is reserved up front as address space only: pages never written
+    cost no memory. A column that outgrows it is copied to twice the size, which touches every
+    page again (slow on a virtual machine whose host backs memory page by page), so callers
+    reserve what the input can hold.
+    """
+
+    def __init__(self, dtypes: dict[str, np.dtype], capacity: int) -> None:
+        self.rows = 0
+        try:
+            self.arrays = {name: np.empty(capacity, dtype) for name, dtype in dtypes.items()}
+        except MemoryError:  # a kernel that will not lend the address space: grow instead
+            self.arrays = {name: np.empty(1 << 20, dtype) for name, dtype in dtypes.items()}
+
+    def append(self, chunk: dict[str, np.ndarray]) -> None:
+        """Add a chunk's rows: one array per column, all of one length."""
+        count = next(iter(chunk.values())).size
+        end = self.rows + count
+        for name, values in chunk.items():
+            column = self.arrays[name]
+            if end > column.size:
+                grown = np.empty(max(end, 2 * column.size), dtype=column.dtype)
+                grown[: self.rows] = column[: self.rows]
+                self.arrays[name] = column = grown
+            column[self.rows : end] = values
+        self.rows = end
+
+    def column(self, name: str) -> np.ndarray:
+        """The rows of one column so far (a view)."""
+        return self.arrays[name][: self.rows]

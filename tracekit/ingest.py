@@ -25,8 +25,13 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.capture import Capture, read_capture, require_tcp
-from tracekit.capture.reader import RECORDS_PER_CALL, no_tcp_error, read_chunks
-from tracekit.columns import to_arrow
+from tracekit.capture.reader import (
+    MAX_RESERVED_ROWS,
+    RECORDS_PER_CALL,
+    no_tcp_error,
+    read_chunks,
+)
+from tracekit.columns import ColumnBuffer, to_arrow
 from tracekit.connections import BaseChanged, ConnectionState, build_connections, packet_schema
 from tracekit.segments import classify_data
 from tracekit.table_io import (
@@ -39,8 +44,13 @@ from tracekit.table_io import (
     write_parquet_atomic,
 )
 
-# The most data segments reserved up front (2**28 of 15 bytes: 4 GB of address space).
-_MAX_RESERVED_SEGMENTS = 1 << 28
+# The data segments' columns (_DataSegments).
+_SEGMENT_DTYPES = {
+    "conn": np.dtype(np.int32),
+    "dir": np.dtype(np.uint8),
+    "seq_rel": np.dtype(np.int64),
+    "payload_bytes": np.dtype(np.uint16),
+}
 # Chunks waiting for the writer thread, at most (each about RECORDS_PER_CALL rows).
 _QUEUE_CHUNKS = 8
 
@@ -143,7 +153,7 @@ def _scan(
         size = Path(path).stat().st_size
     except OSError:
         size = 0
-    segments = _DataSegments(min(size // 16 + 1, _MAX_RESERVED_SEGMENTS))
+    segments = _DataSegments(min(size // 16 + 1, MAX_RESERVED_ROWS))
     tcp = [0]
 
     def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
@@ -161,42 +171,20 @@ class _DataSegments:
     the resent counts of the connections table need them all (classify_data skips every other
     packet, so it sees the same sequence per direction)."""
 
-    _COLUMNS = (
-        ("conn", np.int32),
-        ("dir", np.uint8),
-        ("seq_rel", np.int64),
-        ("payload_bytes", np.uint16),
-    )
-
     def __init__(self, capacity: int) -> None:
-        """`capacity`: segments to reserve room for. Room is address space only: pages that
-        are never written cost no memory, and columns that outgrow it are copied to twice
-        the size (touching every page again, which is slow on this project's machines)."""
-        self.n = 0
-        try:
-            self.columns = {name: np.empty(capacity, dtype) for name, dtype in self._COLUMNS}
-        except MemoryError:  # a kernel that will not lend the address space: grow instead
-            self.columns = {name: np.empty(0, dtype) for name, dtype in self._COLUMNS}
+        self.columns = ColumnBuffer(_SEGMENT_DTYPES, capacity)
 
     def add(self, chunk: dict[str, np.ndarray]) -> int:
         """Keep the data segments of a chunk's packet columns; returns its TCP packet count."""
         tcp = chunk["proto"] == schema.PROTO_TCP
         keep = tcp & (chunk["payload_bytes"] > 0)
-        count = int(np.count_nonzero(keep))
-        end = self.n + count
-        for name, values in self.columns.items():
-            if end > values.size:
-                grown = np.empty(max(end, 2 * values.size), values.dtype)
-                grown[: self.n] = values[: self.n]
-                self.columns[name] = values = grown
-            values[self.n : end] = chunk[name][keep]
-        self.n = end
+        self.columns.append({name: chunk[name][keep] for name in _SEGMENT_DTYPES})
         return int(np.count_nonzero(tcp))
 
     def resent(self) -> np.ndarray:
         """Resent segments per direction (2 conn + dir)."""
-        c = {name: values[: self.n] for name, values in self.columns.items()}
-        proto = np.full(self.n, schema.PROTO_TCP, np.uint8)
+        c = {name: self.columns.column(name) for name in _SEGMENT_DTYPES}
+        proto = np.full(self.columns.rows, schema.PROTO_TCP, np.uint8)
         return classify_data(c["conn"], c["dir"], c["seq_rel"], c["payload_bytes"], proto)[1]
 
 

@@ -51,7 +51,7 @@ from tracekit.capture.records import (
     walk_pcapng,
 )
 from tracekit.capture.source import ByteSource
-from tracekit.columns import to_arrow, to_numpy
+from tracekit.columns import ColumnBuffer, to_arrow, to_numpy
 from tracekit.errors import CaptureError
 
 # Records walked and decoded per kernel call: with the source's bounded window, this bounds the
@@ -151,7 +151,7 @@ class _Reader:
         self.warnings: list[str] = []
         self.truncated = False
         self.consumer = consumer
-        self.packets = _Columns(_packet_capacity(source) if consumer is None else 0)
+        self.packets = _packet_columns(_packet_capacity(source) if consumer is None else 0)
         self.sack_chunks: dict[str, list[np.ndarray]] = {"row": [], "left": [], "right": []}
         self.udp_chunks: dict[str, list[np.ndarray]] = {"row": [], "head_len": [], "head": []}
         self.rec_off = np.empty(records_per_call, np.int64)
@@ -452,7 +452,7 @@ class _Reader:
             self.progress(total if done else self.source.raw_position(), total)
 
     def _result(self, file_format: str) -> Capture:
-        packets = self.packets.table()
+        packets = _packet_table(self.packets)
         sack = _table(schema.SACK_COLUMNS, self.sack_chunks)
         udp = _table(schema.UDP_COLUMNS, self.udp_chunks)
         skipped = {
@@ -490,42 +490,16 @@ def _packet_capacity(source: ByteSource) -> int:
     return int(min(records, MAX_RESERVED_ROWS))
 
 
-class _Columns:
-    """The packet table's columns, each one contiguous array filled chunk by chunk.
+def _packet_columns(capacity: int) -> ColumnBuffer:
+    """The packet table's columns, each one contiguous array: every later stage reads columns
+    as numpy arrays, which a chunked column would copy each time it is read."""
+    dtypes = {c.name: np.dtype(c.type.to_pandas_dtype()) for c in schema.PACKET_COLUMNS}
+    return ColumnBuffer(dtypes, capacity)
 
-    Every later stage reads columns as numpy arrays, which a chunked column would copy each
-    time it is read.
-    """
 
-    def __init__(self, capacity: int) -> None:
-        self.rows = 0
-        try:
-            self.arrays = self._reserve(capacity)
-        except MemoryError:  # a kernel that will not lend the address space: grow instead
-            self.arrays = self._reserve(1 << 20)
-
-    @staticmethod
-    def _reserve(capacity: int) -> dict[str, np.ndarray]:
-        return {
-            c.name: np.empty(capacity, dtype=c.type.to_pandas_dtype())
-            for c in schema.PACKET_COLUMNS
-        }
-
-    def append(self, chunk: dict[str, np.ndarray]) -> None:
-        count = next(iter(chunk.values())).size
-        end = self.rows + count
-        for name, values in chunk.items():
-            column = self.arrays[name]
-            if end > column.size:
-                grown = np.empty(max(end, 2 * column.size), dtype=column.dtype)
-                grown[: self.rows] = column[: self.rows]
-                self.arrays[name] = column = grown
-            column[self.rows : end] = values
-        self.rows = end
-
-    def table(self) -> pa.Table:
-        arrays = [to_arrow(self.arrays[c.name][: self.rows], c.type) for c in schema.PACKET_COLUMNS]
-        return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.PACKET_COLUMNS))
+def _packet_table(columns: ColumnBuffer) -> pa.Table:
+    arrays = [to_arrow(columns.column(c.name), c.type) for c in schema.PACKET_COLUMNS]
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.PACKET_COLUMNS))
 
 
 def _table(columns: tuple[schema.Column, ...], chunks: dict[str, list[np.ndarray]]) -> pa.Table:
