@@ -23,6 +23,29 @@ def _numba_type(spec: str) -> Any:
     return types.Array(from_dtype(dtype), ndim, "C", readonly=readonly)
 
 
+def _release_the_gil() -> None:
+    """Make pycc's Python wrappers release the GIL around each kernel, as `nogil=True` does for
+    numba's own: `tracekit ingest` reads, numbers and encodes in three threads at once.
+
+    pycc takes no option for it: it compiles every export with a fresh `Flags()` of its module
+    (numba.pycc.compiler), which this replaces by one that says `release_gil`.
+    """
+    from numba.pycc import compiler as pycc_compiler
+
+    base = pycc_compiler.Flags
+    if getattr(base, "tracekit_release_gil", False):
+        return
+
+    class Flags(base):  # type: ignore[misc, valid-type]
+        tracekit_release_gil = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.release_gil = True
+
+    pycc_compiler.Flags = Flags
+
+
 def compiler() -> Any:
     """The numba.pycc CC object of tracekit._aot, every kernel exported."""
     import warnings
@@ -34,6 +57,7 @@ def compiler() -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
         from numba.pycc import CC
+    _release_the_gil()
 
     from tracekit import kernels
 

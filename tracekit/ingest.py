@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -145,7 +146,12 @@ def _scan(
     records_per_call: int,
 ) -> _Scan:
     """Read the capture as a stream through ConnectionState; `on_chunk` gets each chunk's
-    packet columns with the connection columns added. Raises BaseChanged (see the module)."""
+    packet columns with the connection columns added. Raises BaseChanged (see the module).
+
+    The reader (this thread) walks and decodes the next chunk while a second thread numbers
+    the connections of the last one and hands it to `on_chunk`: the compiled loops of both
+    release the GIL, so the two run on two cores.
+    """
     state = ConnectionState()
     # A record takes 16 bytes or more: an uncompressed file holds at most size / 16 segments
     # (a compressed one may hold more, and its columns grow). No file: the reader says so.
@@ -156,13 +162,25 @@ def _scan(
     segments = _DataSegments(min(size // 16 + 1, MAX_RESERVED_ROWS))
     tcp = [0]
 
-    def consume(chunk: dict[str, np.ndarray], n_flows: int) -> None:
+    def number(item: tuple[dict[str, np.ndarray], int]) -> None:
+        chunk, n_flows = item
         columns = chunk | state.add(chunk, n_flows)
         tcp[0] += segments.add(columns)
         if on_chunk is not None:
             on_chunk(columns)
 
-    capture = read_chunks(path, consume, progress=progress, records_per_call=records_per_call)
+    numbering = _Stage(number, "tracekit-connections", _QUEUE_CHUNKS)
+    try:
+        capture = read_chunks(
+            path,
+            lambda chunk, n_flows: numbering.put((chunk, n_flows)),
+            progress=progress,
+            records_per_call=records_per_call,
+        )
+        numbering.finish()
+    except BaseException:
+        numbering.abort()
+        raise
     return _Scan(capture, state, segments, tcp[0])
 
 
@@ -201,62 +219,94 @@ def _ingest_whole(
     )
 
 
-class _Writer:
-    """A thread that groups chunk tables into row groups and writes them: pyarrow encodes
-    without the GIL, so this overlaps with reading the next chunks. It does no other work,
-    which would hold the GIL against the reading thread."""
+class _Stage:
+    """A thread that does `work` on each item put, in order, beside the thread that puts them.
 
-    def __init__(self, stream: ParquetStream) -> None:
-        self.stream = stream
-        self.queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
+    At most `depth` items wait. An error in `work` stops the work; it is raised to the putting
+    thread by its next `put` (or by `finish`), and the thread takes what is still put until
+    `end`, so that the other side never blocks on a full queue.
+    """
+
+    def __init__(self, work: Callable[[Any], None], name: str, depth: int) -> None:
+        self.work = work
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None
         self.ended = False
-        self.thread = threading.Thread(target=self._run, name="tracekit-parquet", daemon=True)
+        self.stopped = False  # abort: drop what is still queued
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
-    def put(self, table: pa.Table) -> None:
+    def put(self, item: Any) -> None:
         if self.error is not None:
             raise self.error
-        self.queue.put(table)
+        self.queue.put(item)
 
     def end(self) -> None:
-        """Say that no more chunks come (the thread writes what it has, and stops)."""
+        """Say that no more items come (the thread does what it has, then `at_end`, and stops)."""
         if not self.ended:
             self.ended = True
-            self.queue.put(None)
+            self.queue.put(_END)
 
     def finish(self) -> None:
-        """Wait for the last row group; raise what the thread met."""
+        """Wait for the work to be done; raise what the thread met."""
         self.end()
         self.thread.join()
         if self.error is not None:
             raise self.error
 
     def abort(self) -> None:
-        """Stop the thread and remove the unfinished file."""
+        """Stop the thread, dropping what waits, and wait for it."""
+        self.stopped = True
         self.end()
         self.thread.join()
-        self.stream.abort()
+
+    def at_end(self) -> None:
+        """Work after the last item (none here)."""
 
     def _run(self) -> None:
-        pending: list[pa.Table] = []
-        rows = 0
         try:
-            while True:
-                table = self.queue.get()
-                if table is not None:
-                    pending.append(table)
-                    rows += table.num_rows
-                if rows >= ROW_GROUP_ROWS or (table is None and rows):
-                    whole = pa.concat_tables(pending)
-                    cut = rows if table is None else rows - rows % ROW_GROUP_ROWS
-                    self.stream.write(whole.slice(0, cut))
-                    pending = [whole.slice(cut)] if cut < rows else []
-                    rows -= cut
-                if table is None:
-                    return
-        except BaseException as exc:  # handed to the reading thread by put, end and finish
+            while (item := self.queue.get()) is not _END:
+                if not self.stopped:
+                    self.work(item)
+            if not self.stopped:
+                self.at_end()
+        except BaseException as exc:  # handed to the putting thread by put and finish
             self.error = exc
-            # Take what the reading thread still puts until it stops, so it never blocks.
-            while self.queue.get() is not None:
+            while self.queue.get() is not _END:
                 pass
+
+
+_END = object()
+
+
+class _Writer(_Stage):
+    """A thread that groups chunk tables into row groups and writes them: pyarrow encodes
+    without the GIL, so this overlaps with reading and numbering the next chunks. It does no
+    other work, which would hold the GIL against the other threads."""
+
+    def __init__(self, stream: ParquetStream) -> None:
+        self.stream = stream
+        self.pending: list[pa.Table] = []
+        self.rows = 0
+        super().__init__(self._add, "tracekit-parquet", _QUEUE_CHUNKS)
+
+    def _add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.rows += table.num_rows
+        if self.rows >= ROW_GROUP_ROWS:
+            self._flush(self.rows - self.rows % ROW_GROUP_ROWS)
+
+    def at_end(self) -> None:
+        if self.rows:
+            self._flush(self.rows)
+
+    def _flush(self, cut: int) -> None:
+        whole = pa.concat_tables(self.pending)
+        self.stream.write(whole.slice(0, cut))
+        self.pending = [whole.slice(cut)] if cut < self.rows else []
+        self.rows -= cut
+
+    def abort(self) -> None:
+        """Stop the thread and remove the unfinished file."""
+        super().abort()
+        self.stream.abort()

@@ -10,7 +10,7 @@ plain Python functions in their modules (`tracekit.capture.records`, `tracekit.c
   functions in place and numba is never imported: `tracekit flows` and `tracekit ingest` start
   without numba's half second of start-up.
 - **Just in time.** Without that module (a source tree, a failed build, a stale build, or
-  `TRACEKIT_JIT=1`), `bind` wraps every kernel and helper in `numba.njit(cache=True)`, as usual.
+  `TRACEKIT_JIT=1`), `bind` wraps every kernel and helper in `numba.njit(cache=True, nogil=True)`.
 
 An ahead-of-time function trusts its arguments' types: an array of another dtype would be read
 as raw memory. So each call checks them against `SPECS`, and arguments that differ (another
@@ -164,7 +164,8 @@ class _Module:
                 for part in path.split("."):
                     value = getattr(value, part)
                 self.namespace[name] = value
-            self.jitted = {n: numba.njit(cache=True)(f) for n, f in self.python.items()}
+            # nogil: the ingest stream runs kernels in two threads (tracekit.ingest).
+            self.jitted = {n: numba.njit(cache=True, nogil=True)(f) for n, f in self.python.items()}
             for name, dispatcher in self.jitted.items():
                 if not isinstance(self.namespace[name], _Kernel):
                     self.namespace[name] = dispatcher

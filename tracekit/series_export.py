@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from tracekit.atomic import replacing
 from tracekit.errors import TracekitError
 from tracekit.pipeline import Vantage
 
@@ -16,17 +15,11 @@ _DIRS = ("a2b", "b2a")
 
 
 def _write_atomic(df: pd.DataFrame, path: Path, fmt: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with replacing(path) as tmp:
         if fmt == "csv":
             df.to_csv(tmp, index=False)
         else:
             df.to_parquet(tmp, index=False)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def export_series(

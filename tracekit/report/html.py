@@ -12,7 +12,6 @@ import base64
 import html
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.atomic import replacing
 from tracekit.report.decimate import allocate, decimate
 from tracekit.report.model import Cell, ConnectionView, Kind, Plot, Report, Table, Trace
 
@@ -130,15 +130,8 @@ def write(report: Report, path: str | os.PathLike[str], budget: Budget = Budget(
     """Render and write atomically: a reader never sees a half-written report."""
     target = Path(path)
     document = render(report, budget)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(document)
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(target) as tmp:
+        tmp.write_text(document, encoding="utf-8")
     return target
 
 
