@@ -435,8 +435,10 @@ def _relative(
     seq_rel = np.zeros(n, dtype=np.int64)
     ack_rel = np.zeros(n, dtype=np.int64)
     for i in range(n):
-        c = conn[i]
-        g = 2 * c + direction[i]
+        # Unsigned indices: numba checks a signed one for a negative value at every access.
+        c = np.uint64(conn[i])
+        g = np.uint64(2 * np.int64(conn[i]) + direction[i])
+        other = g ^ np.uint64(1)
         pay = np.int64(payload[i])
         packets[g] += 1
         nbytes[g] += pay
@@ -459,8 +461,8 @@ def _relative(
             if rel + pay > seq_hi[g]:
                 seq_hi[g] = rel + pay
         if (flags[i] & TH_ACK) != 0:
-            delta = (np.int64(ack[i]) - isn[g ^ 1]) % WRAP
-            used[g ^ 1] = True
+            delta = (np.int64(ack[i]) - isn[other]) % WRAP
+            used[other] = True
             ack_rel[i] = _unwrapped(delta, g, last_ack, wraps_ack)
     return seq_rel, ack_rel
 

@@ -56,6 +56,13 @@ def classify_data(
     return _classify(conn, pdir, seq, pay, proto, 2 * int(conn.max()) + 2)
 
 
+def _group(conn: Any, pdir: Any) -> Any:
+    """The (conn, dir) group's index, unsigned: numba checks a signed index for a negative value
+    at every access (see tracekit.capture.decode._at), and a group is indexed about ten times a
+    segment."""
+    return np.uint64(2 * np.int64(conn) + pdir)
+
+
 def _count_holes(
     conn: np.ndarray,
     pdir: np.ndarray,
@@ -70,7 +77,7 @@ def _count_holes(
     for i in range(conn.size):
         if proto[i] != PROTO_TCP or pay[i] == 0:
             continue
-        g = 2 * np.int64(conn[i]) + pdir[i]
+        g = _group(conn[i], pdir[i])
         s = np.int64(seq[i])
         end = s + np.int64(pay[i])
         if high[g] >= 0 and s > high[g]:
@@ -107,14 +114,14 @@ def _classify(
     for i in range(n):
         if proto[i] != PROTO_TCP or pay[i] == 0:
             continue
-        g = 2 * np.int64(conn[i]) + pdir[i]
+        g = _group(conn[i], pdir[i])
         hb = high[g]
         s = np.int64(seq[i])
         end = s + np.int64(pay[i])
         if s >= hb:
             kind[i] = NEW
             if hb >= 0 and s > hb:
-                h = start[g] + used[g]
+                h = np.uint64(start[g] + used[g])
                 hole_lo[h] = hb
                 hole_hi[h] = s
                 used[g] += 1
@@ -143,6 +150,6 @@ def _classify(
 bind(
     globals(),
     ("_classify",),
-    helpers=("_count_holes",),
+    helpers=("_group", "_count_holes"),
     numba_names={"Dict": "typed.Dict", "types": "types"},
 )

@@ -45,26 +45,32 @@ TSRES_POW10 = 0
 TSRES_POW2 = 1
 
 
+def _at(b: np.ndarray, p: Any) -> Any:
+    """b[p] for a p known to be in range, without numba's check for a negative index (see
+    tracekit.capture.decode._at)."""
+    return b[np.uint64(p)]
+
+
 def _rd32(b: np.ndarray, p: Any, big: bool) -> Any:
     if big:
         return (
-            (np.int64(b[p]) << 24)
-            | (np.int64(b[p + 1]) << 16)
-            | (np.int64(b[p + 2]) << 8)
-            | np.int64(b[p + 3])
+            (np.int64(_at(b, p)) << 24)
+            | (np.int64(_at(b, p + 1)) << 16)
+            | (np.int64(_at(b, p + 2)) << 8)
+            | np.int64(_at(b, p + 3))
         )
     return (
-        np.int64(b[p])
-        | (np.int64(b[p + 1]) << 8)
-        | (np.int64(b[p + 2]) << 16)
-        | (np.int64(b[p + 3]) << 24)
+        np.int64(_at(b, p))
+        | (np.int64(_at(b, p + 1)) << 8)
+        | (np.int64(_at(b, p + 2)) << 16)
+        | (np.int64(_at(b, p + 3)) << 24)
     )
 
 
 def _rd16(b: np.ndarray, p: Any, big: bool) -> Any:
     if big:
-        return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
-    return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
+        return (np.int64(_at(b, p)) << 8) | np.int64(_at(b, p + 1))
+    return np.int64(_at(b, p)) | (np.int64(_at(b, p + 1)) << 8)
 
 
 def walk_pcap(
@@ -212,4 +218,4 @@ def walk_pcapng(
     return k, pos, WALK_FULL
 
 
-bind(globals(), ("walk_pcap", "walk_pcapng"), helpers=("_rd32", "_rd16", "_ts_ns"))
+bind(globals(), ("walk_pcap", "walk_pcapng"), helpers=("_at", "_rd32", "_rd16", "_ts_ns"))
