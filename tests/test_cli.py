@@ -125,3 +125,47 @@ def test_analyze_lists_the_busiest_connections_and_counts_the_rest(tmp_path: Pat
     assert f"... {61 - MAX_LISTED} more connections" in result.output
     every = CliRunner().invoke(cli, ["analyze", "--json", str(capture)])
     assert len(json.loads(every.output)["connections"]) == 61
+
+
+# --- the console entry point: single-pass commands end without the interpreter's teardown -------
+
+CLEAN = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "clean"
+
+
+def _entry_point(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `tracekit` console script, as installed (cli.main:main), with pipes for output."""
+    code = "import sys; from cli.main import main; sys.argv[0] = 'tracekit'; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_single_pass_commands_flush_their_output_and_keep_their_status(tmp_path: Path) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    truth = json.loads((CLEAN / "truth.json").read_text())
+    sent = truth["transfer"]["sender"]["bytes"]
+    out = tmp_path / "t.parquet"
+    done = _entry_point("ingest", str(CLEAN / "sender.pcap"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(f"{out}: ") and done.stderr.endswith(" 1 connection\n")
+    table = pq.read_table(out, columns=["dir", "payload_bytes"])
+    data = table.filter(pc.equal(table["dir"], 0))
+    assert pc.sum(data["payload_bytes"]).as_py() == sent  # the bytes the sender wrote
+
+    flows = _entry_point("flows", str(CLEAN / "sender.pcap"), "--json")
+    assert flows.returncode == 0, flows.stderr
+    # stdout is a pipe, so block-buffered: the JSON is whole only if it was flushed.
+    (row,) = json.loads(flows.stdout)
+    assert row["bytes_a2b"] == sent
+    # The sender's kernel counted the segments it sent, FIN included (tcp_info after close).
+    assert row["packets_a2b"] == truth["transfer"]["sender"]["tcp_info"]["segs_out"]
+
+    missing = _entry_point("ingest", str(tmp_path / "nope.pcap"), "-o", str(out))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"tracekit: {tmp_path / 'nope.pcap'}: no such file"
+    ]
+    usage = _entry_point("flows")
+    assert usage.returncode == 2 and "Missing argument" in usage.stderr
