@@ -78,15 +78,21 @@ class ColumnBuffer:
     def append(self, chunk: dict[str, np.ndarray]) -> None:
         """Add a chunk's rows: one array per column, all of one length."""
         count = next(iter(chunk.values())).size
+        self.reserve(count)
         end = self.rows + count
         for name, values in chunk.items():
-            column = self.arrays[name]
+            self.arrays[name][self.rows : end] = values
+        self.rows = end
+
+    def reserve(self, count: int) -> None:
+        """Make room for `count` more rows (for a caller that writes into `arrays` past `rows`
+        and then moves `rows` on)."""
+        end = self.rows + count
+        for name, column in self.arrays.items():
             if end > column.size:
                 grown = np.empty(max(end, 2 * column.size), dtype=column.dtype)
                 grown[: self.rows] = column[: self.rows]
-                self.arrays[name] = column = grown
-            column[self.rows : end] = values
-        self.rows = end
+                self.arrays[name] = grown
 
     def column(self, name: str) -> np.ndarray:
         """The rows of one column so far (a view)."""

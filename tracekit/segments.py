@@ -56,6 +56,52 @@ def classify_data(
     return _classify(conn, pdir, seq, pay, proto, 2 * int(conn.max()) + 2)
 
 
+def collect_data(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    proto: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    out_conn: np.ndarray,
+    out_dir: np.ndarray,
+    out_seq: np.ndarray,
+    out_pay: np.ndarray,
+    start: int,
+) -> tuple[int, int]:
+    """Append the data segments (TCP with payload) of a chunk to the `out_` arrays from row
+    `start`, which must have room for the whole chunk; returns the rows after them and the
+    chunk's TCP packet count. What classify_data needs of a capture read as a stream."""
+    return _collect(conn, pdir, proto, seq, pay, out_conn, out_dir, out_seq, out_pay, start)
+
+
+def _collect(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    proto: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    out_conn: np.ndarray,
+    out_dir: np.ndarray,
+    out_seq: np.ndarray,
+    out_pay: np.ndarray,
+    start: int,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    row = np.uint64(start)
+    tcp = 0
+    for i in range(conn.size):
+        if proto[i] != PROTO_TCP:
+            continue
+        tcp += 1
+        if pay[i] == 0:
+            continue
+        out_conn[row] = conn[i]
+        out_dir[row] = pdir[i]
+        out_seq[row] = seq[i]
+        out_pay[row] = pay[i]
+        row += np.uint64(1)
+    return np.int64(row), tcp
+
+
 def _group(conn: Any, pdir: Any) -> Any:
     """The (conn, dir) group's index, unsigned: numba checks a signed index for a negative value
     at every access (see tracekit.capture.decode._at), and a group is indexed about ten times a
@@ -149,7 +195,7 @@ def _classify(
 
 bind(
     globals(),
-    ("_classify",),
+    ("_classify", "_collect"),
     helpers=("_group", "_count_holes"),
     numba_names={"Dict": "typed.Dict", "types": "types"},
 )
