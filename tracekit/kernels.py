@@ -65,7 +65,7 @@ SPECS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "tracekit.segments": {
         "_classify": ("i4[:]", "u1[:]", "i8[:]", "u2[:]", "u1[:]", "i8"),
-        "_collect": (
+        "collect_data": (
             *("i4[:]", "u1[:]", "u1[:]", "i8[:]", "u2[:]", "i4[:]", "u1[:]", "i8[:]", "u2[:]"),
             "i8",
         ),

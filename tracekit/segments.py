@@ -67,25 +67,10 @@ def collect_data(
     out_seq: np.ndarray,
     out_pay: np.ndarray,
     start: int,
-) -> tuple[int, int]:
+) -> tuple[int, int]:  # pragma: no cover - compiled
     """Append the data segments (TCP with payload) of a chunk to the `out_` arrays from row
     `start`, which must have room for the whole chunk; returns the rows after them and the
     chunk's TCP packet count. What classify_data needs of a capture read as a stream."""
-    return _collect(conn, pdir, proto, seq, pay, out_conn, out_dir, out_seq, out_pay, start)
-
-
-def _collect(
-    conn: np.ndarray,
-    pdir: np.ndarray,
-    proto: np.ndarray,
-    seq: np.ndarray,
-    pay: np.ndarray,
-    out_conn: np.ndarray,
-    out_dir: np.ndarray,
-    out_seq: np.ndarray,
-    out_pay: np.ndarray,
-    start: int,
-) -> tuple[int, int]:  # pragma: no cover - compiled
     row = np.uint64(start)
     tcp = 0
     for i in range(conn.size):
@@ -195,7 +180,7 @@ def _classify(
 
 bind(
     globals(),
-    ("_classify", "_collect"),
+    ("_classify", "collect_data"),
     helpers=("_group", "_count_holes"),
     numba_names={"Dict": "typed.Dict", "types": "types"},
 )
