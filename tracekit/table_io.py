@@ -6,9 +6,9 @@ import base64
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tracekit.atomic import replacing, temporary_beside
 from tracekit.connections import Connections
@@ -36,13 +36,22 @@ def _encoding(delta_columns: tuple[str, ...]) -> dict[str, str] | None:
     return {name: "DELTA_BINARY_PACKED" for name in delta_columns} or None
 
 
+def _parquet_module() -> Any:
+    """pyarrow.parquet, imported when first needed rather than with this module: it brings
+    pyarrow's filesystems and ssl (40 ms). `tracekit ingest` opens its ParquetStream on the
+    thread that numbers the first chunk, so that import overlaps with the reading."""
+    import pyarrow.parquet as pq
+
+    return pq
+
+
 def write_parquet_atomic(table: pa.Table, path: Path, delta_columns: tuple[str, ...] = ()) -> None:
     """Write a table to `path` through a temporary file in the same folder and a rename.
 
     `delta_columns` (integer columns of the table) are stored delta-encoded.
     """
     with replacing(path, parents=True) as tmp:
-        pq.write_table(
+        _parquet_module().write_table(
             table,
             tmp,
             row_group_size=ROW_GROUP_ROWS,
@@ -60,7 +69,7 @@ class ParquetStream:
         self.path, self.schema = path, schema
         self.tmp = temporary_beside(path, parents=True)
         try:
-            self.writer = pq.ParquetWriter(
+            self.writer = _parquet_module().ParquetWriter(
                 self.tmp,
                 schema,
                 column_encoding=_encoding(delta_columns),
