@@ -28,7 +28,6 @@ from tracekit import schema
 from tracekit.capture import Capture, read_capture, require_tcp
 from tracekit.capture.reader import (
     MAX_RESERVED_ROWS,
-    RECORDS_PER_CALL,
     no_tcp_error,
     read_chunks,
 )
@@ -52,10 +51,13 @@ _SEGMENT_DTYPES = {
     "seq_rel": np.dtype(np.int64),
     "payload_bytes": np.dtype(np.uint16),
 }
-# Chunks waiting for each of the two other threads, at most (each about RECORDS_PER_CALL rows,
-# 4.7 MB by then). When the capture is in the page cache the reader outruns the encoder, and
-# every queue is full: 4 keep the 5 M-packet ingest near 300 MB, 8 took it to 350 MB, no faster.
-_QUEUE_CHUNKS = 4
+# Records per chunk of the stream: one row group each. Every chunk costs each of the three
+# threads some Python and a hand-over; 5 M packets took 0.57-0.69 s in chunks of 2**18, against
+# 0.73-0.76 s in the reader's own 2**16 (which suits read_capture's one thread best).
+STREAM_RECORDS_PER_CALL = ROW_GROUP_ROWS
+# Chunks waiting for each of the two other threads, at most (each about 18 MB by then). When
+# the capture is in the page cache the reader outruns the encoder, and the queues are full.
+_QUEUE_CHUNKS = 2
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def ingest_capture(
     output: Path,
     *,
     progress: Callable[[int, int], None] | None = None,
-    records_per_call: int = RECORDS_PER_CALL,
+    records_per_call: int = STREAM_RECORDS_PER_CALL,
 ) -> IngestResult:
     """Write the packet table of the capture at `path` to `output` (Parquet), and its
     connections table beside it (`tracekit.table_io.connections_path`).
@@ -114,7 +116,7 @@ def connections_table(
     path: Path,
     *,
     progress: Callable[[int, int], None] | None = None,
-    records_per_call: int = RECORDS_PER_CALL,
+    records_per_call: int = STREAM_RECORDS_PER_CALL,
 ) -> tuple[Capture, pa.Table]:
     """The capture (its flows and statistics; no packet rows) and its connections table, read
     in one pass that keeps no packet table. Raises CaptureError as read_capture does, and for
