@@ -1,11 +1,12 @@
 """One pass over a capture, as a stream: `tracekit ingest` (without a receiver) and `flows`.
 
 The results are what `build_connections(read_capture(path))` gives, made as a stream: the
-reader hands over chunks of packets and the connections rule (`ConnectionState`) adds their
-connection columns. `ingest_capture` writes the packet table as `write_packet_table` would,
-a second thread encoding each row group while the next chunks are read; `connections_table`
-keeps only what the connections table needs. Memory is a few chunks and the data segments'
-numbers (15 bytes each), not the packet table (about 60 bytes a packet).
+reader hands over chunks of packets and, on a second thread, the connections rule
+(`ConnectionState`) adds their connection columns. `ingest_capture` writes the packet table as
+`write_packet_table` would, a third thread encoding each chunk as a row group;
+`connections_table` keeps only what the connections table needs. The compiled loops and
+pyarrow's encoder release the GIL, so the three share the cores. Memory is a few chunks and
+the data segments' numbers (15 bytes each), not the packet table (about 60 bytes a packet).
 
 When an ISN the stream already used changes with a later chunk (a capture that starts with
 one side's ACKs and meets that side's first segment only much later), the stream is dropped
