@@ -56,9 +56,10 @@ _SEGMENT_DTYPES = {
 # threads some Python and a hand-over; 5 M packets took 0.57-0.69 s in chunks of 2**18, against
 # 0.73-0.76 s in the reader's own 2**16 (which suits read_capture's one thread best).
 STREAM_RECORDS_PER_CALL = ROW_GROUP_ROWS
-# Chunks waiting for each of the two other threads, at most (each about 18 MB by then). When
-# the capture is in the page cache the reader outruns the encoder, and the queues are full.
-_QUEUE_CHUNKS = 2
+# Chunks in each of the two other threads, waiting or in work, at most (each about 18 MB by
+# then). When the capture is in the page cache the reader outruns the encoder, and the stages
+# are full.
+_QUEUE_CHUNKS = 3
 
 
 @dataclass(frozen=True)
@@ -238,14 +239,17 @@ def _ingest_whole(
 class _Stage:
     """A thread that does `work` on each item put, in order, beside the thread that puts them.
 
-    At most `depth` items wait. An error in `work` stops the work; it is raised to the putting
-    thread by its next `put` (or by `finish`), and the thread takes what is still put until
-    `end`, so that the other side never blocks on a full queue.
+    At most `depth` items are in the stage, waiting or in work: `put` waits for room, `end`
+    never waits (the end of a stream is no reason to stall its producer behind a full queue).
+    An error in `work` stops the work; it is raised to the putting thread by its next `put`
+    (or by `finish`), and the thread takes what is still put until `end`, so that the other
+    side never waits for room that would not come.
     """
 
     def __init__(self, work: Callable[[Any], None], name: str, depth: int) -> None:
         self.work = work
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.room = threading.Semaphore(depth)
         self.error: BaseException | None = None
         self.ended = False
         self.stopped = False  # abort: drop what is still queued
@@ -255,6 +259,7 @@ class _Stage:
     def put(self, item: Any) -> None:
         if self.error is not None:
             raise self.error
+        self.room.acquire()
         self.queue.put(item)
 
     def end(self) -> None:
@@ -282,14 +287,17 @@ class _Stage:
     def _run(self) -> None:
         try:
             while (item := self.queue.get()) is not _END:
-                if not self.stopped:
-                    self.work(item)
+                try:
+                    if not self.stopped:
+                        self.work(item)
+                finally:
+                    self.room.release()
             if not self.stopped:
                 self.at_end()
         except BaseException as exc:  # handed to the putting thread by put and finish
             self.error = exc
             while self.queue.get() is not _END:
-                pass
+                self.room.release()
 
 
 _END = object()
