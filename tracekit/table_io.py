@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,38 @@ class ParquetStream:
         except BaseException:
             self.tmp.unlink(missing_ok=True)
             raise
+        # A second descriptor of the file, to start writing each row group back to disk while
+        # the next is encoded (see _write_back).
+        self._fd: int | None = os.open(self.tmp, os.O_RDONLY)
+        self._written_back = 0
 
     def write(self, table: pa.Table) -> None:
         """Append rows (one row group per ROW_GROUP_ROWS of them)."""
         self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self._write_back()
+
+    def _write_back(self) -> None:
+        """Start writing the bytes written since the last call back to disk, without waiting.
+
+        Renaming a file over an existing one makes ext4 write back all that the new file still
+        holds in memory, there and then (its auto_da_alloc safeguard): 50 ms for a 32 MB packet
+        table at the end of an ingest, 9 ms when its row groups were sent on their way as they
+        came. POSIX_FADV_DONTNEED on fresh pages starts their write-back and keeps them cached
+        (it drops only pages already clean).
+        """
+        if self._fd is None or not hasattr(os, "posix_fadvise"):
+            return
+        with contextlib.suppress(OSError):
+            size = os.fstat(self._fd).st_size
+            if size > self._written_back:
+                length = size - self._written_back
+                os.posix_fadvise(self._fd, self._written_back, length, os.POSIX_FADV_DONTNEED)
+                self._written_back = size
+
+    def _close_descriptor(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def commit(self, metadata: dict[bytes, bytes]) -> None:
         """Finish the file with `metadata` on its schema, and rename it into place."""
@@ -93,6 +122,8 @@ class ParquetStream:
         try:
             self.writer.add_key_value_metadata(entries)
             self.writer.close()
+            self._write_back()
+            self._close_descriptor()
             self.tmp.replace(self.path)
         except BaseException:
             self.abort()
@@ -102,6 +133,7 @@ class ParquetStream:
         """Close and remove the unfinished file."""
         with contextlib.suppress(Exception):
             self.writer.close()
+        self._close_descriptor()
         self.tmp.unlink(missing_ok=True)
 
 
