@@ -80,8 +80,10 @@ class ParquetStream:
             self.tmp.unlink(missing_ok=True)
             raise
         # A second descriptor of the file, to start writing each row group back to disk while
-        # the next is encoded (see _write_back).
-        self._fd: int | None = os.open(self.tmp, os.O_RDONLY)
+        # the next is encoded (see _write_back); without it, slower at the end, not wrong.
+        self._fd: int | None = None
+        with contextlib.suppress(OSError):
+            self._fd = os.open(self.tmp, os.O_RDONLY)
         self._written_back = 0
 
     def write(self, table: pa.Table) -> None:
