@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.capture.decode import (
+    KEPT,
     KNOWN_LINK_TYPES,
     SKIP_REASONS,
     Columns,
@@ -395,12 +396,16 @@ class _Reader:
             self.flows,
         )
         self.last_ts = int(self.rec_ts[count - 1])
-        self.skipped += np.bincount(cols.reason, minlength=len(SKIP_REASONS))
-        kept = np.flatnonzero(cols.reason == 0)
-        if kept.size == 0:
-            self.frames += count
-            return
-        every = kept.size == count
+        every = not np.any(cols.reason)
+        if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
+            self.skipped[KEPT] += count
+            kept = np.empty(0, np.int64)  # not needed: every record is kept
+        else:
+            self.skipped += np.bincount(cols.reason, minlength=len(SKIP_REASONS))
+            kept = np.flatnonzero(cols.reason == 0)
+            if kept.size == 0:
+                self.frames += count
+                return
 
         def pick(values: np.ndarray) -> np.ndarray:
             return values[:count].copy() if every else values[kept]
