@@ -118,6 +118,13 @@ def check_consistent(capture: Capture) -> None:
     assert capture.stats.truncated_tail == bool(capture.stats.warnings)
 
 
+def assert_same_tables(got: Capture, want: Capture) -> None:
+    """The reader's every table (packets, flows, SACK, UDP) and statistics are the same."""
+    for name in ("packets", "flows", "sack", "udp"):
+        assert getattr(got, name).equals(getattr(want, name)), name
+    assert got.stats == want.stats
+
+
 def check_one(data: bytes, folder: Path) -> None:
     """Read one input: a result that holds together, or a CaptureError. What reads is then
     split into connections (every command's next stage), whose tables must hold together too."""
@@ -129,6 +136,8 @@ def check_one(data: bytes, folder: Path) -> None:
         assert "\n" not in str(exc)
         return
     check_consistent(capture)
+    # Every table the reader writes, read in chunks of 3 records, must be the same.
+    assert_same_tables(read_capture(path, records_per_call=3), capture)
     rows = capture.packets.num_rows
     conns = build_connections(capture)
     assert conns.packets.num_rows == rows

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ipaddress
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pandas as pd
+import zstandard
 
 ROOT = Path(__file__).resolve().parent.parent
 LINKTYPE_LINUX_SLL2 = 276
@@ -72,6 +74,12 @@ def endpoint(host: str) -> str:
 
 
 def tcptrace_rexmt(path: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    if path.suffix == ".zst":  # tcptrace reads gzip and plain files only: it is given the bytes
+        data = zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
+        with tempfile.NamedTemporaryFile(suffix=".pcap") as plain:
+            plain.write(data)
+            plain.flush()
+            return tcptrace_rexmt(Path(plain.name))
     out = subprocess.run(
         ["tcptrace", "-l", "-n", str(path)], check=True, capture_output=True, text=True
     ).stdout

@@ -83,17 +83,21 @@ _PACKET_NAMES = tuple(c.name for c in schema.PACKET_COLUMNS)
 
 
 def read_capture(
-    path: str | Path, *, progress: Callable[[int, int], None] | None = None
+    path: str | Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    records_per_call: int = RECORDS_PER_CALL,
 ) -> Capture:
     """Read a capture into the declared packet, flow, SACK and UDP tables.
 
     Raises CaptureError for a file that cannot be read as a capture (see the module docstring for
     where a cut tail ends and corruption begins). `progress(bytes_done, bytes_total)` is called
-    after each chunk, in bytes of the file on disk.
+    after each chunk, in bytes of the file on disk. The tables do not depend on
+    `records_per_call`, the records walked and decoded per kernel call.
     """
     path = Path(path)
     with ByteSource(path) as source:
-        return _Reader(path, source, progress).read()
+        return _Reader(path, source, progress, None, records_per_call).read()
 
 
 def read_chunks(
@@ -400,10 +404,12 @@ class _Reader:
         if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
             self.skipped[KEPT] += count
             kept = np.empty(0, np.int64)  # not needed: every record is kept
+            kept_count = count
         else:
             self.skipped += np.bincount(cols.reason, minlength=len(SKIP_REASONS))
             kept = np.flatnonzero(cols.reason == 0)
-            if kept.size == 0:
+            kept_count = kept.size
+            if kept_count == 0:
                 self.frames += count
                 return
 
@@ -423,7 +429,7 @@ class _Reader:
         if self.consumer is not None:
             self.consumer(chunk, int(self.flows.count[0]))
             self.frames += count
-            self.rows += kept.size
+            self.rows += kept_count
             return
         self.packets.append(chunk)
 
@@ -449,7 +455,7 @@ class _Reader:
             self.udp_chunks["head"].append(cols.udp_head[source_rows])
 
         self.frames += count
-        self.rows += kept.size
+        self.rows += kept_count
 
     def _report_progress(self, done: bool = False) -> None:
         if self.progress is not None:
