@@ -8,6 +8,7 @@ file has three tables (`[fail]`, `[thresholds]`, `[baseline]`), a top-level `on_
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -106,6 +107,9 @@ def _count(value: Any) -> int:
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ValueError("must be a number >= 0")
+    # nan compares false with everything: a nan threshold would never fail a connection.
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number >= 0 (not nan or inf)")
     return float(value)
 
 
@@ -143,8 +147,10 @@ TABLES = tuple(dict.fromkeys(table for table, _ in KEYS))
 def _changes(doc: Mapping[str, Any], where: str, known_kinds: Collection[str] | None) -> dict:
     changes: dict[str, Any] = {}
     for table, values in doc.items():
-        if table not in TABLES or not isinstance(values, dict):
+        if table not in TABLES:
             raise TracekitError(f"{where}: unknown table [{table}] (known: {', '.join(TABLES)})")
+        if not isinstance(values, dict):
+            raise TracekitError(f"{where}: {table} must be a table [{table}], got {values!r}")
         for key, value in values.items():
             if (table, key) not in KEYS:
                 raise TracekitError(f"{where}: unknown key {table}.{key}")
@@ -174,7 +180,9 @@ def parse_policy(
     doc = dict(doc)
     on_bad_input = doc.pop("on_bad_input", "fail")
     if on_bad_input not in ("fail", "report"):
-        raise TracekitError(f"{source}: on_bad_input must be 'fail' or 'report'")
+        raise TracekitError(
+            f"{source}: on_bad_input must be 'fail' or 'report', got {on_bad_input!r}"
+        )
     raw_overrides = doc.pop("override", [])
     rules = Rules(**_changes(doc, source, known_kinds))
     if not isinstance(raw_overrides, list):
@@ -182,12 +190,16 @@ def parse_policy(
     overrides = []
     for i, raw in enumerate(raw_overrides, 1):
         where = f"{source}: override {i}"
+        if not isinstance(raw, dict):
+            raise TracekitError(
+                f"{where}: override must be an array of tables: [[override]], got {raw!r}"
+            )
         raw = dict(raw)
         paths = raw.pop("paths", None)
         if isinstance(paths, str):
             paths = [paths]
-        if not paths or not all(isinstance(p, str) and p for p in paths):
-            raise TracekitError(f"{where}: needs paths, a list of globs")
+        if not (isinstance(paths, list) and paths and all(isinstance(p, str) and p for p in paths)):
+            raise TracekitError(f"{where}: needs paths, a list of globs, got {paths!r}")
         overrides.append(Override(tuple(paths), _changes(raw, where, known_kinds)))
     return Policy(rules, tuple(overrides), on_bad_input, source)
 
@@ -202,4 +214,7 @@ def load_policy(path: Path, known_kinds: Collection[str] | None = None) -> Polic
         raise TracekitError(f"{path}: cannot read policy: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise TracekitError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib recurses once per nesting level: thousands of [[[...]]] exhaust the stack.
+        raise TracekitError(f"{path}: not valid TOML: nested too deep") from None
     return parse_policy(doc, str(path), known_kinds)
