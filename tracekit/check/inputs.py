@@ -113,6 +113,9 @@ def read_manifest(path: Path) -> list[CaptureInput]:
         raise TracekitError(f"{path}: cannot read manifest: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise TracekitError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib recurses once per nesting level: thousands of [[[...]]] exhaust the stack.
+        raise TracekitError(f"{path}: not valid TOML: nested too deep") from None
     unknown = sorted(set(doc) - {"capture"})
     entries = doc.get("capture", [])
     if unknown or not isinstance(entries, list):
@@ -121,12 +124,17 @@ def read_manifest(path: Path) -> list[CaptureInput]:
     inputs = []
     for i, entry in enumerate(entries, 1):
         where = f"{path}: capture {i}"
+        if not isinstance(entry, dict):
+            raise TracekitError(f"{where}: expected a [[capture]] table, got {entry!r:.40}")
         extra = sorted(set(entry) - {"name", "sender", "receiver", "map"})
         if extra:
             raise TracekitError(f"{where}: unknown key {extra[0]!r}")
         for key in ("name", "sender", "receiver"):
-            if key in entry and not (isinstance(entry[key], str) and entry[key]):
-                raise TracekitError(f"{where}: {key} must be a non-empty string")
+            # No file name holds a NUL, and the system refuses one in a path.
+            if key in entry and not (
+                isinstance(entry[key], str) and entry[key] and "\x00" not in entry[key]
+            ):
+                raise TracekitError(f"{where}: {key} must be a non-empty string without NUL")
         if "sender" not in entry:
             raise TracekitError(f"{where}: needs a sender")
         sender = base / entry["sender"]
