@@ -10,9 +10,29 @@ The counts add up: a suite's `tests` is its testcases, `failures` and `errors` c
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from tracekit.check.verdict import CaptureVerdict, CheckResult, ConnectionVerdict
+
+# Characters XML 1.0 allows nowhere, not even escaped: C0 controls but tab, newline and carriage
+# return, lone surrogates (a file name's undecodable bytes, as Python keeps them), U+FFFE/U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_safe(text: str) -> str:
+    """Text every XML parser reads: each forbidden character written out as `\\xNN`/`\\uNNNN`."""
+    return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _make_safe(root: ET.Element) -> None:
+    """Make every name, attribute and text in the tree XML 1.0 (file names and findings come
+    from the input, which may hold any character)."""
+    for element in root.iter():
+        if element.text:
+            element.text = _xml_safe(element.text)
+        for key, value in element.attrib.items():
+            element.set(key, _xml_safe(value))
 
 
 def _classname(name: str) -> str:
@@ -103,5 +123,6 @@ def render_junit(result: CheckResult) -> str:
     for key, value in totals.items():
         root.set(key, str(value))
     root.set("time", _seconds(sum(float(s.get("time", "0")) for s in root)))
+    _make_safe(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
