@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,18 @@ class Analysis:
                 {**stream.to_dict(), "lost_numbers": stream.lost.astype(int).tolist()}
                 for stream in self.udp
             ]
-        return doc
+        return _json_numbers(doc)
+
+
+def _json_numbers(value: Any) -> Any:
+    """The document with every NaN or infinity as null: JSON has neither (RFC 8259 6)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_numbers(v) for v in value]
+    return value
 
 
 def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:

@@ -888,8 +888,11 @@ def _trains(
 def _round_starts(
     t: np.ndarray, sent_high: np.ndarray, ack_t: np.ndarray, line: np.ndarray, first_mark: int
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    starts = np.empty(t.size + 1, dtype=np.float64)
-    marks = np.empty(t.size + 1, dtype=np.int64)
+    # Each round after the first starts at an ACK later than the one before (k grows by one
+    # at least), so there are at most ack_t.size + 1 rounds. Not t.size + 1: a capture that
+    # missed data segments holds ACKs above every byte it saw, and each of them starts a round.
+    starts = np.empty(ack_t.size + 1, dtype=np.float64)
+    marks = np.empty(ack_t.size + 1, dtype=np.int64)
     starts[0] = t[0]
     marks[0] = first_mark
     n = 1

@@ -128,7 +128,8 @@ class ClockFit:
             "offset_s": self.offset_s,
             "skew_ppm": self.skew_ppm,
             "offset_known": self.offset_known,
-            "offset_bound_s": self.offset_bound_s,
+            # Unbounded (one direction only) is unknown: JSON has no infinity.
+            "offset_bound_s": self.offset_bound_s if np.isfinite(self.offset_bound_s) else None,
             "skew_disagreement_ppm": self.skew_disagreement_ppm,
             "min_delay_fwd_s": self.min_delay_fwd_s,
             "min_delay_rev_s": self.min_delay_rev_s,
