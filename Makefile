@@ -5,7 +5,7 @@ DEMO ?= fixtures/captures/slow_start_overrun
 TEST_TOOLS := tshark:tshark tcptrace:tcptrace tcpdump:tcpdump chromium:chromium nft:nftables ethtool:ethtool iperf3:iperf3 editcap:wireshark-common capinfos:wireshark-common
 LAB_TOOLS := tcpdump:tcpdump nft:nftables ethtool:ethtool iperf3:iperf3 tcptrace:tcptrace
 
-.PHONY: install install-test demo test lint typecheck fixtures bench
+.PHONY: install install-test demo test lint typecheck fixtures bench fuzz
 
 install:
 	$(PIP) -e .
@@ -40,3 +40,11 @@ bench: install-test
 	$(PYTHON) bench/report.py
 	$(PYTHON) bench/batch.py
 	$(PYTHON) bench/connections.py
+
+# Coverage-guided fuzzing of the whole pipeline, kernels bounds-checked (FUZZ_SECONDS, default
+# an hour). Crashes land in bench/data/fuzz/ as crash-<sha1>; the corpus grows there too.
+FUZZ_SECONDS ?= 3600
+fuzz: install-test
+	mkdir -p bench/data/fuzz/corpus
+	$(PYTHON) tests/fuzz_pipeline.py -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
+		-timeout=90 -artifact_prefix=bench/data/fuzz/ bench/data/fuzz/corpus
