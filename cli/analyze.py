@@ -33,6 +33,7 @@ def analyze(
     docs/analyze.schema.json. Findings are explained in docs/findings.md.
     """
     result = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
+    common.require_merge(result, capture, receiver)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return

@@ -149,3 +149,19 @@ def run_analysis(
         addr_map=addr_map,
         udp_layout=Layout(offset_bytes=udp_seq_offset, width_bytes=udp_seq_width),
     )
+
+
+def require_merge(analysis: Analysis, capture: Path, receiver: Path | None) -> None:
+    """Warn of --map rules that rewrote nothing; refuse a receiver capture that matched no
+    connection: the receiver's side would silently be missing from everything shown."""
+    from tracekit.merge import ReceiverMismatch
+
+    if receiver is None or analysis.merge is None:
+        return
+    for rule in analysis.merge.unused_map_rules:
+        click.echo(
+            f"tracekit: warning: --map {rule}: rewrote no connection found in both captures",
+            err=True,
+        )
+    if not analysis.merge.matched:
+        raise ReceiverMismatch(capture, receiver)

@@ -60,6 +60,7 @@ def report(
         max_listed_connections=max(max_listed, max_connections),
     )
     analysis = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
+    common.require_merge(analysis, capture, receiver)
     inputs = (str(capture),) + ((str(receiver),) if receiver else ())
     path = write(build_report(analysis, inputs, config), output)
     click.echo(f"{path}: {len(analysis.findings)} findings", err=True)

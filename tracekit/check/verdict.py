@@ -18,6 +18,7 @@ from tracekit.check.metrics import ConnectionMetrics, connection_metrics
 from tracekit.check.policy import Policy, Rules
 from tracekit.errors import CaptureError
 from tracekit.findings import Finding
+from tracekit.merge import same_file
 from tracekit.pipeline import Analysis
 
 CHECK_FORMAT = 1  # the version of the `check --json` document
@@ -25,7 +26,8 @@ CHECK_FORMAT = 1  # the version of the `check --json` document
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a connection failed: the rule (`finding`, `threshold`, `regression`) and one line."""
+    """Why a connection failed: the rule (`finding`, `threshold`, `regression`, `receiver`) and
+    one line."""
 
     rule: str
     name: str  # the finding kind or the policy key
@@ -198,6 +200,22 @@ def _regressions(
             yield Failure("regression", kind, f"new finding kind {kind}: not in the baseline")
 
 
+def _receiver_failures(inp: CaptureInput, analysis: Analysis) -> list[Failure]:
+    """A receiver capture that matched no connection of the sender's: without this failure the
+    receiver-drop threshold would pass unjudged, a verdict silently about nothing."""
+    if analysis.merge is None or analysis.merge.matched:
+        return []
+    return [
+        Failure(
+            "receiver",
+            "receiver_match",
+            f"the receiver's capture {inp.receiver} holds none of the sender's connections: the "
+            "wrong capture, or a NAT between the capture points (give the pair a manifest entry "
+            'with map = ["SENDER_ADDR=RECEIVER_ADDR"], as --map SENDER_ADDR=RECEIVER_ADDR)',
+        )
+    ]
+
+
 def judge(
     inp: CaptureInput,
     analysis: Analysis,
@@ -212,6 +230,12 @@ def judge(
     notes = []
     if has_baseline and run is None:
         notes.append("not in the baseline: not compared")
+    if analysis.merge is not None:
+        warnings += tuple(
+            f"{inp.receiver}: map rule {rule} rewrote no connection found in both captures"
+            for rule in analysis.merge.unused_map_rules
+        )
+    unmatched = _receiver_failures(inp, analysis)
     metrics = connection_metrics(analysis)
     if rules.max_receiver_drops is not None and any(m.receiver_drops is None for m in metrics):
         notes.append("max_receiver_drops not judged on UDP or without the receiver's capture")
@@ -226,6 +250,7 @@ def judge(
             for f in findings
             if finding_fails(f, rules)
         ]
+        failures += unmatched
         failures += _threshold_failures(m, rules)
         if run is not None:
             failures += _regressions(m, findings, rules, run)
@@ -279,6 +304,11 @@ def run_check(
             for path in inp.paths:
                 if not path.exists():
                     raise CaptureError(path, "no such file")
+            if inp.receiver is not None and same_file(inp.sender, inp.receiver):
+                raise CaptureError(
+                    inp.receiver,
+                    f"is the sender's capture ({inp.sender}) too: give the receiver's capture",
+                )
     verdicts = []
     for inp in inputs:
         verdict = check_one(inp, policy, baseline)

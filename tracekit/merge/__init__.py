@@ -15,17 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tracekit.errors import CaptureError, TracekitError
 from tracekit.groups import segment_starts, segmented_cummax_prev
 from tracekit.merge.clock import ClockFit, fit_clocks
 from tracekit.merge.fate import RESENT_UNACKED, receiver_verdicts
 from tracekit.merge.match import (
     ConnectionMatch,
+    map_endpoint,
     match_connections,
     match_packets,
     packet_frame,
@@ -37,10 +40,38 @@ from tracekit.schema import FATE_NONE, FATES, PROTO_TCP, TH_ACK, WRAP
 if TYPE_CHECKING:
     from tracekit.connections import Connections
 
-__all__ = ["ClockFit", "ConnectionMatch", "Merge", "merge", "parse_map"]
+__all__ = [
+    "ClockFit",
+    "ConnectionMatch",
+    "Merge",
+    "ReceiverMismatch",
+    "merge",
+    "parse_map",
+    "same_file",
+]
 
 _CODE = {name: np.uint8(i) for i, name in enumerate(FATES)}
 _BAND = np.int64(1 << 41)  # disjoint bands per direction for grouped searches (tracekit.series)
+
+
+class ReceiverMismatch(TracekitError):
+    """A receiver capture that holds none of the sender capture's connections: nothing merges,
+    so no fate and no receiver drop can be told, and a verdict would be about nothing."""
+
+    def __init__(self, sender: str | Path, receiver: str | Path) -> None:
+        super().__init__(
+            f"{receiver}: holds none of the connections of the sender's capture {sender}: the "
+            "wrong capture, or a NAT between the capture points (say how the receiver's capture "
+            "names a sender-side address: --map SENDER_ADDR=RECEIVER_ADDR)"
+        )
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file (the same path, or links to one file)."""
+    try:
+        return Path(a).absolute() == Path(b).absolute() or Path(a).samefile(b)
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -55,6 +86,8 @@ class Merge:
     - `sender_fate`, `receiver_fate`: the fate code (index in schema.FATES, FATE_NONE where not
       judged) of each row of the sender's and the receiver's packet tables.
     - `data_dir`: per sender connection, the direction judged (0 a2b, 1 b2a).
+    - `unused_map_rules`: the NAT rules (`SENDER_ADDR=RECEIVER_ADDR`) that rewrote no
+      connection found in both captures: a mistyped address, or a NAT that is not there.
     """
 
     connections: ConnectionMatch
@@ -64,6 +97,12 @@ class Merge:
     sender_fate: np.ndarray
     receiver_fate: np.ndarray
     data_dir: np.ndarray
+    unused_map_rules: tuple[str, ...] = ()
+
+    @property
+    def matched(self) -> int:
+        """How many connections were found in both captures."""
+        return len(self.connections.pairs)
 
     def counts(self, conn: int | None = None) -> dict[str, int]:
         """Transmissions per fate, of one sender connection or of all."""
@@ -97,7 +136,17 @@ def _data_dir(table: pa.Table) -> np.ndarray:
 def merge(
     sender: Connections, receiver: Connections, addr_map: Mapping[str, str] | None = None
 ) -> Merge:
-    """Merge the sender's and the receiver's captures of the same transfer(s)."""
+    """Merge the sender's and the receiver's captures of the same transfer(s).
+
+    Raises CaptureError when both are one file: every packet would match itself, with no delay
+    and no loss, a merge that says nothing. A receiver capture that shares no connection with the
+    sender's merges into nothing (`Merge.matched` is 0); what that means is the caller's call.
+    """
+    if same_file(sender.capture.path, receiver.capture.path):
+        raise CaptureError(
+            receiver.capture.path,
+            f"is the sender's capture ({sender.capture.path}) too: give the receiver's capture",
+        )
     cm = match_connections(sender.table, receiver.table, addr_map)
     pairs = cm.pairs
     data_dir_s = _data_dir(sender.table)
@@ -147,6 +196,24 @@ def merge(
         sender_fate=sender_fate if n_s else np.zeros(0, np.uint8),
         receiver_fate=receiver_fate if n_r else np.zeros(0, np.uint8),
         data_dir=data_dir_s,
+        unused_map_rules=_unused_rules(sender.table, pairs, addr_map or {}),
+    )
+
+
+def _unused_rules(
+    table: pa.Table, pairs: pd.DataFrame, addr_map: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The NAT rules that rewrote no endpoint of a connection found in both captures."""
+    if not addr_map:
+        return ()
+    conn = table.column("conn").to_numpy()
+    matched = np.isin(conn, pairs["conn_s"].to_numpy())
+    endpoints = set(table.column("a").filter(matched).to_pylist())
+    endpoints |= set(table.column("b").filter(matched).to_pylist())
+    return tuple(
+        f"{left}={right}"
+        for left, right in addr_map.items()
+        if not any(map_endpoint(e, {left: right}) != e for e in endpoints)
     )
 
 
