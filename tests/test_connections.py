@@ -182,3 +182,58 @@ def test_ranked_puts_the_first_then_the_busiest_in_connection_order(tmp_path: Pa
     assert ranked(table, {2}, 2) == [1, 2]
     assert ranked(table, {2, 0}, 3) == [0, 1, 2]
     assert ranked(table, set(), 10) == [0, 1, 2, 3, 4]
+
+
+def _conversations(path: Path) -> int:
+    """TCP conversations tshark finds (`-z conv,tcp`)."""
+    import subprocess
+
+    out = subprocess.run(
+        ["tshark", "-n", "-q", "-r", str(path), "-z", "conv,tcp"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return sum(1 for line in out.splitlines() if "<->" in line)
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
+def test_a_syn_ack_captured_before_its_syn_is_one_connection(tmp_path: Path) -> None:
+    # Two interfaces' packets merged by a coarse clock: the SYN-ACK is written first. It
+    # answers the SYN (ack = ISN + 1), so the client is side a all the same (RFC 9293 3.5).
+    pkts = _handshake_transfer(100.0, 40000, 5000, 90000, 4)
+    pkts[0].time, pkts[1].time = pkts[1].time, pkts[0].time
+    pkts[0], pkts[1] = pkts[1], pkts[0]
+    pcap = _write(tmp_path / "synack_first.pcap", pkts)
+    conns = build_connections(read_capture(pcap))
+    (row,) = records(conns.table)
+    assert (row["a"], row["b"]) == (f"{CLIENT}:40000", f"{SERVER}:80")
+    assert (row["packets_a2b"], row["packets_b2a"]) == (9, 3)
+    assert (row["isn_a"], row["isn_b"]) == (5000, 90000)
+    assert row["syn_seen"] and row["synack_seen"]
+    assert _conversations(pcap) == 1
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
+def test_a_simultaneous_open_is_one_connection(tmp_path: Path) -> None:
+    # RFC 9293 3.5 figure 8: both ends send a SYN, each answers the other's with a SYN-ACK.
+    opts = [("MSS", 1460), ("SAckOK", b"")]
+    a_isn, b_isn = 100, 300
+    pkts = [
+        _tcp(1.00, CLIENT, SERVER, 7000, 7001, "S", a_isn, options=opts),
+        _tcp(1.01, SERVER, CLIENT, 7001, 7000, "S", b_isn, options=opts),
+        _tcp(1.02, CLIENT, SERVER, 7000, 7001, "SA", a_isn, b_isn + 1, options=opts),
+        _tcp(1.03, SERVER, CLIENT, 7001, 7000, "SA", b_isn, a_isn + 1, options=opts),
+        _tcp(1.04, CLIENT, SERVER, 7000, 7001, "A", a_isn + 1, b_isn + 1, payload=500),
+        _tcp(1.05, SERVER, CLIENT, 7001, 7000, "A", b_isn + 1, a_isn + 501),
+        # The same 4-tuple later: the server end opens a new incarnation (port reuse).
+        _tcp(9.00, SERVER, CLIENT, 7001, 7000, "S", 7777, options=opts),
+    ]
+    pcap = _write(tmp_path / "simultaneous.pcap", pkts)
+    conns = build_connections(read_capture(pcap))
+    first, second = records(conns.table)
+    assert (first["a"], first["b"]) == (f"{CLIENT}:7000", f"{SERVER}:7001")
+    assert (first["packets_a2b"], first["packets_b2a"]) == (3, 3)
+    assert (first["isn_a"], first["isn_b"]) == (a_isn, b_isn)
+    assert first["bytes_a2b"] == 500
+    assert (second["a"], second["packets_a2b"], second["isn_a"]) == (f"{SERVER}:7001", 1, 7777)

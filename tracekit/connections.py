@@ -125,10 +125,12 @@ class ConnectionState:
     def __init__(self) -> None:
         self.rows = 0
         self.n_conn = 0
-        # Per flow: its current connection, and the side and ISN of its last pure SYN.
+        # Per flow: its current connection; per flow end (2 flow + end), the ISN of the pure
+        # SYN it sent in that connection (-1: none); per flow, whether that connection has
+        # carried nothing but SYNs so far (its handshake is open).
         self.flow_conn = np.zeros(0, np.int64)
-        self.syn_end = np.zeros(0, np.int64)
         self.syn_seq = np.zeros(0, np.int64)
+        self.handshake = np.zeros(0, np.uint8)
         # Per connection: its flow and side a (capacity grows ahead of n_conn).
         self.conn_flow = np.zeros(0, np.int32)
         self.a_end = np.zeros(0, np.uint8)
@@ -177,8 +179,8 @@ class ConnectionState:
             flags,
             seq,
             self.flow_conn,
-            self.syn_end,
             self.syn_seq,
+            self.handshake,
             self.conn_flow,
             self.a_end,
             self.n_conn,
@@ -257,8 +259,8 @@ class ConnectionState:
             return
         size = max(n_flows, 2 * have)
         self.flow_conn = _grown(self.flow_conn, size, -1)
-        self.syn_end = _grown(self.syn_end, size, -1)
-        self.syn_seq = _grown(self.syn_seq, size, 0)
+        self.syn_seq = _grown(self.syn_seq, 2 * size, -1)
+        self.handshake = _grown(self.handshake, size, 0)
 
     def _grow_conns(self, n_conn: int) -> None:
         """Room for n_conn connections in conn_flow and a_end, which _assign fills before it
@@ -315,19 +317,23 @@ def _assign(
     flags: np.ndarray,
     seq: np.ndarray,
     flow_conn: np.ndarray,
-    syn_end: np.ndarray,
     syn_seq: np.ndarray,
+    handshake: np.ndarray,
     conn_flow: np.ndarray,
     a_end: np.ndarray,
     n_conn: int,
 ) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """Connection and direction of every packet of a chunk, in one pass in capture order.
 
-    A pure SYN opens a new incarnation of its 4-tuple (port reuse), unless it resends the
-    previous SYN of that flow (same sender, same ISN). Side a sent the SYN that opened the
-    connection; without one, it is the first packet's source. Connections are numbered in
-    order of first appearance. The per-flow and per-connection arrays carry over between
-    chunks; returns the chunk's columns and the connection count after it.
+    A pure SYN opens a new incarnation of its 4-tuple (port reuse), unless it resends a SYN
+    its end already sent in the current connection (same ISN), or that connection's handshake
+    is still open (nothing but SYNs so far) and its end has sent no SYN in it: the two SYNs of
+    a simultaneous open are one connection (RFC 9293 3.5, figure 8), and so is a SYN captured
+    after the SYN-ACK that answers it. Side a sent the SYN that opened the connection; when a
+    SYN-ACK comes first, the other end sent that SYN; without either, it is the first packet's
+    source. Connections are numbered in order of first appearance. The per-flow and
+    per-connection arrays carry over between chunks; returns the chunk's columns and the
+    connection count after it.
     """
     n = flow.size
     conn = np.empty(n, dtype=np.int32)
@@ -335,17 +341,29 @@ def _assign(
     for i in range(n):
         f = flow[i]
         end = src_end[i]
+        f2 = 2 * np.int64(f)
         start = flow_conn[f] < 0
-        if proto[i] == PROTO_TCP and (flags[i] & (TH_SYN | TH_ACK)) == TH_SYN:
-            if not (syn_end[f] == end and syn_seq[f] == seq[i]):
+        is_syn = proto[i] == PROTO_TCP and (flags[i] & TH_SYN) != 0
+        pure_syn = is_syn and (flags[i] & TH_ACK) == 0
+        opener = end
+        if pure_syn:
+            mine = syn_seq[f2 + end]
+            if not start and mine != seq[i] and not (handshake[f] and mine < 0):
                 start = True
-            syn_end[f] = end
-            syn_seq[f] = seq[i]
+        elif start and is_syn:
+            opener = 1 - end  # a SYN-ACK answers a SYN the other end sent
         if start:
             flow_conn[f] = n_conn
             conn_flow[n_conn] = f
-            a_end[n_conn] = end
+            a_end[n_conn] = opener
             n_conn += 1
+            syn_seq[f2] = -1
+            syn_seq[f2 + 1] = -1
+            handshake[f] = 1
+        if pure_syn:
+            syn_seq[f2 + end] = seq[i]
+        if not is_syn:
+            handshake[f] = 0
         c = flow_conn[f]
         conn[i] = c
         direction[i] = 0 if end == a_end[c] else 1

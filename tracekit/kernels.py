@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ SPECS: dict[str, dict[str, tuple[str, ...]]] = {
     "tracekit.connections": {
         "_assign": (
             *("i4[:]", "u1[:]", "u1[:]", "u1[:]", "u4[:]"),
-            *("i8[:]", "i8[:]", "i8[:]", "i4[:]", "u1[:]", "i8"),
+            *("i8[:]", "i8[:]", "u1[:]", "i4[:]", "u1[:]", "i8"),
         ),
         "_bases": (
             *("i4[:]", "u1[:]", "u1[:]", "u1[:]", "u4[:]", "u4[:]", "u1[:]", "u2[:]", "u1[:]"),
@@ -156,24 +157,36 @@ class _Module:
         self.python = {name: namespace[name] for name in names}
         self.numba_names = numba_names
         self.jitted: dict[str, Any] | None = None
+        self._lock = threading.Lock()
 
     def jit(self) -> dict[str, Any]:
         """numba dispatchers of all the module's kernels and helpers, put in its namespace (a
-        kernel finds its helpers there when numba compiles it)."""
-        if self.jitted is None:
-            import numba
+        kernel finds its helpers there when numba compiles it).
 
-            for name, path in self.numba_names.items():
-                value: Any = numba
-                for part in path.split("."):
-                    value = getattr(value, part)
-                self.namespace[name] = value
-            # nogil: the ingest stream runs kernels in two threads (tracekit.ingest).
-            self.jitted = {n: numba.njit(cache=True, nogil=True)(f) for n, f in self.python.items()}
-            for name, dispatcher in self.jitted.items():
-                if not isinstance(self.namespace[name], _Kernel):
-                    self.namespace[name] = dispatcher
-        return self.jitted
+        Analyses may run as threads of one process (Dask workers). One thread builds the
+        dispatchers while the others wait, and they are published only once every helper is in
+        the namespace: a kernel compiled before that would find a helper still a plain Python
+        function, which numba cannot call (a typing error, in whichever analysis came second).
+        """
+        jitted = self.jitted
+        if jitted is not None:
+            return jitted
+        with self._lock:
+            if self.jitted is None:
+                import numba
+
+                for name, path in self.numba_names.items():
+                    value: Any = numba
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    self.namespace[name] = value
+                # nogil: the ingest stream runs kernels in two threads (tracekit.ingest).
+                built = {n: numba.njit(cache=True, nogil=True)(f) for n, f in self.python.items()}
+                for name, dispatcher in built.items():
+                    if not isinstance(self.namespace[name], _Kernel):
+                        self.namespace[name] = dispatcher
+                self.jitted = built
+            return self.jitted
 
 
 class _Kernel:
