@@ -13,7 +13,8 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload lengths come from
   the IP header, so snaplen-cut frames are exact.
 - Frames that are not kept are counted in `stats.skipped` by reason: non_ip, not_tcp_udp,
-  ip_fragment, short_frame (headers past the captured bytes), bad_header.
+  ip_fragment, short_frame (headers past the captured bytes), bad_header, bad_timestamp (a
+  pcapng time, if_tsoffset included, outside the int64 nanoseconds of 1677-2262).
 - A capture cut off mid-record is read up to the cut, with `stats.truncated_tail` and a warning;
   corruption raises CaptureError (the line between them: tracekit.capture.reader).
 - Files are opened read-only. Uncompressed files are walked in place through bounded read-only

@@ -54,7 +54,16 @@ SKIP_NOT_TCP_UDP = 2
 SKIP_IP_FRAGMENT = 3
 SKIP_SHORT_FRAME = 4
 SKIP_BAD_HEADER = 5
-SKIP_REASONS = ("kept", "non_ip", "not_tcp_udp", "ip_fragment", "short_frame", "bad_header")
+SKIP_BAD_TIMESTAMP = 6  # set by the reader: a pcapng time past int64 nanoseconds (records.BAD_TS)
+SKIP_REASONS = (
+    "kept",
+    "non_ip",
+    "not_tcp_udp",
+    "ip_fragment",
+    "short_frame",
+    "bad_header",
+    "bad_timestamp",
+)
 
 
 STATUS_DONE = 0

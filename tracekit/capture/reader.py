@@ -26,6 +26,7 @@ from tracekit import schema
 from tracekit.capture.decode import (
     KEPT,
     KNOWN_LINK_TYPES,
+    SKIP_BAD_TIMESTAMP,
     SKIP_REASONS,
     Columns,
     FlowTable,
@@ -33,6 +34,7 @@ from tracekit.capture.decode import (
 )
 from tracekit.capture.model import Capture, ReadStats
 from tracekit.capture.records import (
+    BAD_TS,
     BLOCK_SHB,
     MAX_BLOCK,
     MAX_CAPLEN,
@@ -370,9 +372,11 @@ class _Reader:
             at += 4 + (length + 3) // 4 * 4
         if len(self.if_link) >= 256:
             raise CaptureError(self.path, "more than 256 interfaces in one section")
-        self._add_interface(linktype, snaplen, kind, exp, offset_s * 1_000_000_000)
+        self._add_interface(linktype, snaplen, kind, exp, offset_s)
 
-    def _add_interface(self, linktype: int, snaplen: int, kind: int, exp: int, offset: int) -> None:
+    def _add_interface(
+        self, linktype: int, snaplen: int, kind: int, exp: int, offset_s: int
+    ) -> None:
         if linktype not in KNOWN_LINK_TYPES:
             raise CaptureError(self.path, f"unknown link type {linktype}")
         if linktype not in self.link_types:
@@ -381,7 +385,7 @@ class _Reader:
         self.if_snaplen.append(snaplen)
         self.if_ts_kind.append(kind)
         self.if_ts_exp.append(exp)
-        self.if_ts_offset.append(offset)
+        self.if_ts_offset.append(offset_s)
 
     # -- decoding and output ----------------------------------------------------------------------
 
@@ -399,7 +403,14 @@ class _Reader:
             cols,
             self.flows,
         )
-        self.last_ts = int(self.rec_ts[count - 1])
+        late = self.rec_ts[:count] == BAD_TS
+        if late.any():
+            cols.reason[late] = SKIP_BAD_TIMESTAMP
+            times = self.rec_ts[:count][~late]
+            if times.size:
+                self.last_ts = int(times[-1])
+        else:
+            self.last_ts = int(self.rec_ts[count - 1])
         every = not np.any(cols.reason)
         if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
             self.skipped[KEPT] += count
@@ -466,6 +477,18 @@ class _Reader:
         packets = _packet_table(self.packets)
         sack = _table(schema.SACK_COLUMNS, self.sack_chunks)
         udp = _table(schema.UDP_COLUMNS, self.udp_chunks)
+        late = int(self.skipped[SKIP_BAD_TIMESTAMP])
+        if late and late == self.frames:  # a wrong if_tsoffset, most likely: no time to show
+            raise CaptureError(
+                self.path,
+                f"every frame ({late}) has a time outside the years 1677-2262 "
+                "(int64 nanoseconds): check the interface's if_tsoffset and if_tsresol",
+            )
+        if late:
+            self.warnings.append(
+                f"{late} frames skipped: their time is outside the years 1677-2262 "
+                "(int64 nanoseconds)"
+            )
         skipped = {
             reason: int(count)
             for reason, count in zip(SKIP_REASONS, self.skipped, strict=True)

@@ -111,19 +111,54 @@ def walk_pcap(
     return k, pos, WALK_FULL
 
 
-def _ts_ns(raw: Any, kind: Any, exp: Any, offset_ns: Any) -> Any:
-    """A pcapng timestamp in units of 10**-exp or 2**-exp seconds, as Unix nanoseconds."""
+# A pcapng timestamp that does not fit the packet table's int64 nanoseconds (before 1677-09-21
+# or after 2262-04-11, or with an if_tsoffset as far out) is written as this; the reader skips
+# such a record (reason "bad_timestamp"), as no time of the table's can stand for it.
+BAD_TS = np.iinfo(np.int64).min
+# Seconds either part of a timestamp may hold before the sum is checked: far past the int64
+# nanosecond range (9.2e9 s), and small enough that their sum cannot overflow int64 seconds.
+_PART_LIMIT_S = 1 << 40
+_MAX_S = 9_223_372_036  # int64 nanoseconds end at 9,223,372,036.854775807 s
+_MAX_S_NS = 854_775_807
+_MIN_S = -9_223_372_036  # the whole second before it (1677) is rejected too: no capture holds it
+
+
+def _ts_ns(hi: Any, lo: Any, kind: Any, exp: Any, offset_s: Any) -> Any:
+    """A pcapng timestamp, the unsigned 64-bit count hi * 2**32 + lo of units of 10**-exp or
+    2**-exp seconds, plus the interface's if_tsoffset seconds, as Unix nanoseconds; BAD_TS
+    when that does not fit int64 (the count alone can reach 2**64 - 1, if_tsoffset 2**63 - 1).
+    """
+    raw = (np.uint64(hi) << np.uint64(32)) | np.uint64(lo)
+    seconds = np.uint64(0)
+    frac_ns = np.int64(0)
     if kind == TSRES_POW10:
         if exp <= 9:
-            return raw * 10 ** (9 - exp) + offset_ns
-        if exp - 9 > 18:  # 10**19 overflows int64, and any timestamp is 0 ns in such units
-            return offset_ns
-        return raw // 10 ** (exp - 9) + offset_ns
-    if exp <= 30:
-        whole = raw >> exp
-        part = raw & ((np.int64(1) << exp) - 1)
-        return whole * 1_000_000_000 + ((part * 1_000_000_000) >> exp) + offset_ns
-    return np.int64(raw / 2.0**exp * 1e9) + offset_ns
+            unit = np.uint64(10**exp)
+            seconds = raw // unit
+            frac_ns = np.int64(raw % unit) * np.int64(10 ** (9 - exp))
+        elif exp <= 18:  # 10**18 is the largest power of ten in int64
+            unit = np.uint64(10**exp)
+            seconds = raw // unit
+            frac_ns = np.int64((raw % unit) // np.uint64(10 ** (exp - 9)))
+        elif exp <= 27:  # under 2**64 units of 10**-19 s or finer: under 2 s in all
+            frac_ns = np.int64(raw // np.uint64(10 ** (exp - 9)))
+        # Finer units than 10**-27 s: every count is under a nanosecond.
+    elif exp <= 30:
+        seconds = raw >> np.uint64(exp)
+        part = np.int64(raw & ((np.uint64(1) << np.uint64(exp)) - np.uint64(1)))
+        frac_ns = (part * 1_000_000_000) >> exp
+    elif exp < 64:
+        seconds = raw >> np.uint64(exp)
+        part = raw & ((np.uint64(1) << np.uint64(exp)) - np.uint64(1))
+        frac_ns = np.int64(np.float64(part) / 2.0**exp * 1e9)
+    else:
+        frac_ns = np.int64(np.float64(raw) / 2.0**exp * 1e9)
+    if seconds > np.uint64(_PART_LIMIT_S) or abs(offset_s) > _PART_LIMIT_S:
+        return BAD_TS
+    total_s = np.int64(seconds) + offset_s
+    if total_s < _MIN_S or total_s > _MAX_S or (total_s == _MAX_S and frac_ns > _MAX_S_NS):
+        return BAD_TS
+    return total_s * 1_000_000_000 + frac_ns
 
 
 def walk_pcapng(
@@ -135,7 +170,7 @@ def walk_pcapng(
     if_snaplen: np.ndarray,
     if_ts_kind: np.ndarray,
     if_ts_exp: np.ndarray,
-    if_ts_offset_ns: np.ndarray,
+    if_ts_offset_s: np.ndarray,
     last_ts: int,
     out_off: np.ndarray,
     out_caplen: np.ndarray,
@@ -177,9 +212,16 @@ def walk_pcapng(
                 return k, pos, WALK_NEED_MORE
             if _rd32(buf, pos + blen - 4, big) != blen:
                 return k, pos, WALK_BLOCK_TRAILER
-            raw = (_rd32(buf, pos + 12, big) << 32) | _rd32(buf, pos + 16, big)
-            last_ts = _ts_ns(raw, if_ts_kind[iface], if_ts_exp[iface], if_ts_offset_ns[iface])
-            out_ts[k] = last_ts
+            ts = _ts_ns(
+                _rd32(buf, pos + 12, big),
+                _rd32(buf, pos + 16, big),
+                if_ts_kind[iface],
+                if_ts_exp[iface],
+                if_ts_offset_s[iface],
+            )
+            if ts != BAD_TS:  # an SPB after it takes the last time that was one
+                last_ts = ts
+            out_ts[k] = ts
             out_off[k] = pos + 28
             out_caplen[k] = caplen
             out_origlen[k] = origlen
