@@ -784,21 +784,42 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
 
     sent_bps counts every data byte sent (retransmissions included); acked_bps counts the
     advance of the ACK line (goodput as the receiver confirmed it).
+
+    Windows are laid from the first packet on, as np.histogram's equal-width bins would be,
+    but only those that hold a packet and their two neighbours are rows: a window without a
+    packet carries exactly zero bytes, so one empty row on each side of a gap draws the same
+    line as every empty window in it. The rows are then at most three per packet, whatever
+    the span: an idle keep-alive connection captured for a day, or one ACK whose clock
+    stepped by years, would otherwise ask for a row per RTT of the whole span.
     """
     if window_s <= 0:
         raise ValueError("window_s must be positive")
-    times = np.concatenate([segments["t_s"].to_numpy(), acks["t_s"].to_numpy()])
-    if times.size == 0:
+    seg_t = segments["t_s"].to_numpy()
+    ack_t = acks["t_s"].to_numpy()
+    if seg_t.size + ack_t.size == 0:
         return pd.DataFrame({"t_s": [], "sent_bps": [], "acked_bps": []})
-    lo = times.min()
-    edges = lo + window_s * np.arange(int(np.ceil((times.max() - lo) / window_s)) + 2)
-    sent = _binned(segments["t_s"].to_numpy(), segments["len"].to_numpy(), edges)
+    lo = float(min(seg_t.min(initial=np.inf), ack_t.min(initial=np.inf)))
+    hi = float(max(seg_t.max(initial=-np.inf), ack_t.max(initial=-np.inf)))
+    # The last window as np.histogram's edges `lo + window_s * arange(ceil(span / w) + 2)` end.
+    last = int(np.ceil((hi - lo) / window_s))
+    seg_bin = _bin_of(seg_t, lo, window_s, last)
+    ack_bin = _bin_of(ack_t, lo, window_s, last)
+    held = np.unique(np.concatenate([seg_bin, ack_bin]))
+    shown = np.unique(np.concatenate([held - 1, held, held + 1]))
+    shown = shown[(shown >= 0) & (shown <= last)]
+    sent = np.bincount(
+        np.searchsorted(shown, seg_bin),
+        weights=segments["len"].to_numpy().astype(np.float64),
+        minlength=shown.size,
+    )
     line = acks["ack_rel"].to_numpy()
     gain = np.diff(np.maximum.accumulate(line), prepend=line[0] if line.size else 0)
-    acked = _binned(acks["t_s"].to_numpy(), gain, edges)
+    acked = np.bincount(
+        np.searchsorted(shown, ack_bin), weights=gain.astype(np.float64), minlength=shown.size
+    )
     return pd.DataFrame(
         {
-            "t_s": edges[:-1] + window_s / 2,
+            "t_s": lo + window_s * shown + window_s / 2,
             "sent_bps": sent * 8 / window_s,
             "acked_bps": acked * 8 / window_s,
         }
@@ -806,25 +827,19 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
 
 
 @njit(cache=True)
-def _binned(t: np.ndarray, weight: np.ndarray, edges: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """np.histogram(t, bins=edges, weights=weight) for equal-width edges, in one pass.
-
-    Each value's bin comes from its offset over the width, then is moved to the one whose
-    edges hold it, as np.histogram places it (the last bin includes its right edge).
-    """
-    bins = edges.size - 1
-    out = np.zeros(bins)
-    width = edges[1] - edges[0]
+def _bin_of(t: np.ndarray, lo: float, width: float, last: int) -> np.ndarray:  # pragma: no cover
+    """The window of each time, windows [lo + width * i, lo + width * (i + 1)) for i in
+    0..last, each edge computed as np.histogram's would be (so a time on an edge falls where
+    it places it), without an array of edges."""
+    out = np.empty(t.size, dtype=np.int64)
     for k in range(t.size):
         x = t[k]
-        if not (edges[0] <= x <= edges[bins]):
-            continue
-        i = min(max(np.int64((x - edges[0]) / width), 0), bins - 1)
-        while i > 0 and x < edges[i]:
+        i = min(max(np.int64((x - lo) / width), 0), last)
+        while i > 0 and x < lo + width * i:
             i -= 1
-        while i < bins - 1 and x >= edges[i + 1]:
+        while i < last and x >= lo + width * (i + 1):
             i += 1
-        out[i] += weight[k]
+        out[k] = i
     return out
 
 
