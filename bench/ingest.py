@@ -1,15 +1,19 @@
 """Ingest speed: tracekit against `tcptrace -l -r -n` and a `tshark -T fields` export (not a test).
 
-1. Records a real capture of about 5 M packets: an iperf3 transfer between two network namespaces
-   joined by a veth pair, offloads off (so every packet is on the wire as itself), tcpdump -s 128.
-2. Writes a pcapng copy of it (editcap).
+1. Records two real captures of about 5 M packets each: iperf3 transfers between two network
+   namespaces joined by a veth pair, offloads off (so every packet is on the wire as itself),
+   tcpdump -s 128; one taken at the receiver, one at the sender (both directions, as a user's
+   sender-side capture holds them).
+2. Writes a pcapng copy of the receiver's capture (editcap).
 3. On each file, times `tracekit ingest` (reader, connections and Parquet), read_capture alone in
    a fresh interpreter (the reader's share), `tcptrace -l -r -n`, and tshark exporting the same
-   fields; prints packets/s for each, the ratio to tcptrace, and tracekit's peak RSS against the
+   fields. The tools take turns, turn after turn (at least 5), so that a drift in the machine's
+   speed falls on all of them alike; it prints the median and the range of packets/s for each,
+   the median and range of the per-turn ratio to tcptrace, and tracekit's peak RSS against the
    budget of 64 bytes per packet + 200 MB. Results also go to bench/data/results.json.
 
 Needs root (namespaces). Data goes to bench/data/ (git-ignored); the namespaces are removed on the
-way out, failure included. Usage: python bench/ingest.py [--packets N] [--reuse] [--runs N]
+way out, failure included. Usage: python bench/ingest.py [--packets N] [--reuse] [--turns N]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -62,8 +67,10 @@ def namespaces() -> Iterator[None]:
             run("ip", "netns", "del", ns, check=False)
 
 
-def record(path: Path, packets: int) -> None:
-    """Capture an iperf3 transfer at the receiver until about `packets` frames are written."""
+def record(path: Path, packets: int, at_sender: bool = False) -> None:
+    """Capture an iperf3 transfer at the receiver (or the sender) until about `packets` frames
+    are written."""
+    ns, dev = (NS_SEND, "tkb0") if at_sender else (NS_RECV, "tkb1")
     with namespaces():
         server = subprocess.Popen(
             ["ip", "netns", "exec", NS_RECV, "iperf3", "-s", "-1", "-B", ADDR_RECV],
@@ -75,10 +82,10 @@ def record(path: Path, packets: int) -> None:
                 "ip",
                 "netns",
                 "exec",
-                NS_RECV,
+                ns,
                 "tcpdump",
                 "-i",
-                "tkb1",
+                dev,
                 "-s",
                 str(SNAPLEN),
                 "--immediate-mode",
@@ -141,15 +148,21 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     raise RuntimeError("no peak RSS in /usr/bin/time output")
 
 
-def best(cmds: dict[str, list[str]], runs: int) -> dict[str, tuple[float, float]]:
-    """Per command, the fastest of `runs` runs and the largest peak RSS seen. The commands
-    take turns, run after run, so that a change in the machine's speed (it drifts by up to
-    2x within minutes here) falls on all of them alike."""
+def turns(cmds: dict[str, list[str]], count: int) -> dict[str, list[tuple[float, float]]]:
+    """Per command, (seconds, peak RSS MiB) of each of `count` turns. The commands take turns,
+    turn after turn, so that a change in the machine's speed (it drifts by up to 2x within
+    minutes here) falls on all of them alike."""
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
-    for _ in range(runs):
+    for _ in range(count):
         for name, cmd in cmds.items():
             results[name].append(timed(cmd))
-    return {name: (min(s for s, _ in got), max(r for _, r in got)) for name, got in results.items()}
+    return results
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median, lowest and highest: a result is the middle and the range, never the best."""
+    ordered = sorted(values)
+    return {"median": float(statistics.median(ordered)), "low": ordered[0], "high": ordered[-1]}
 
 
 READ_ONLY = (
@@ -180,8 +193,9 @@ def compile_installed_sources() -> None:
     run(sys.executable, "-m", "compileall", "-q", *folders)
 
 
-def bench_file(capture: Path, runs: int) -> dict[str, float]:
-    """packets/s of each tool on one capture, and tracekit's peak RSS against the budget."""
+def bench_file(capture: Path, count: int) -> dict[str, object]:
+    """packets/s of each tool on one capture (median and range of `count` turns), the per-turn
+    ratios to tcptrace, and tracekit's peak RSS against the budget."""
     load = os.getloadavg()[0]
     # pip writes the byte-code of what it installs; an editable install (or a shell with
     # PYTHONDONTWRITEBYTECODE, as here) may have none, and every run would compile tracekit's
@@ -191,68 +205,93 @@ def bench_file(capture: Path, runs: int) -> dict[str, float]:
     frames = int(run(sys.executable, "-c", READ_ONLY, str(capture)).stdout)
     out = DATA / (capture.stem + ".parquet")
     tracekit = shutil.which("tracekit") or "tracekit"
-    timings = best(
+    timings = turns(
         {
             "ingest": [tracekit, "ingest", str(capture), "-o", str(out)],
             "tcptrace": ["tcptrace", "-l", "-r", "-n", str(capture)],
             "read": [sys.executable, "-c", READ_ONLY, str(capture)],
         },
-        runs,
+        count,
     )
-    (ingest_s, ingest_rss), (read_s, read_rss) = timings["ingest"], timings["read"]
-    tcptrace_s = timings["tcptrace"][0]
     fields = [arg for f in TSHARK_FIELDS for arg in ("-e", f)]
     tshark_cmd = ["tshark", "-n", "-r", str(capture), "-T", "fields", *fields]
-    tshark_s = best({"tshark": tshark_cmd}, 1)["tshark"][0]
+    tshark_s = turns({"tshark": tshark_cmd}, 1)["tshark"][0][0]
+    peer = [s for s, _ in timings["tcptrace"]]
+
+    def pps(name: str) -> dict[str, float]:
+        return spread([frames / s for s, _ in timings[name]])
+
+    def ratio(name: str) -> dict[str, float]:
+        # Per turn: the two ran back to back, on the machine as it was then.
+        return spread([p / s for p, (s, _) in zip(peer, timings[name], strict=True)])
+
     return {
         "load_average_before": load,
         "frames": frames,
-        "ingest_pps": frames / ingest_s,
-        "read_capture_pps": frames / read_s,
-        "tcptrace_pps": frames / tcptrace_s,
+        "turns": count,
+        "ingest_pps": pps("ingest"),
+        "read_capture_pps": pps("read"),
+        "tcptrace_pps": pps("tcptrace"),
         "tshark_pps": frames / tshark_s,
-        "ingest_x_tcptrace": tcptrace_s / ingest_s,
-        "read_capture_x_tcptrace": tcptrace_s / read_s,
-        "ingest_peak_rss_mib": ingest_rss,
-        "read_capture_peak_rss_mib": read_rss,
+        "ingest_x_tcptrace": ratio("ingest"),
+        "read_capture_x_tcptrace": ratio("read"),
+        "ingest_peak_rss_mib": max(r for _, r in timings["ingest"]),
+        "read_capture_peak_rss_mib": max(r for _, r in timings["read"]),
         "rss_budget_mib": 64 * frames / 2**20 + 200,
     }
+
+
+def _range(r: dict[str, float], fmt: str) -> str:
+    return f"{r['median']:{fmt}} ({r['low']:{fmt}}-{r['high']:{fmt}})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packets", type=int, default=5_000_000)
-    parser.add_argument("--reuse", action="store_true", help="keep an existing bench capture")
-    parser.add_argument("--runs", type=int, default=7, help="runs per tool; the fastest counts")
+    parser.add_argument("--reuse", action="store_true", help="keep existing bench captures")
+    parser.add_argument("--turns", type=int, default=7, help="turns per tool (at least 5)")
     args = parser.parse_args()
+    if args.turns < 5:
+        parser.error("--turns: at least 5, for a median and a range")
     DATA.mkdir(parents=True, exist_ok=True)
     pcap, pcapng = DATA / "iperf3-s128.pcap", DATA / "iperf3-s128.pcapng"
-    if not (args.reuse and pcap.exists()):
-        if os.geteuid() != 0:
-            sys.exit("bench/ingest.py: needs root to make network namespaces")
-        record(pcap, args.packets)
-        pcapng.unlink(missing_ok=True)
+    sender = DATA / "iperf3-sender-s128.pcap"
+    for path, at_sender in ((pcap, False), (sender, True)):
+        if not (args.reuse and path.exists()):
+            if os.geteuid() != 0:
+                sys.exit("bench/ingest.py: needs root to make network namespaces")
+            record(path, args.packets, at_sender)
+            if path == pcap:
+                pcapng.unlink(missing_ok=True)
     if not pcapng.exists():
         run("editcap", "-F", "pcapng", str(pcap), str(pcapng))
-    results = {path.suffix.lstrip("."): bench_file(path, args.runs) for path in (pcap, pcapng)}
+    files = {"receiver pcap": pcap, "receiver pcapng": pcapng, "sender pcap": sender}
+    results = {name: bench_file(path, args.turns) for name, path in files.items()}
     (DATA / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     loads = ", ".join(f"{name} {r['load_average_before']:.1f}" for name, r in results.items())
-    print(f"1-minute load average before each file's runs ({os.cpu_count()} cores): {loads}")
-    header = ("file", "frames", "tool", "packets/s", "x tcptrace", "peak RSS MiB", "budget MiB")
-    print("{:7} {:>9} {:22} {:>12} {:>10} {:>12} {:>10}".format(*header))
+    print(f"1-minute load average before each file's turns ({os.cpu_count()} cores): {loads}")
+    print(f"median (lowest-highest) of {args.turns} turns; x tcptrace per turn")
+    header = ("file", "frames", "tool", "packets/s", "x tcptrace", "peak RSS MiB")
+    print("{:16} {:>9} {:18} {:>32} {:>18} {:>12}".format(*header))
     for name, r in results.items():
         rows = (
-            ("tracekit ingest", r["ingest_pps"], r["ingest_peak_rss_mib"]),
-            ("read_capture", r["read_capture_pps"], r["read_capture_peak_rss_mib"]),
-            ("tcptrace -l -r -n", r["tcptrace_pps"], float("nan")),
-            ("tshark -T fields", r["tshark_pps"], float("nan")),
+            ("tracekit ingest", r["ingest_pps"], r["ingest_x_tcptrace"], r["ingest_peak_rss_mib"]),
+            (
+                "read_capture",
+                r["read_capture_pps"],
+                r["read_capture_x_tcptrace"],
+                r["read_capture_peak_rss_mib"],
+            ),
+            ("tcptrace -l -r -n", r["tcptrace_pps"], None, None),
         )
-        for tool, pps, rss in rows:
-            ratio = pps / r["tcptrace_pps"]
+        for tool, pps, ratio, rss in rows:
+            ratio_text = _range(ratio, ".2f") if ratio else ""
+            rss_text = f"{rss:.0f} / {r['rss_budget_mib']:.0f}" if rss else ""
             print(
-                f"{name:7} {r['frames']:9.0f} {tool:22} {pps:12,.0f} {ratio:10.2f} "
-                f"{rss:12.0f} {r['rss_budget_mib']:10.0f}"
+                f"{name:16} {r['frames']:9.0f} {tool:18} {_range(pps, ',.0f'):>32} "
+                f"{ratio_text:>18} {rss_text:>12}"
             )
+        print(f"{name:16} {r['frames']:9.0f} {'tshark -T fields':18} {r['tshark_pps']:>32,.0f}")
 
 
 if __name__ == "__main__":
