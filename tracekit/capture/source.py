@@ -8,7 +8,7 @@ import mmap
 import os
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import zstandard
@@ -20,8 +20,15 @@ GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952 2.3.1
 XZ_MAGIC = b"\xfd7zXZ\x00"  # xz file format 2.1.1.1
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # RFC 8878 3.1.1
 
-# Compressed bytes fed to a decompressor at a time: bounds what one step can expand to.
+# Compressed bytes read from the file at a time.
 _READ_STEP = 1 << 18
+# Decompressed bytes one gzip or xz step may produce: their decompressors return a new bytes
+# object that is then copied into the buffer, and a small one stays in the CPU caches.
+_OUT_STEP = 1 << 20
+# History a decompressor may keep: libzstd refuses frames whose window is larger
+# (ZSTD_WINDOWLOG_LIMIT_DEFAULT, 2**27), and an xz dictionary gets the same bound (xz -9 uses
+# 64 MiB), since a hostile header could otherwise make the decoder hold gigabytes.
+HISTORY_LIMIT = 1 << 27
 # Bytes of capture in view at once: a mapped window of the file, or a buffer of decompressed
 # bytes; at least twice the largest block the walk accepts, so any whole block fits in one.
 # Each new window is an mmap and a munmap, which wait for the other threads' page faults and
@@ -45,13 +52,173 @@ def detect_compression(head: bytes) -> str | None:
     return None
 
 
-def _decompressor(compression: str) -> Any:
-    """A fresh decompressor for one gzip member, xz stream or zstd frame."""
-    if compression == "gzip":
-        return zlib.decompressobj(wbits=31)  # 16 + 15: gzip wrapper, 32 KiB window
-    if compression == "xz":
-        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
-    return zstandard.ZstdDecompressor().decompressobj()
+class _StepDecoder:
+    """gzip members (RFC 1952 2.2) or xz streams (xz file format 2.2), one after another.
+
+    Each step asks its decompressor for at most `max_length` bytes: zlib keeps the input it did
+    not reach in `unconsumed_tail`, liblzma keeps it inside (`needs_input` is False until it has
+    given out all it can).
+    """
+
+    def __init__(self, raw: BinaryIO, compression: str) -> None:
+        self._raw = raw
+        self._name = compression
+        self._gzip = compression == "gzip"
+        self._decomp: Any = self._new()
+        self._hungry = True  # the decompressor has given out all it can from its input
+        self.cut_reason: str | None = None
+
+    def _new(self) -> Any:
+        if self._gzip:
+            return zlib.decompressobj(wbits=31)  # 16 + 15: gzip wrapper, 32 KiB window
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=HISTORY_LIMIT + (1 << 20))
+
+    def readinto(self, view: memoryview) -> int:
+        """Decompress into view (at most `_OUT_STEP` bytes); 0 only at the end of the file."""
+        want = min(len(view), _OUT_STEP)
+        while True:
+            if self._decomp.eof:
+                data = self._decomp.unused_data or self._raw.read(_READ_STEP)
+                if not data:
+                    return 0
+                self._decomp = self._new()
+            elif self._hungry:
+                data = self._raw.read(_READ_STEP)
+                if not data:
+                    self.cut_reason = f"{self._name} stream ends before its end marker"
+                    return 0
+            else:
+                data = self._decomp.unconsumed_tail if self._gzip else b""
+            out = self._decomp.decompress(data, want)
+            if self._gzip:
+                # zlib stops short of max_length only once its input is used up.
+                self._hungry = len(out) < want and not self._decomp.unconsumed_tail
+            else:
+                self._hungry = self._decomp.needs_input
+            if out:
+                view[: len(out)] = out
+                return len(out)
+
+
+# Frame magic numbers, RFC 8878 3.1.1 and 3.1.2 (a skippable frame's low 4 bits are free).
+_ZSTD_FRAME = 0xFD2FB528
+_ZSTD_SKIPPABLE = 0x184D2A50
+# The field a _ZstdFrames is reading.
+_MAGIC, _DESCRIPTOR, _HEADER_REST, _BLOCK, _CHECKSUM, _SKIP_SIZE = range(6)
+
+
+class _ZstdFrames:
+    """The compressed bytes of a zstd file as its stream reader reads them, their frame and block
+    headers followed (RFC 8878 3.1) to tell a file that ends between frames from one cut inside a
+    frame: the stream reader ends quietly in both.
+
+    Only headers are looked at (a few per 128 KiB block); block contents are skipped.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._field = _MAGIC
+        self._want = 4  # bytes of the field
+        self._part = b""  # of which read so far
+        self._skip = 0  # bytes of block content or skippable frame still to pass
+        self._checksum = False
+        self._lost = False  # a header libzstd will refuse itself
+
+    def read(self, size: int) -> bytes:
+        data = self._raw.read(size)
+        self._follow(data)
+        return data
+
+    @property
+    def between_frames(self) -> bool:
+        return self._lost or (self._field == _MAGIC and not self._part and not self._skip)
+
+    def _follow(self, data: bytes) -> None:
+        pos, size = 0, len(data)
+        while not self._lost:
+            if self._skip:
+                take = min(self._skip, size - pos)
+                self._skip -= take
+                pos += take
+                if self._skip:
+                    return
+            need = self._want - len(self._part)
+            if size - pos < need:
+                self._part += data[pos:]
+                return
+            value = int.from_bytes(self._part + data[pos : pos + need], "little")
+            self._part = b""
+            pos += need
+            self._read_field(value)
+
+    def _read_field(self, value: int) -> None:
+        field = self._field
+        if field == _MAGIC:
+            if value == _ZSTD_FRAME:
+                self._next(_DESCRIPTOR, 1)
+            elif value & ~0xF == _ZSTD_SKIPPABLE:
+                self._next(_SKIP_SIZE, 4)
+            else:
+                self._lost = True
+        elif field == _DESCRIPTOR:
+            # RFC 8878 3.1.1.1.1: Frame_Content_Size_Flag (bits 7-6), Single_Segment_Flag (5),
+            # Content_Checksum_Flag (2), Dictionary_ID_Flag (1-0); then the window descriptor
+            # (absent in a single segment), the dictionary ID and the content size.
+            single = value >> 5 & 1
+            self._checksum = bool(value >> 2 & 1)
+            rest = 1 - single + (0, 1, 2, 4)[value & 3] + (single, 2, 4, 8)[value >> 6]
+            self._next(_HEADER_REST, rest) if rest else self._next(_BLOCK, 3)
+        elif field == _HEADER_REST:
+            self._next(_BLOCK, 3)
+        elif field == _BLOCK:
+            # RFC 8878 3.1.1.2: Last_Block (bit 0), Block_Type (bits 2-1), Block_Size (23-3);
+            # an RLE block's content is its one byte, type 3 is reserved.
+            kind = value >> 1 & 3
+            if kind == 3:
+                self._lost = True
+                return
+            self._skip = 1 if kind == 1 else value >> 3
+            if not value & 1:
+                self._next(_BLOCK, 3)
+            else:
+                self._next(_CHECKSUM if self._checksum else _MAGIC, 4)
+        elif field == _CHECKSUM:
+            self._next(_MAGIC, 4)
+        else:  # a skippable frame's Frame_Size (RFC 8878 3.1.2)
+            self._skip = value
+            self._next(_MAGIC, 4)
+
+    def _next(self, field: int, size: int) -> None:
+        self._field = field
+        self._want = size
+
+
+class _ZstdDecoder:
+    """zstd frames (RFC 8878 3.1), one after another, through libzstd's stream reader, which
+    decompresses straight into the caller's buffer and never past its end."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._frames = _ZstdFrames(raw)
+        decompressor = zstandard.ZstdDecompressor(max_window_size=HISTORY_LIMIT)
+        # The stream reader takes any object with read(size) as its source.
+        source = cast(BinaryIO, self._frames)
+        self._reader = decompressor.stream_reader(
+            source, read_size=_READ_STEP, read_across_frames=True
+        )
+        self.cut_reason: str | None = None
+
+    def readinto(self, view: memoryview) -> int:
+        """Decompress into view; 0 only at the end of the file."""
+        got = self._reader.readinto(view)
+        if not got and not self._frames.between_frames:
+            # A compressed block decodes only whole (its sequences are read backwards from
+            # its end, RFC 8878 3.1.1.3.2.1); a raw block is given out up to the cut.
+            self.cut_reason = "zstd stream ends before its end marker"
+        return got
+
+
+def _decoder(raw: BinaryIO, compression: str) -> _StepDecoder | _ZstdDecoder:
+    return _ZstdDecoder(raw) if compression == "zstd" else _StepDecoder(raw, compression)
 
 
 class ByteSource:
@@ -59,9 +226,10 @@ class ByteSource:
 
     The file is opened 'rb' and never written. An uncompressed file is mapped read-only
     (PROT_READ) window by window, never whole, and walked in place without a copy. A compressed
-    file is fed to its decompressor in small steps, one member (gzip), stream (xz) or frame (zstd)
-    after another, into a buffer; a stream that ends before its end marker (a capture piped to
-    gzip and killed) yields every byte up to the cut, with `cut_reason` set.
+    file is decompressed one member (gzip), stream (xz) or frame (zstd) after another into a
+    buffer, in steps that never produce more than its free part holds; a stream that ends
+    before its end marker (a capture piped to gzip and killed) yields every byte up to the cut,
+    with `cut_reason` set.
     """
 
     def __init__(self, path: Path) -> None:
@@ -85,8 +253,7 @@ class ByteSource:
             self._raw.close()
             raise CaptureError(path, "empty file")
         self.compression = detect_compression(head)
-        self._decomp: Any = _decompressor(self.compression) if self.compression else None
-        self._pending = b""
+        self._decoder = _decoder(self._raw, self.compression) if self.compression else None
         self._map: mmap.mmap | None = None
         self.eof = False
         self.cut_reason: str | None = None
@@ -97,7 +264,16 @@ class ByteSource:
             self._map_at(0)
         else:
             self.buf = np.empty(BUFFER_BYTES, np.uint8)
-            self.n = self.fill(self.buf, 0)
+            try:
+                self.n = self.fill(self.buf, 0)
+            except CaptureError:
+                self._raw.close()
+                raise
+            if self.n == 0 and self.cut_reason:
+                # Nothing to read up to: a zstd file cut inside its first compressed block
+                # (libzstd decodes a compressed block only whole), or one cut in its header.
+                self._raw.close()
+                raise CaptureError(path, f"{self.compression} stream cut off before its first byte")
 
     def advance(self, pos: int) -> int:
         """Move the window so it starts with the byte now at buf[pos]; returns its new index.
@@ -155,44 +331,32 @@ class ByteSource:
             return self.total_bytes
 
     def fill(self, buf: np.ndarray, start: int) -> int:
-        """Decompress into buf[start:] until it is full or the stream ends; the new fill end."""
+        """Decompress into buf[start:] until it is full or the stream ends; the new fill end.
+
+        No step writes past the end of buf, so a few KB that decompress to gigabytes take no
+        more memory than any other capture, and each byte is written once.
+        """
+        assert self._decoder is not None
         view = buf.data
         end = start
         limit = buf.shape[0]
         while end < limit and not self.eof:
-            if not self._pending:
-                self._pending = self._decompress_step()
-                continue
-            take = min(len(self._pending), limit - end)
-            view[end : end + take] = self._pending[:take]
-            self._pending = self._pending[take:]
-            end += take
+            try:
+                got = self._decoder.readinto(view[end:limit])
+            except (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError) as exc:
+                raise CaptureError(self.path, self._corrupt(exc)) from None
+            if not got:
+                self.eof = True
+                self.cut_reason = self._decoder.cut_reason
+            end += got
         return end
 
-    def _decompress_step(self) -> bytes:
-        """Decompress the next step of input; sets eof (and maybe cut_reason) at the end."""
-        if self._decomp.eof:
-            rest = self._decomp.unused_data
-            if not rest:
-                rest = self._raw.read(_READ_STEP)
-            if not rest:
-                self.eof = True
-                return b""
-            # Another gzip member, xz stream or zstd frame follows.
-            self._decomp = _decompressor(self.compression or "")
-            return self._decompress(rest)
-        data = self._raw.read(_READ_STEP)
-        if not data:
-            self.eof = True
-            self.cut_reason = f"{self.compression} stream ends before its end marker"
-            return b""
-        return self._decompress(data)
-
-    def _decompress(self, data: bytes) -> bytes:
-        try:
-            return bytes(self._decomp.decompress(data))
-        except (OSError, lzma.LZMAError, zlib.error, zstandard.ZstdError) as exc:
-            raise CaptureError(self.path, f"corrupt {self.compression} data: {exc}") from None
+    def _corrupt(self, exc: Exception) -> str:
+        text = str(exc)
+        if "Memory usage limit" in text or "too much memory" in text:
+            history = "dictionary" if self.compression == "xz" else "window"
+            return f"{self.compression} data needs a {history} over {HISTORY_LIMIT >> 20} MiB"
+        return f"corrupt {self.compression} data: {text}"
 
     def close(self) -> None:
         """Unmap the window and close the file."""
