@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -25,7 +26,9 @@ import pytest
 
 from fixtures.crafted import outliers
 from tracekit.capture import read_capture
+from tracekit.connections import build_connections
 from tracekit.series import rate
+from tracekit.udpstream import Layout, udp_streams
 
 GIB = 1 << 30
 PEAK_RSS_LIMIT = GIB
@@ -151,3 +154,69 @@ def test_rate_rows_are_bounded_by_packets_not_span() -> None:
     # A gap is drawn down to zero on both sides.
     assert (table["sent_bps"] == 0).sum() >= 2
     assert np.all(np.diff(table["t_s"].to_numpy()) > 0)
+
+
+def _datagrams(path: Path, payloads: list[bytes]) -> Path:
+    """A classic pcap of UDP datagrams 10.2.0.1:9000 -> 10.2.0.2:9001, 20 ms apart (a voice
+    call's packet time), each with 160 bytes of audio after the given head."""
+    records = []
+    for i, head in enumerate(payloads):
+        payload = head + bytes(160)
+        udp = struct.pack(">HHHH", 9000, 9001, 8 + len(payload), 0) + payload
+        ip = struct.pack(
+            ">BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + len(udp),
+            i,
+            0,
+            64,
+            17,
+            0,
+            bytes([10, 2, 0, 1]),
+            bytes([10, 2, 0, 2]),
+        )
+        frame = bytes(6) + bytes([2, 0, 0, 0, 0, 1]) + b"\x08\x00" + ip + udp
+        sec, usec = divmod(1_700_000_000_000_000 + 20_000 * i, 1_000_000)
+        records.append((sec, usec, len(frame), frame))
+    path.write_bytes(outliers.pcap(records))
+    return path
+
+
+def _rtp(seq: int, payload_type: int = 0) -> bytes:
+    """An RTP header (RFC 3550 5.1): version 2, the payload type, the 16-bit sequence number
+    at offset 2, a timestamp of 160 samples per packet, an SSRC."""
+    return struct.pack(">BBHII", 0x80, payload_type, seq, 160 * seq, 0x1234)
+
+
+def test_a_udp_counter_with_one_outlier_number_is_not_a_stream(tmp_path: Path) -> None:
+    """A numbered stream (4-byte counter at offset 0) with one datagram numbered 2**31: its
+    range is two billion numbers for 1001 datagrams. Not a test stream, in bounded memory."""
+    heads = [n.to_bytes(4, "big") for n in range(1000)]
+    path = _datagrams(
+        tmp_path / "outlier.pcap", [*heads[:500], (2**31).to_bytes(4, "big"), *heads[500:]]
+    )
+    status, _, err, peak, seconds = run_cli(tmp_path, "analyze", "--json", str(path))
+    assert status == 2 and len(err.strip().splitlines()) == 1, err[-2000:]
+    assert "no numbered UDP stream" in err
+    assert peak < PEAK_RSS_LIMIT and seconds < SECONDS_LIMIT
+    assert udp_streams(build_connections(read_capture(path))) == []
+    # The same counter without the outlier, a third of it lost, is a stream.
+    kept = _datagrams(tmp_path / "counter.pcap", [h for i, h in enumerate(heads) if i % 3])
+    (stream,) = udp_streams(build_connections(read_capture(kept)))
+    assert stream.sent_count == 998 and stream.received_count == 666  # numbers 1..998
+
+
+def test_a_voice_call_is_not_a_test_stream(tmp_path: Path) -> None:
+    """RTP read as the default 4-byte number (version, payload type, sequence) counts up by
+    one, as a test stream does; one RTCP sender report (packet type 200) or one DTMF event
+    (payload type 101) among it puts millions of numbers between its lowest and highest."""
+    call = [_rtp(seq) for seq in range(3000)]
+    for odd in (struct.pack(">BBHI", 0x80, 200, 6, 0x1234), _rtp(1500, payload_type=101)):
+        path = _datagrams(tmp_path / "call.pcap", [*call[:1500], odd, *call[1500:]])
+        status, _, err, peak, seconds = run_cli(tmp_path, "analyze", "--json", str(path))
+        assert status == 2 and len(err.strip().splitlines()) == 1, err[-2000:]
+        assert peak < PEAK_RSS_LIMIT and seconds < SECONDS_LIMIT
+    # Read where RTP keeps it (2 bytes at offset 2), the sequence is a stream.
+    (stream,) = udp_streams(build_connections(read_capture(path)), layout=Layout(2, 2))
+    assert stream.received_count == 3000
