@@ -220,3 +220,21 @@ def test_a_voice_call_is_not_a_test_stream(tmp_path: Path) -> None:
     # Read where RTP keeps it (2 bytes at offset 2), the sequence is a stream.
     (stream,) = udp_streams(build_connections(read_capture(path)), layout=Layout(2, 2))
     assert stream.received_count == 3000
+
+
+def test_a_finding_before_the_first_packet_starts_at_it() -> None:
+    """A receiver's arrival put on the sender's clock can fall a little before the sender's
+    first packet: the finding starts at 0 s, never at a negative time (which Finding refuses)."""
+    from tracekit.detectors.network_drop import NetworkDrop
+
+    finding = NetworkDrop().finding(
+        conn=0,
+        direction="a2b",
+        start_s=-0.002,
+        end_s=-0.001,
+        evidence={},
+        summary="one drop",
+        explanation="e",
+        advice="a",
+    )
+    assert (finding.start_s, finding.end_s) == (0.0, 0.0)

@@ -149,14 +149,19 @@ class Detector(ABC):
         advice: str,
         severity: Severity | None = None,
     ) -> Finding:
-        """A Finding of this detector's kind, at its default severity unless one is given."""
+        """A Finding of this detector's kind, at its default severity unless one is given.
+
+        A time before the capture's first packet (a receiver's arrival put on the sender's
+        clock, whose fit is only as good as its error bound) is reported at that first packet.
+        """
+        start = max(float(start_s), 0.0)
         return Finding(
             kind=self.kind,
             severity=self.severity if severity is None else severity,
             conn=conn,
             direction=direction,
-            start_s=start_s,
-            end_s=end_s,
+            start_s=start,
+            end_s=max(float(end_s), start),
             evidence=evidence,
             summary=summary,
             explanation=explanation,
