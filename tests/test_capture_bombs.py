@@ -269,3 +269,31 @@ def test_truncated_zstd_header_is_a_cut(tmp_path: Path) -> None:
     path = tmp_path / "head.zst"
     path.write_bytes(head)
     assert read_capture(path).stats.truncated_tail
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "problem"),
+    [
+        # 2**28: libzstd's own default limit is 2**27 (ZSTD_WINDOWLOG_LIMIT_DEFAULT).
+        ("w.zst", bombs.zstd_raw_frame(bombs.tcp_records(10), 28), "zstd data needs a window"),
+        # LZMA2 dictionary code 32: 256 MiB.
+        ("d.xz", bombs.xz_dictionary(bombs.tcp_records(10), 32), "xz data needs a dictionary"),
+    ],
+)
+def test_history_larger_than_allowed_is_refused(
+    tmp_path: Path, name: str, data: bytes, problem: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(CaptureError) as info:
+        read_capture(path)
+    assert info.value.problem == f"{problem} over the 128 MiB allowed"
+
+
+def test_history_within_the_limit_is_read(tmp_path: Path) -> None:
+    for name, data in [
+        ("w.zst", bombs.zstd_raw_frame(bombs.tcp_records(10), 27)),
+        ("d.xz", bombs.xz_dictionary(bombs.tcp_records(10), 26)),  # 64 MiB, as xz -9
+    ]:
+        (tmp_path / name).write_bytes(data)
+        assert read_capture(tmp_path / name).stats.frames == 10

@@ -334,7 +334,7 @@ class ByteSource:
         """Decompress into buf[start:] until it is full or the stream ends; the new fill end.
 
         No step writes past the end of buf, so a few KB that decompress to gigabytes take no
-        more memory than any other capture, and each byte is written once.
+        more memory than any other capture, and the work is linear in the bytes decompressed.
         """
         assert self._decoder is not None
         view = buf.data
@@ -355,7 +355,8 @@ class ByteSource:
         text = str(exc)
         if "Memory usage limit" in text or "too much memory" in text:
             history = "dictionary" if self.compression == "xz" else "window"
-            return f"{self.compression} data needs a {history} over {HISTORY_LIMIT >> 20} MiB"
+            limit = HISTORY_LIMIT >> 20
+            return f"{self.compression} data needs a {history} over the {limit} MiB allowed"
         return f"corrupt {self.compression} data: {text}"
 
     def close(self) -> None:
