@@ -100,3 +100,24 @@ def test_ctrl_c_removes_the_namespaces(tmp_path: Path) -> None:
             lab.kill()
     assert lab.returncode != 0
     assert namespaces_of(lab.pid) == []
+
+
+def test_a_sweep_point_is_stored_compressed_with_its_kernel_account(tmp_path: Path) -> None:
+    from fixtures.lab.sweep import GRID, count_transfer, decompress, run_point
+
+    # The LAN point: no relay and no delay, so it takes a few seconds even on a busy machine.
+    point = dataclasses.replace(GRID["lan_offloads_off"], transfer_bytes=2_000_000)
+    doc = run_point(point, tmp_path)
+    folder = tmp_path / point.name
+    assert sorted(f.name for f in folder.iterdir()) == [
+        "receiver.pcap.zst",
+        "sender.pcap.zst",
+        "truth.json",
+    ]
+    assert json.loads((folder / "truth.json").read_text()) == doc
+    sent = count_transfer(decompress(folder / "sender.pcap.zst"))
+    assert sent["a2b_payload_bytes"] == doc["kernel_limits"]["bytes_sent"] >= 2_000_000
+    assert sent["a2b_segments"] == doc["kernel_limits"]["segs_out"]
+    assert doc["tcp_info_samples"]["rows"]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    assert f"tksw{os.getpid()}" not in listed.stdout

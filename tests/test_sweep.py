@@ -1,0 +1,255 @@
+"""The lab sweep: its grid as declared (no root), and its committed captures against their truth.
+
+The grid tests check the declarations the detectors' confusion matrix is built on; the capture
+tests read fixtures/sweep/*/ with tshark and tcptrace (not tracekit) and compare the packets and
+bytes of each transfer with truth.json, which holds the kernel's own counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fixtures.lab.readings import tcptrace_retransmissions
+from fixtures.lab.scenarios import ALL_LABELS
+from fixtures.lab.sweep import GRID, SWEEP, _grid, decompress
+
+STORED = sorted(folder.name for folder in SWEEP.glob("*") if (folder / "truth.json").exists())
+SENDER = "10.77.0.1"
+needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+needs_tcptrace = pytest.mark.skipif(not shutil.which("tcptrace"), reason="tcptrace not installed")
+
+
+# --- the grid ---------------------------------------------------------------------------------
+
+
+def test_the_grid_has_unique_names_and_a_designed_size() -> None:
+    names = [scenario.name for scenario in _grid()]
+    assert len(names) == len(set(names))
+    assert 60 <= len(names) <= 120
+
+
+@pytest.mark.parametrize("name", GRID)
+def test_labels_are_known_and_partition_the_vocabulary(name: str) -> None:
+    scenario = GRID[name]
+    labels, absent, unsure = (
+        set(scenario.labels),
+        set(scenario.absent_labels),
+        set(scenario.unsure_labels),
+    )
+    assert labels | absent | unsure == set(ALL_LABELS)
+    assert not labels & absent and not labels & unsure and not absent & unsure
+
+
+@pytest.mark.parametrize("name", [n for n, s in GRID.items() if s.derived_from is None])
+def test_drop_expectations_follow_the_labels(name: str) -> None:
+    # A required drop label makes the lab insist on a counted drop, a ruled-out one on none.
+    scenario = GRID[name]
+    for label, bounds in (
+        ("network_drops", scenario.expect_network_drops),
+        ("receiver_drops", scenario.expect_receiver_drops),
+    ):
+        if label in scenario.labels:
+            assert bounds[0] >= 1
+        elif label in scenario.absent_labels:
+            assert bounds == (0, 0)
+    assert scenario.sample_ms is not None
+    assert (scenario.receiver_drop_every is not None) == ("receiver_drops" in scenario.labels)
+
+
+def test_every_axis_is_covered() -> None:
+    runs = [s for s in GRID.values() if s.derived_from is None]
+    relayed = [s for s in runs if not s.path.direct]
+    rates = {s.path.rate_bps for s in relayed}
+    assert min(rates) <= 5_000_000 and max(rates) >= 200_000_000
+    rtts = {s.path.delay_fwd_ms + s.path.delay_rev_ms for s in relayed}
+    assert min(rtts) <= 1 and max(rtts) >= 600
+    assert any(s.path.direct and s.offloads for s in runs)
+    assert any(s.path.direct and not s.offloads for s in runs)
+    assert {s.congestion for s in runs} >= {"reno", "cubic", "bbr"}
+    assert any(s.pacing_bytes_per_s for s in runs) and any(not s.pacing_bytes_per_s for s in runs)
+    assert {s.initcwnd or 10 for s in runs} >= {10, 40}
+    shares = {
+        s.path.buffer_bytes / (s.path.rate_bps * (s.path.delay_fwd_ms * 2) / 8000) for s in relayed
+    }
+    assert min(shares) <= 0.1 and max(shares) >= 3
+    rcvbufs = {s.rcvbuf_bytes for s in runs if s.rcvbuf_bytes}
+    assert min(rcvbufs) <= 16_000 and max(rcvbufs) >= 4_000_000
+    assert any(not s.window_scaling for s in runs)
+    assert any(s.read_interval_ms and s.read_bytes <= 8_192 for s in runs)
+    assert any(s.read_pause_ms >= 2_500 for s in runs)
+    assert any(s.receiver_drop_every for s in runs)
+    assert any("network_drops" in s.labels for s in runs)
+    derived = [s for s in GRID.values() if s.derived_from is not None]
+    assert any(s.cut_after_s for s in derived) and any(s.snaplen_copy == 54 for s in derived)
+    assert all(s.derived_from in GRID for s in derived)
+    covered = set().union(*(set(s.labels) for s in GRID.values()))
+    assert covered == set(ALL_LABELS), set(ALL_LABELS) - covered
+
+
+def test_the_physics_behind_the_labels() -> None:
+    # eq. 1: 40 frames at 100 Mbit/s into 30 Mbit/s queue 28; 0.1 BDP holds 12.
+    first = GRID["initcwnd40_reno_0.1bdp"]
+    assert "first_round_overrun" in first.labels
+    assert "first_round_overrun" in GRID["initcwnd10_reno_0.1bdp"].absent_labels
+    # Without window scaling no window passes 65,535 bytes: window-limited wherever the BDP is
+    # well above it, and not on a 1 ms path.
+    for name, scenario in GRID.items():
+        if not scenario.window_scaling and not scenario.path.direct:
+            rtt_ms = scenario.path.delay_fwd_ms + scenario.path.delay_rev_ms
+            bdp = scenario.path.rate_bps * rtt_ms / 8000
+            assert ("window_limited" in scenario.labels) == (bdp > 65_535 / 0.8), name
+    assert "paced" in GRID["bbr_1bdp"].labels and "paced" in GRID["base"].absent_labels
+    # The window-capped base loses nothing by design: its whole flight fits the buffer.
+    base = GRID["base"]
+    assert "network_drops" in base.absent_labels
+    assert base.path.buffer_bytes >= 262_140 * 1514 / 1448
+
+
+# --- the committed captures ---------------------------------------------------------------------
+
+
+@cache
+def truth(name: str) -> dict[str, Any]:
+    return json.loads((SWEEP / name / "truth.json").read_text())
+
+
+@cache
+def tshark_columns(name: str, side: str) -> dict[str, np.ndarray]:
+    """Per record: from the sender?, TCP payload length, captured length, time (tshark)."""
+    fields = ("ip.src", "tcp.len", "frame.cap_len", "frame.time_epoch")
+    # Only the headers are needed: no sequence analysis or reassembly (twice as fast).
+    command = ["tshark", "-r", str(SWEEP / name / f"{side}.pcap.zst"), "-n", "-T", "fields"]
+    for option in (
+        "tcp.analyze_sequence_numbers:FALSE",
+        "tcp.desegment_tcp_streams:FALSE",
+        "tcp.calculate_timestamps:FALSE",
+    ):
+        command += ["-o", option]
+    for field in fields:
+        command += ["-e", field]
+    rows = [
+        line.split("\t")
+        for line in subprocess.run(
+            command, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    ]
+    return {
+        "from_sender": np.array([row[0] == SENDER for row in rows]),
+        "payload": np.array([int(row[1] or 0) for row in rows]),
+        "caplen": np.array([int(row[2]) for row in rows]),
+        "ts": np.array([float(row[3]) for row in rows]),
+    }
+
+
+def tshark_counts(name: str, side: str) -> dict[str, int]:
+    columns = tshark_columns(name, side)
+    sender = columns["from_sender"]
+    return {
+        "records": int(sender.size),
+        "a2b_segments": int(sender.sum()),
+        "a2b_data_segments": int((sender & (columns["payload"] > 0)).sum()),
+        "a2b_payload_bytes": int(columns["payload"][sender].sum()),
+        "b2a_segments": int((~sender).sum()),
+    }
+
+
+def test_the_stored_sweep_is_part_of_the_grid() -> None:
+    assert set(STORED) <= set(GRID)
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_stored_truth_is_consistent(name: str) -> None:
+    doc = truth(name)
+    assert doc["scenario"] == name
+    labels, absent, unsure = (set(doc[key]) for key in ("labels", "absent_labels", "unsure_labels"))
+    assert labels | absent | unsure == set(ALL_LABELS)
+    assert set(GRID[name].labels) <= labels
+    for side in ("sender", "receiver"):
+        assert 0 < (SWEEP / name / f"{side}.pcap.zst").stat().st_size < 2_000_000
+    limits = doc["kernel_limits"]
+    assert limits["rwnd_limited_us"] <= limits["busy_time_us"]
+    assert limits["sndbuf_limited_us"] <= limits["busy_time_us"]
+    samples = doc["tcp_info_samples"]
+    assert samples["fields"][:4] == ["t_ms", "busy_time", "rwnd_limited", "sndbuf_limited"]
+    t_ms = [row[0] for row in samples["rows"]]
+    assert t_ms == sorted(t_ms) and len(t_ms) >= 2
+    if GRID[name].derived_from is None:
+        # A drop label is there exactly when its kernel counter counted drops.
+        assert ("network_drops" in labels) == (doc["drops"]["network"] > 0)
+        assert ("receiver_drops" in labels) == (doc["drops"]["receiver"] > 0)
+        retrans = doc["retransmissions"]
+        assert retrans["segments"] == retrans["snmp_retrans_segs"] == limits["total_retrans"]
+        assert doc["receiver"]["bytes_read"] == doc["flow"]["bytes"] == GRID[name].transfer_bytes
+
+
+@pytest.mark.slow  # a tshark pass over each stored capture
+@needs_tshark
+@pytest.mark.parametrize("name", STORED)
+def test_packets_and_bytes_agree_with_tshark(name: str) -> None:
+    doc = truth(name)
+    scenario = GRID[name]
+    for side in ("sender", "receiver"):
+        counted = {key: doc["capture"]["counts"][side][key] for key in tshark_counts(name, side)}
+        assert tshark_counts(name, side) == counted, side
+    if scenario.derived_from is not None:
+        return
+    sent = tshark_counts(name, "sender")
+    arrived = tshark_counts(name, "receiver")
+    change = doc["counters"]["change"]
+    limits = doc["kernel_limits"]
+    # Every payload byte the sender's TCP sent, retransmissions included (tcpi_bytes_sent),
+    # is in the sender capture, whether as frames or as offload super-segments.
+    assert sent["a2b_payload_bytes"] == limits["bytes_sent"]
+    if not scenario.offloads:
+        # One frame per segment: the kernel's segment counts are the capture's frame counts.
+        assert sent["a2b_segments"] == limits["segs_out"]
+        assert sent["a2b_data_segments"] == limits["data_segs_out"]
+    if not scenario.path.direct:
+        # The sender's NIC tbf passed every frame the sender sent, and the bottleneck tbf every
+        # frame the receiver capture holds; the difference is the bottleneck's drops.
+        assert sent["a2b_segments"] == change["sender_nic_tbf"]["packets"]
+        assert arrived["a2b_segments"] == change["bottleneck_tbf"]["packets"]
+        assert sent["a2b_segments"] - arrived["a2b_segments"] == doc["drops"]["network"]
+
+
+@pytest.mark.slow  # a tshark pass over each stored capture
+@needs_tshark
+@pytest.mark.parametrize("name", [n for n in STORED if GRID[n].derived_from is not None])
+def test_copies_are_their_sources_cut(name: str) -> None:
+    scenario = GRID[name]
+    source = scenario.derived_from
+    assert source is not None
+    doc = truth(name)
+    for side in ("sender", "receiver"):
+        copy = tshark_columns(name, side)
+        if source in STORED:
+            whole = tshark_columns(source, side)
+            keep = np.ones(whole["ts"].size, dtype=bool)
+            if scenario.cut_after_s is not None:
+                keep = whole["ts"] >= doc["derived"]["cut_at_epoch_s"] - 1e-6
+            assert copy["ts"].size == keep.sum()
+            assert np.array_equal(copy["payload"], whole["payload"][keep])
+        if scenario.snaplen_copy is not None:
+            assert copy["caplen"].max() <= scenario.snaplen_copy
+        if scenario.cut_after_s is not None:
+            # No SYN left: the window scale is unknown to anyone reading the copy.
+            assert copy["ts"].min() >= doc["derived"]["cut_at_epoch_s"] - 1e-6
+
+
+@pytest.mark.slow
+@needs_tcptrace
+@pytest.mark.parametrize(
+    "name", [n for n in STORED if GRID[n].derived_from is None and not GRID[n].offloads]
+)
+def test_retransmissions_equal_tcptrace(name: str, tmp_path: Path) -> None:
+    pcap = tmp_path / "sender.pcap"
+    pcap.write_bytes(decompress(SWEEP / name / "sender.pcap.zst"))
+    assert tcptrace_retransmissions(pcap) == truth(name)["retransmissions"]["segments"]
