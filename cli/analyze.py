@@ -8,7 +8,11 @@ from pathlib import Path
 import click
 
 from cli import common
+from tracekit import units
 from tracekit.connections import ranked, records
+
+# The finding that says what held a direction back: printed with its connection.
+VERDICT_KIND = "rate_limit_cause"
 
 # Connection lines printed: those with findings, then the busiest (a load test's capture has
 # tens of thousands of connections, which `tracekit flows` and `--json` give in full).
@@ -40,12 +44,21 @@ def analyze(
     table = result.sender.connections.table
     # Connection numbers are the table's row numbers.
     shown = ranked(table, {f.conn for f in result.findings}, MAX_LISTED)
-    lines = [
-        f"connection {row['conn']}: {row['a']} -> {row['b']}  "
-        f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
-        f"{row['throughput_a2b_bps'] / 1e6:.2f} Mbit/s, {row['retrans_a2b']} resent"
-        for row in records(table.take(shown))
-    ]
+    # Each connection's verdict (what held each direction back, for how long) comes with it;
+    # the other findings follow, the most severe first.
+    verdicts = {(f.conn, f.direction): f.summary for f in result.findings if f.kind == VERDICT_KIND}
+    lines = []
+    for row in records(table.take(shown)):
+        lines.append(
+            f"connection {row['conn']}: {row['a']} -> {row['b']}  "
+            f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
+            f"{units.rate(row['throughput_a2b_bps'])}, {row['retrans_a2b']} resent"
+        )
+        lines += [
+            f"  {verdicts[(row['conn'], d)]}"
+            for d in ("a2b", "b2a")
+            if (row["conn"], d) in verdicts
+        ]
     if table.num_rows > len(shown):
         lines.append(
             f"... {table.num_rows - len(shown)} more connections (those with findings and the "
@@ -53,9 +66,10 @@ def analyze(
         )
     click.echo("\n".join(lines))
     _two_vantage(result)
-    if not result.findings:
+    rest = [f for f in result.findings if f.kind != VERDICT_KIND]
+    if not rest:
         click.echo("no findings")
-    for f in result.findings:
+    for f in sorted(rest, key=lambda f: -f.severity.rank):
         where = f"connection {f.conn} {f.direction or ''}".rstrip()
         click.echo(
             f"[{f.severity.value}] {f.kind} ({where}, {f.start_s:.3f}-{f.end_s:.3f} s): {f.summary}"

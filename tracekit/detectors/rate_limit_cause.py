@@ -1,22 +1,27 @@
-"""rate_limit_cause: why each phase of a transfer ran as fast as it did, in T-RAT's classes.
+"""rate_limit_cause: what held each direction back, for how long: one verdict and its phases.
 
-Zhang, Breslau, Paxson and Shenker ("On the characteristics and origins of internet flow
-rates", SIGCOMM 2002, 4) name what limits a TCP flow's rate: opportunity (still in slow start),
-congestion, the receiver's window, the sender's buffer (transport), the application, or the
-bandwidth of the bottleneck. tracekit labels each phase of each direction with one of:
+The verdict follows the account Linux keeps of every socket (tcp_chrono; TCP_INFO's
+tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited), read off the sender's capture by
+`_limits`: the time the application gave the sender nothing to send, the time the receive
+window held it, and the time it was busy otherwise. The lab scores these shares against the
+kernel's own (bench/accuracy.py). Busy time that neither window explains is the path's or the
+congestion controller's, and is told apart per phase, in the classes of T-RAT (Zhang, Breslau,
+Paxson and Shenker, "On the characteristics and origins of internet flow rates", SIGCOMM 2002):
 
 - `slow_start`: the flight still grows by half or more per phase, before any loss.
 - `congestion`: the sender retransmitted (it met loss and cut its window), or its congestion
-  window, below both the advertised window and the path, held the flight (congestion avoidance).
-- `receiver_window`: the flight was pinned at the advertised window, and that window is below
-  the path's bandwidth-delay product.
-- `sender_buffer`: the flight was pinned at a constant cap below the advertised window.
-- `application`: ACKs freed room under every window and the sender let them pass with nothing
-  to send: the application gave it no data.
+  window held the flight below the advertised window and the path (congestion avoidance).
 - `bandwidth`: the ACKs came back at the path's rate: the bottleneck was busy.
+- `pacing`: departures evenly spaced below the path's rate, with room under every window: a
+  pacing rate (SO_MAX_PACING_RATE, fq's maxrate, BBR) set the rate.
+- `sender_buffer`: the flight pinned at a constant cap below the advertised window, without
+  loss: the sender's socket buffer (the kernel's tcpi_sndbuf_limited).
+- `receive_window`: the window left less room than the sender would use (`_limits`).
+- `application`: nothing in flight and nothing sent: the application had no data.
 
-A phase starts as a window of `phase_rtts` smallest RTTs; consecutive windows with the same
-label merge into one phase. The path's rate comes from ACK dispersion (_measure.path_rate_bps).
+Phases are measured in round trips of the transfer itself: windows of `phase_rtts` smallest
+RTTs label the busy time, and a phase shorter than `min_phase_rtts` joins its neighbours, so a
+LAN transfer of 50 us round trips and a satellite one of 600 ms get the same few phases.
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from tracekit import units
+from tracekit.detectors._limits import (
+    APPLICATION,
+    NETWORK,
+    RECEIVE_WINDOW,
+    limit_states,
+)
 from tracekit.detectors._measure import (
     data_directions,
     flight_levels,
@@ -44,26 +56,39 @@ from tracekit.series import kind_mask
 LABELS = (
     "slow_start",
     "congestion",
-    "receiver_window",
+    "receive_window",
     "sender_buffer",
     "application",
     "bandwidth",
+    "pacing",
 )
-L_SLOW, L_CONG, L_RWND, L_SNDBUF, L_APP, L_BW = range(6)
+L_SLOW, L_CONG, L_RWND, L_SNDBUF, L_APP, L_BW, L_PACE = range(7)
+# The kernel's classes each label belongs to (tcp_chrono): the shares scored against it.
+KERNEL_CLASS = {
+    L_SLOW: "network",
+    L_CONG: "network",
+    L_BW: "network",
+    L_PACE: "network",
+    L_RWND: "receive_window",
+    L_SNDBUF: "send_buffer",
+    L_APP: "application",
+}
+KERNEL_CLASSES = ("application", "receive_window", "send_buffer", "network")
 
 WHY = {
     L_SLOW: "the sender was still in slow start, doubling its flight each round trip: the "
     "transfer had not yet had the opportunity to reach the path's rate",
     L_CONG: "the congestion window held the flight: the sender met loss (or was growing its "
     "window in congestion avoidance) below both the advertised window and the path's capacity",
-    L_RWND: "the flight was pinned at the receiver's advertised window, which is below the "
-    "path's bandwidth-delay product: the receiver's buffer set the rate",
+    L_RWND: "the receiver's advertised window left the sender less room than it would use: "
+    "the receiver's buffer set the rate",
     L_SNDBUF: "the flight was pinned at a constant cap below the advertised window: the "
     "sender's socket buffer set the rate",
-    L_APP: "ACKs freed room for more data and the sender let them pass: the application "
-    "gave it no data to send",
+    L_APP: "nothing was in flight and nothing was sent: the application gave the sender no data",
     L_BW: "the ACKs came back at the path's rate: the bottleneck link was busy, the transfer "
     "ran as fast as the path allows",
+    L_PACE: "segments left evenly spaced below the path's rate with room under every window: "
+    "a pacing rate set the rate",
 }
 ADVICE = {
     L_SLOW: "Nothing to change for a short transfer; for a long one, slow start ends by itself. "
@@ -71,13 +96,16 @@ ADVICE = {
     L_CONG: "Find where packets are lost (see the retransmissions finding); pace the sender "
     "(fq qdisc) or give the bottleneck a buffer near one bandwidth-delay product.",
     L_RWND: "Raise the receiver's SO_RCVBUF or net.ipv4.tcp_rmem's maximum to about twice the "
-    "bandwidth-delay product, with window scaling on (see the window_limited finding).",
+    "bandwidth-delay product, with window scaling on (see the window_limited finding), and let "
+    "the receiving application read promptly.",
     L_SNDBUF: "Raise the sender's SO_SNDBUF or net.ipv4.tcp_wmem's maximum to about twice the "
     "bandwidth-delay product.",
     L_APP: "Have the application write more, sooner: larger writes, no pauses between them, "
     "or read the source (disk, pipe) faster.",
     L_BW: "Nothing to change in TCP: a faster path (or less competing traffic) is the only way "
     "to go faster.",
+    L_PACE: "Raise the pacing rate (SO_MAX_PACING_RATE, tc fq maxrate) if the path can carry "
+    "more; with BBR the pacing rate follows its estimate of the path.",
 }
 
 
@@ -185,225 +213,317 @@ def _room_answered(
 
 class RateLimitCause(Detector):
     kind = "rate_limit_cause"
-    title = "What limited the transfer's rate, phase by phase"
+    title = "What limited the transfer's rate, and for how long"
     severity = Severity.INFO
 
     @dataclass(frozen=True)
     class Config:
-        # A few round trips per window: enough ACKs to measure a rate, short enough to see
-        # slow start (which doubles every RTT) as its own phase.
+        # Windows of a few round trips label the busy time: enough ACKs to measure a rate,
+        # short enough to see slow start (which doubles every RTT) as its own phase.
         phase_rtts: float = 4.0
+        # A phase is at least this many round trips: one or two RTTs of another label are the
+        # ACK clock's noise (a delayed ACK, a pause of the writer), not a change of regime.
+        min_phase_rtts: float = 3.0
         # ACKs at 80% or more of the path's rate mean the bottleneck was busy (the dispersion
         # estimate is good to a few percent; delayed ACKs and gaps cost some more).
         bandwidth_fraction: float = 0.8
-        # Same meaning as window_limited's: half the segments sent with the window full.
-        min_pinned_fraction: float = 0.5
         # The flight growing by half per phase of four RTTs or more is slow start (which would
         # multiply it by 16); congestion avoidance adds one segment per RTT.
         slow_start_growth_factor: float = 1.5
         # A flight up by less than 10% per phase is flat: congestion avoidance adds a segment
         # per RTT, which over four RTTs of a flight of a few dozen segments is more than that.
         growing_factor: float = 1.1
-        # Half the ACKs that freed room went unanswered: the sender had no data to send (an
-        # ACK-clocked sender answers every one, RFC 5681 3.1; pacing delays a few).
-        min_unanswered_fraction: float = 0.5
+        # Half the sends at the flight's cap, two segments below the window: a sender cap.
+        min_pinned_fraction: float = 0.5
+        # Paced departures: fewer than this share of the segments that follow an ACK leave in
+        # answer to it. An ACK-clocked sender answers every ACK at once (RFC 5681 3: ACKs clock
+        # out data), a pacer sends on its own timer, in step with no ACK; a segment answers an
+        # ACK when it leaves within a quarter of the ACKs' spacing (or two serialisation times).
+        paced_answered_fraction: float = 0.5
         # Fewer data segments than this in a direction say nothing about its limits.
         min_data_segments: int = 20
         # At most this many windows per direction: a long transfer over a short-RTT path (a
-        # LAN's 100 us) would otherwise yield a phase every few milliseconds, thousands of
-        # labels nobody reads; the windows then widen to duration / this.
+        # LAN's 100 us) would otherwise be cut into thousands; the windows then widen to
+        # duration / this.
         max_windows_count: int = 200
 
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         for conn, direction, d in data_directions(ctx):
-            yield from self._direction(ctx, conn, direction, d)
+            found = self._direction(ctx, conn, direction, d)
+            if found is not None:
+                yield found
 
-    def _direction(
-        self, ctx: AnalysisContext, conn: int, direction: int, d: Any
-    ) -> Iterator[Finding]:
+    def _direction(self, ctx: AnalysisContext, conn: int, direction: int, d: Any) -> Finding | None:
         cfg = self.config
         # Counted before any table is sliced (captures of thousands of short connections).
         series = ctx.series
         if series.data_segments(conn, direction) < cfg.min_data_segments or not series.rows(
             "acks", conn, direction
         ):
-            return
-        data = d.data
+            return None
         rtt = min_rtt_s(d)
         mss = segment_size_bytes(d.segments)
         if rtt is None or mss == 0:
-            return
-        path = path_rate_bps(d)
+            return None
         known = bool(ctx.series.window_known.get((conn, direction), False))
-        t0 = float(data["t_s"].iloc[0])
-        acks = d.acks[d.acks["t_s"] >= t0]
-        t_end = float(max(data["t_s"].iloc[-1], acks["t_s"].max() if len(acks) else t0))
+        run_start, run_end, run_state = limit_states(d, mss, known)
+        if run_start.size == 0:
+            return None
+        t0, t_end = float(run_start[0]), float(run_end[-1])
+        if t_end <= t0:
+            return None
+        path = path_rate_bps(d)
         length = max(cfg.phase_rtts * rtt, (t_end - t0) / cfg.max_windows_count)
         n = int(np.floor((t_end - t0) / length)) + 1
+        window = self._busy_labels(d, t0, t_end, length, n, rtt, mss, path, known)
+        # Each window's share of each state (the runs cut at the window edges), and its label:
+        # the state with the most time; busy (network) time takes the window's busy label.
+        edges = t0 + length * np.arange(n + 1)
+        edges[-1] = max(edges[-1], t_end)
+        seconds = _state_seconds_per_window(run_start, run_end, run_state, edges)
+        top = np.argmax(seconds, axis=1)
+        label = np.where(top == APPLICATION, L_APP, np.where(top == RECEIVE_WINDOW, L_RWND, window))
+        label = _merge_short(label, max(1, int(np.ceil(cfg.min_phase_rtts * rtt / length))))
+        # Shares of the whole time: the runs' exact durations for the kernel's classes, and
+        # the busy (network) time split by the labels of the windows it fell in.
+        total = t_end - t0
+        net_seconds = seconds[:, NETWORK]
+        label_seconds = np.zeros(len(LABELS))
+        label_seconds[L_APP] = seconds[:, APPLICATION].sum()
+        label_seconds[L_RWND] = seconds[:, RECEIVE_WINDOW].sum()
+        np.add.at(label_seconds, np.where(label >= 0, window, L_CONG), net_seconds)
+        shares = label_seconds / total
+        return self._verdict(conn, direction, d, t0, t_end, edges, label, shares, rtt, path, known)
 
+    def _busy_labels(
+        self,
+        d: Any,
+        t0: float,
+        t_end: float,
+        length: float,
+        n: int,
+        rtt: float,
+        mss: int,
+        path: float | None,
+        known: bool,
+    ) -> npt.NDArray[np.int64]:
+        """Per window, what held the busy time: slow start, congestion, bandwidth, pacing or
+        the sender's buffer."""
+        cfg = self.config
+        data = d.data
+        dt = data["t_s"].to_numpy()
         resent = kind_mask(data, "retransmission", "partial_retransmission")
-        sent, retrans = _window_sums(data["t_s"].to_numpy(), resent, t0, length, n)
+        sent, retrans = _window_sums(dt, resent, t0, length, n)
         any_loss_before = np.cumsum(retrans) - retrans > 0
-
         top, rwnd, has_rwnd = flight_levels(d)
         cap = float(np.percentile(top, 95)) if top.size else 0.0
-        counted, pinned_rwnd, capped, flight_max, rwnd_med = _flight_windows(
+        counted, _, capped, flight_max, _ = _flight_windows(
             d.flight["t_s"].to_numpy(), has_rwnd, top, rwnd, t0, length, n, mss, cap, known
         )
-        pinned = pinned_rwnd / np.maximum(counted, 1)
         at_cap = capped / np.maximum(counted, 1)
-
+        acks = d.acks[d.acks["t_s"] >= t0]
         line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
         gain = np.diff(line, prepend=line[0]) if line.size else line
         _, delivered = _window_sums(acks["t_s"].to_numpy(), gain, t0, length, n)
         width = np.full(n, length)
         width[-1] = max(t_end - (t0 + (n - 1) * length), rtt)
         rate = delivered * 8 / width
-
-        room, unanswered = self._unanswered(d, t0, length, n, mss)
-        unanswered_share = unanswered / np.maximum(room, 1)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-
-        bdp = float(bdp_bytes(path, rtt)) if path is not None else None
-        lossless = not resent.any()
-        # With no loss anywhere in the direction, a flight held flat below every window by
-        # nothing else is the sender's own doing (T-RAT's sender/application class); one that
-        # still grows is a congestion window in congestion avoidance.
-        label = np.full(n, L_CONG, dtype=np.int64)
-        if lossless:
-            label[growth < cfg.growing_factor] = L_APP
-        busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
-        small_window = (rwnd_med < 0.8 * bdp if bdp is not None else np.ones(n, dtype=bool)) & (
-            pinned >= cfg.min_pinned_fraction
+        paced = _paced_windows(
+            dt, d.acks["t_s"].to_numpy(), t0, length, n, cfg.paced_answered_fraction
         )
+        lossless = not resent.any()
+        label = np.full(n, L_CONG, dtype=np.int64)
+        busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
         slow = (growth >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
+        below_path = rate < cfg.bandwidth_fraction * path if path is not None else np.ones(n, bool)
         # Precedence, last assignment wins: the weakest evidence first.
-        label[(at_cap >= cfg.min_pinned_fraction) & lossless] = L_SNDBUF
-        label[slow] = L_SLOW
-        label[(unanswered_share >= cfg.min_unanswered_fraction) & (room >= 4)] = L_APP
+        label[(at_cap >= cfg.min_pinned_fraction) & lossless & (growth < cfg.growing_factor)] = (
+            L_SNDBUF
+        )
+        label[paced & below_path & (retrans == 0)] = L_PACE
+        label[slow & ~paced] = L_SLOW
         label[busy] = L_BW
-        label[small_window] = L_RWND
         label[retrans > 0] = L_CONG
-        # Windows with nothing sent or acknowledged carry no evidence: they join the phase before.
-        # A forward fill from the last window with evidence (the first window keeps its own).
+        # Windows with nothing sent or acknowledged carry no evidence: they take the label
+        # before them (the first keeps its own).
         empty = (sent == 0) & (delivered == 0)
         empty[0] = False
-        label = label[np.maximum.accumulate(np.where(empty, 0, np.arange(n)))]
+        filled: npt.NDArray[np.int64] = label[
+            np.maximum.accumulate(np.where(empty, 0, np.arange(n)))
+        ]
+        return filled
 
-        starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
-        ends = np.r_[starts[1:], n]
-        # Per phase, over its windows at once. The sums are of whole bytes and counts (exact in
-        # any order); the widths, fractional, are summed per phase as numpy sums a slice.
-        phase_delivered = np.add.reduceat(delivered, starts)
-        phase_window = np.maximum.reduceat(rwnd_med, starts)
-        phase_flight = np.maximum.reduceat(flight_max, starts)
-        phase_retrans = np.add.reduceat(retrans, starts)
-        phase_unanswered = np.add.reduceat(unanswered, starts)
-        phase_room = np.add.reduceat(room, starts)
-        name = DIRECTIONS[direction]
-        for p, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-            yield self._phase(
-                conn,
-                name,
-                int(label[lo]),
-                start_s=t0 + lo * length,
-                end_s=min(t0 + hi * length, t_end),
-                rate_bps=float(phase_delivered[p] * 8 / width[lo:hi].sum()),
-                path=path,
-                rtt=rtt,
-                bdp=bdp,
-                window=float(phase_window[p]),
-                flight=float(phase_flight[p]),
-                retransmissions=int(phase_retrans[p]),
-                unanswered=float(phase_unanswered[p] / max(phase_room[p], 1)),
-                windows=hi - lo,
-                known=known,
-            )
-
-    @staticmethod
-    def _unanswered(
-        d: Any, t0: float, length: float, n: int, mss: int
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Per window: ACKs that freed room for a segment, and those the sender left unanswered.
-
-        A sender limited by any window answers an ACK that frees room with new data at once
-        (the ACK clock); one with no data to send lets it pass. ACKs after the last data
-        segment (the transfer is over) do not count.
-        """
-        acks, data = d.acks, d.data
-        return _room_answered(
-            acks["frame"].to_numpy(),
-            acks["t_s"].to_numpy(),
-            acks["advance"].to_numpy(),
-            acks["edge_rel"].to_numpy(),
-            data["frame"].to_numpy(),
-            data["end_rel"].to_numpy(),
-            mss,
-            t0,
-            length,
-            n,
-        )
-
-    def _phase(
+    def _verdict(
         self,
         conn: int,
-        name: str,
-        label: int,
-        *,
-        start_s: float,
-        end_s: float,
-        rate_bps: float,
-        path: float | None,
+        direction: int,
+        d: Any,
+        t0: float,
+        t_end: float,
+        edges: npt.NDArray[np.float64],
+        label: npt.NDArray[np.int64],
+        shares: npt.NDArray[np.float64],
         rtt: float,
-        bdp: float | None,
-        window: float,
-        flight: float,
-        retransmissions: int,
-        unanswered: float,
-        windows: int,
+        path: float | None,
         known: bool,
     ) -> Finding:
-        cause = LABELS[label]
-        path_text = f" of a {path / 1e6:.2f} Mbit/s path" if path is not None else ""
-        summary = (
-            f"{name} {start_s:.2f}-{end_s:.2f} s limited by {cause.replace('_', ' ')}: "
-            f"{rate_bps / 1e6:.2f} Mbit/s{path_text}, RTT {rtt * 1e3:.1f} ms"
+        name = DIRECTIONS[direction]
+        kernel = {c: 0.0 for c in KERNEL_CLASSES}
+        for code, share in enumerate(shares):
+            kernel[KERNEL_CLASS[code]] += float(share)
+        top_class = max(KERNEL_CLASSES, key=lambda c: kernel[c])
+        members = [c for c in range(len(LABELS)) if KERNEL_CLASS[c] == top_class]
+        cause = max(members, key=lambda c: shares[c])
+        starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
+        phase_start = np.maximum(edges[starts], t0)
+        phase_end = np.r_[edges[starts[1:]], t_end]
+        phase_label = label[starts]
+        acks = d.acks
+        line = acks["ack_rel"].to_numpy()
+        first = float(d.data["seq_rel"].min())
+        achieved = float(max(line.max() - first, 0) * 8 / (t_end - t0)) if line.size else 0.0
+        others = ", ".join(
+            f"{c.replace('_', ' ')} {kernel[c]:.0%}"
+            for c in KERNEL_CLASSES
+            if c != top_class and kernel[c] >= 0.005
         )
-        share = f" ({rate_bps / path:.0%} of it)" if path else ""
+        cause_name = LABELS[cause].replace("_", " ")
+        share_text = f"{shares[cause]:.0%}"
+        if top_class == "network" and cause_name != "network":
+            share_text += f" (network {kernel['network']:.0%})"
+        path_text = f" of a {units.rate(path)} path" if path is not None else ""
+        summary = (
+            f"{name} limited by {cause_name} {share_text} of the transfer"
+            + (f"; {others}" if others else "")
+            + f": {units.rate(achieved)}{path_text}, RTT {units.duration(rtt)}"
+        )
+        phases_text = "; ".join(
+            f"{LABELS[int(lab)].replace('_', ' ')} {units.duration(a - t0)}-"
+            f"{units.duration(b - t0)}"
+            for a, b, lab in zip(phase_start, phase_end, phase_label, strict=True)
+        )
         explanation = (
-            f"Over these {windows} window(s) of {self.config.phase_rtts:g} round trips the ACK "
-            f"line advanced at {rate_bps / 1e6:.2f} Mbit/s{path_text}{share}: "
-            f"{WHY[label]}. The most in flight was {flight:,.0f} bytes against an advertised "
-            f"window of {window:,.0f}"
-            + ("" if known else " (window scale unknown: raw window field)")
-            + f"; {retransmissions} retransmission(s); {unanswered:.0%} of the ACKs that freed "
-            "room for a segment were left unanswered. Classes after T-RAT (Zhang et al., "
-            "SIGCOMM 2002)."
+            f"Over {units.duration(t_end - t0)} from the first data segment to the last ACK, "
+            f"{WHY[cause]}. As the kernel accounts a sender's time (tcp_chrono): application "
+            f"{kernel['application']:.0%} (nothing in flight), receive window "
+            f"{kernel['receive_window']:.0%}, send buffer {kernel['send_buffer']:.0%}, "
+            f"network {kernel['network']:.0%} (busy otherwise: slow start "
+            f"{shares[L_SLOW]:.0%}, congestion {shares[L_CONG]:.0%}, bandwidth "
+            f"{shares[L_BW]:.0%}, pacing {shares[L_PACE]:.0%}). Phases, in round trips of "
+            f"{units.duration(rtt)}, from the first data segment: {phases_text}."
+            + (
+                ""
+                if known
+                else " The window scale is unknown: only zero windows count as the "
+                "receive window's doing, so its share may be understated."
+            )
         )
         evidence: dict[str, Any] = {
-            "cause": cause,
-            "rate_bps": rate_bps,
+            "cause": LABELS[cause],
+            "limit_class": top_class,
+            "cause_fraction": float(shares[cause]),
+            "application_fraction": kernel["application"],
+            "receive_window_fraction": kernel["receive_window"],
+            "send_buffer_fraction": kernel["send_buffer"],
+            "network_fraction": kernel["network"],
+            "slow_start_fraction": float(shares[L_SLOW]),
+            "congestion_fraction": float(shares[L_CONG]),
+            "bandwidth_fraction": float(shares[L_BW]),
+            "pacing_fraction": float(shares[L_PACE]),
+            "phase_starts_s": tuple(float(x) for x in phase_start),
+            "phase_ends_s": tuple(float(x) for x in phase_end),
+            "phase_cause_codes": tuple(int(x) for x in phase_label),
+            "rate_bps": achieved,
             "rtt_s": rtt,
-            "flight_max_bytes": flight,
-            "window_max_bytes": window,
-            "retransmitted_segments": retransmissions,
-            "unanswered_ack_fraction": unanswered,
-            "windows_count": windows,
             "window_scale_known": known,
         }
-        if path is not None and bdp is not None:
+        if path is not None:
             evidence["path_rate_bps"] = path
-            evidence["bdp_bytes"] = bdp
-            evidence["path_share_ratio"] = rate_bps / path
+            evidence["bdp_bytes"] = float(bdp_bytes(path, rtt))
+            evidence["path_share_ratio"] = achieved / path
         return self.finding(
             conn=conn,
             direction=name,
-            start_s=start_s,
-            end_s=max(end_s, start_s),
+            start_s=t0,
+            end_s=max(t_end, t0),
             evidence=evidence,
             summary=summary,
             explanation=explanation,
-            advice=ADVICE[label],
+            advice=ADVICE[cause],
         )
+
+
+def _state_seconds_per_window(
+    start: npt.NDArray[np.float64],
+    end: npt.NDArray[np.float64],
+    state: npt.NDArray[np.int8],
+    edges: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Seconds of each state within each window [edges[w], edges[w + 1]): (windows, 3)."""
+    out = np.zeros((edges.size - 1, 3))
+    for s in range(3):
+        mine = state == s
+        a, b = start[mine], end[mine]
+        if a.size == 0:
+            continue
+        # Time in state s up to each edge: the runs that began before it, the last one cut.
+        cum = np.r_[0.0, np.cumsum(b - a)]
+        k = np.searchsorted(a, edges, side="right")
+        last = np.maximum(k - 1, 0)
+        inside = np.clip(edges - a[last], 0.0, (b - a)[last])
+        upto = np.where(k > 0, cum[last] + inside, 0.0)
+        out[:, s] = np.diff(upto)
+    return out
+
+
+def _merge_short(label: npt.NDArray[np.int64], min_windows: int) -> npt.NDArray[np.int64]:
+    """Phases shorter than `min_windows` windows join a neighbour: the one before, or the one
+    after for the first phase; repeated until every phase is long enough or one is left."""
+    label = label.copy()
+    while True:
+        starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
+        lengths = np.diff(np.r_[starts, label.size])
+        short = np.flatnonzero(lengths < min_windows)
+        if short.size == 0 or starts.size == 1:
+            return label
+        # The shortest phase goes first; ties to the earliest.
+        p = int(short[np.argmin(lengths[short])])
+        lo, hi = starts[p], starts[p] + lengths[p]
+        if p > 0 and (p == starts.size - 1 or lengths[p - 1] >= lengths[p + 1]):
+            label[lo:hi] = label[lo - 1]
+        else:
+            label[lo:hi] = label[hi]
+
+
+def _paced_windows(
+    t: npt.NDArray[np.float64],
+    ack_t: npt.NDArray[np.float64],
+    t0: float,
+    length: float,
+    n: int,
+    fraction: float,
+) -> npt.NDArray[np.bool_]:
+    """Per window: whether its segments left on a timer of their own rather than in answer to
+    ACKs (at least 8 segments that follow an ACK, fewer than `fraction` of them at once)."""
+    out = np.zeros(n, dtype=bool)
+    if t.size < 3 or ack_t.size < 2:
+        return out
+    gaps = np.diff(t)
+    positive = gaps[gaps > 0]
+    # One serialisation time: the closest two segments ever left (back to back at line rate).
+    line = float(np.percentile(positive, 1)) if positive.size else 0.0
+    soon = max(2 * line, 0.25 * float(np.median(np.diff(ack_t))))
+    k = np.searchsorted(ack_t, t, side="right") - 1
+    last_ack = ack_t[np.maximum(k, 0)]
+    before = np.r_[-np.inf, t[:-1]]
+    follows = (k >= 0) & (last_ack > before)  # the first segment after an ACK
+    answers = follows & (t - last_ack <= soon)
+    w = np.clip(((t - t0) / length).astype(np.int64), 0, n - 1)
+    first = np.bincount(w[follows], minlength=n)
+    answered = np.bincount(w[answers], minlength=n)
+    enough = first >= 8
+    out[enough] = answered[enough] < fraction * first[enough]
+    return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from tracekit import __version__
+from tracekit import __version__, units
 from tracekit.connections import ranked
 from tracekit.findings import Finding, Severity
 from tracekit.pipeline import Analysis
@@ -415,7 +415,7 @@ def _main_direction(row: pd.Series) -> int:
 
 
 def _fmt_rate(bps: float) -> str:
-    return f"{bps / 1e6:.2f} Mbit/s"
+    return units.rate(bps)
 
 
 def build_report(
@@ -462,7 +462,14 @@ def build_report(
             p if p is None else replace(p, x_range=x_range) for p in receiver_plots
         )
         rtt = _median_rtt(d)
+        # What held each direction back comes first: the verdict of rate_limit_cause.
+        verdicts = tuple(
+            ("what held it back", f.summary)
+            for f in analysis.findings
+            if f.conn == conn and f.kind == "rate_limit_cause"
+        )
         facts = (
+            *verdicts,
             ("a", str(row["a"])),
             ("b", str(row["b"])),
             ("duration", f"{row['duration_s']:.3f} s"),
@@ -478,7 +485,7 @@ def build_report(
                 "SACK / timestamps",
                 f"{'yes' if row['sack_ok'] else 'no'} / {'yes' if row['ts_ok'] else 'no'}",
             ),
-            ("median RTT", f"{rtt * 1e3:.2f} ms" if rtt else "no samples"),
+            ("median RTT", units.duration(rtt) if rtt else "no samples"),
         )
         views.append(
             ConnectionView(

@@ -1,0 +1,180 @@
+"""What held the sender back at each moment, as the Linux kernel accounts it (tcp_chrono).
+
+Linux keeps, per socket, how long the sender was busy (data unacknowledged or unsent), and of
+that how long it was stalled by the receive window and by its send buffer (tcp_chrono_start,
+net/ipv4/tcp_output.c; TCP_INFO's tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited).
+The rest of the time the application gave it nothing to send. This module reads the same
+account off the sender's capture, so that the verdict can be checked against the kernel's:
+
+- `application`: every byte sent is acknowledged and nothing new goes out: the sender's queues
+  are empty (the kernel stops its busy clock when they empty, tcp_chrono_stop).
+- `receive_window`: the room left under the receiver's advertised right edge (SND.UNA + SND.WND,
+  RFC 9293 3.8.6.2.1) is too small for the sender to use: less than what one ACK releases plus
+  the segment that does not fit, or less than a third of the window (up to one 64 KiB GSO
+  burst), the share below which Linux defers sending and counts the wait as the window's
+  (tcp_tso_should_defer, net.ipv4.tcp_tso_win_divisor = 3). Both are the transfer's own scale:
+  its ACK clock and its window. Measured just before each ACK arrives, once the sender has
+  answered the ACK before (a capture after the sender's queue sees its answer a few
+  serialisation times late, and the kernel judged it at the ACK).
+- `network`: data in flight and room under the window: the congestion window or pacing held
+  it, the path's business (slow start, loss recovery, a full bottleneck, a pacing rate).
+
+The send buffer is not told here: from the wire it looks like a congestion window that stopped
+growing (the detectors that look for a flight pinned below every window say so).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from tracekit.series import Direction
+
+APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
+# Linux sends at once when a third of the window is free (net.ipv4.tcp_tso_win_divisor) or a
+# whole GSO burst of 64 KiB fits; below that it defers (tcp_tso_should_defer).
+TSO_WIN_DIVISOR = 3.0
+GSO_MAX_BYTES = 65536.0
+STATES = ("application", "receive_window", "network")
+
+
+def ack_release_bytes(direction: Direction, mss: int) -> float:
+    """Bytes a typical ACK of this direction releases: the median advance of the ACK line.
+
+    Delayed ACKs release two segments (RFC 9293 3.8.6.3), receive offload (GRO, LRO) many more;
+    an ACK for a single segment releases one. At least one segment.
+    """
+    line = np.maximum.accumulate(direction.acks["ack_rel"].to_numpy())
+    step = np.diff(line)
+    step = step[step > 0]
+    return float(max(np.median(step), mss)) if step.size else float(mss)
+
+
+def limit_states(
+    direction: Direction, mss: int, window_known: bool
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int8]]:
+    """Runs of one state: (start_s, end_s, state), from the first data segment until the ACK
+    of the last byte (or the last event), covering that time without gaps.
+
+    Without a known window scale the advertised window is a raw field, not bytes (RFC 7323
+    2.3): only a zero window is certain, so only a zero window counts as the window's doing.
+    """
+    acks, data = direction.acks, direction.data
+    if data.empty:
+        empty = np.zeros(0)
+        return empty, empty, np.zeros(0, np.int8)
+    # The least room the window must leave for the sender to be held by something else: what
+    # the next ACK will release anyway, plus the segment that does not fit.
+    room = ack_release_bytes(direction, mss) + mss
+    return _limit_runs(
+        acks["frame"].to_numpy().astype(np.int64),
+        acks["t_s"].to_numpy(),
+        acks["ack_rel"].to_numpy().astype(np.int64),
+        acks["edge_rel"].to_numpy().astype(np.int64),
+        acks["win_bytes"].to_numpy().astype(np.int64),
+        data["frame"].to_numpy().astype(np.int64),
+        data["t_s"].to_numpy(),
+        data["end_rel"].to_numpy().astype(np.int64),
+        float(room),
+        window_known,
+    )
+
+
+def state_seconds(
+    start_s: npt.NDArray[np.float64], end_s: npt.NDArray[np.float64], state: npt.NDArray[np.int8]
+) -> npt.NDArray[np.float64]:
+    """Seconds spent in each state (indexed by APPLICATION, RECEIVE_WINDOW, NETWORK)."""
+    return np.bincount(state, weights=end_s - start_s, minlength=len(STATES))
+
+
+@njit(cache=True)
+def _limit_runs(
+    ack_frame: np.ndarray,
+    ack_t: np.ndarray,
+    ack_line: np.ndarray,
+    edge: np.ndarray,
+    win: np.ndarray,
+    data_frame: np.ndarray,
+    data_t: np.ndarray,
+    data_end: np.ndarray,
+    room: float,
+    known: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    n_ack, n_data = ack_frame.size, data_frame.size
+    size = n_ack + n_data
+    # Per event (ACKs and data merged in capture order): its time, whether it is an ACK, and
+    # after it the flight and the room under the window.
+    t = np.empty(size)
+    is_ack = np.empty(size, dtype=np.bool_)
+    una_at = np.empty(size, dtype=np.int64)
+    last_data = -1
+    flight = np.empty(size, dtype=np.int64)
+    usable = np.empty(size)
+    una = np.int64(-1)
+    nxt = np.int64(-1)
+    right = np.inf
+    window = np.empty(size)
+    last_end = np.int64(-1)
+    for j in range(n_data):
+        last_end = max(last_end, data_end[j])
+    i = j = 0
+    for k in range(size):
+        if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
+            t[k] = ack_t[i]
+            is_ack[k] = True
+            una = max(una, ack_line[i])
+            # Unscaled, only a zero window is a byte count: the right edge is then SND.UNA.
+            right = np.float64(edge[i]) if known else (np.inf if win[i] > 0 else np.float64(una))
+            i += 1
+        else:
+            t[k] = data_t[j]
+            is_ack[k] = False
+            nxt = max(nxt, data_end[j])
+            last_data = k
+            j += 1
+        una_at[k] = una
+        flight[k] = nxt - max(una, 0) if nxt >= 0 else 0
+        usable[k] = right - nxt
+        window[k] = right - una
+    first = data_t[0]
+    start = np.empty(size)
+    end = np.empty(size)
+    state = np.empty(size, dtype=np.int8)
+    n = 0
+    # The state of each interval after an event: idle when nothing is in flight; otherwise as
+    # it stands just before the next ACK (the sender has answered the ACK before by then).
+    judged = size - 1  # the last event before the next ACK, found walking backwards
+    before_next = np.empty(size, dtype=np.int64)
+    for k in range(size - 1, -1, -1):
+        before_next[k] = judged
+        if is_ack[k]:
+            judged = k - 1 if k > 0 else 0
+    for k in range(size - 1):
+        if t[k] < first:
+            continue
+        if k > last_data and una_at[k] >= last_end:
+            break  # the last byte is acknowledged and nothing more is sent: the transfer is over
+        q = before_next[k]
+        if q < k:
+            q = k
+        if flight[k] <= 0 or flight[q] <= 0:
+            s = 0
+        elif usable[q] < max(room, min(window[q] / TSO_WIN_DIVISOR, GSO_MAX_BYTES)):
+            s = 1
+        else:
+            s = 2
+        # Runs follow one another without overlap even where the capture's clock steps back
+        # (events are in capture order, their stamps not always).
+        a = max(t[k], end[n - 1]) if n > 0 else t[k]
+        b = t[k + 1]
+        if b <= a:
+            continue
+        if n > 0 and state[n - 1] == s and end[n - 1] == a:
+            end[n - 1] = b
+        else:
+            start[n] = a
+            end[n] = b
+            state[n] = s
+            n += 1
+    return start[:n].copy(), end[:n].copy(), state[:n].copy()
