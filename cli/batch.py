@@ -11,7 +11,9 @@ import click
 
 from cli import common
 from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_batch
+from tracekit.check.inputs import find_inputs
 from tracekit.merge import parse_map
+from tracekit.paths import printable
 
 
 @click.command()
@@ -21,7 +23,8 @@ from tracekit.merge import parse_map
     "--output",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the Parquet dataset (created; a run started again resumes in it).",
+    help="Folder of the Parquet dataset (created with any missing folders above it; a run "
+    "started again resumes in it).",
 )
 @click.option("-j", "--jobs", type=int, default=0, help="Worker processes [default: one per core].")
 @click.option(
@@ -56,6 +59,7 @@ def batch(
         scheduler=scheduler,
         addr_map=tuple(parse_map(maps).items()),
     )
+    _prepare_output(root, output)
     with ExitStack() as stack:
         bar: Any = None
 
@@ -72,11 +76,27 @@ def batch(
             if outcome.status in ("error", "crash"):
                 # On its own line, not in the middle of the bar's.
                 click.echo("\n" if bar is not None else "", err=True, nl=False)
-                click.echo(f"tracekit: {outcome.status}: {outcome.name}: {outcome.error}", err=True)
+                line = f"tracekit: {outcome.status}: {outcome.name}: {outcome.error}"
+                click.echo(printable(line), err=True)
             if bar is not None:
                 bar.update(1)
 
-        outcomes = run_batch(config, on_start=start, on_done=finished)
+        with common.writing(output):
+            outcomes = run_batch(config, on_start=start, on_done=finished)
     counts = outcome_counts(outcomes)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     click.echo(f"{output}: {len(outcomes)} inputs: {summary}")
+
+
+# --- the output rules of every command (cli.common), applied to the dataset's folder ----------
+
+
+def _prepare_output(root: Path, output: Path) -> None:
+    """Refuse an OUT that holds DIR or any input; make OUT; refuse, before any work, an input
+    whose name the dataset could not record."""
+    files = [p for inp in find_inputs([root]) for p in inp.paths]
+    common.refuse_overwriting([root, *files], folder=output)
+    for path in files:
+        # OUT/captures records each input's path.
+        common.require_utf8_name(path, "OUT/captures")
+    common.prepare_output(output, folder=True)

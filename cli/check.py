@@ -10,16 +10,18 @@ from pathlib import Path
 
 import click
 
+from cli import common
 from cli.status import ExitStatus
 from tracekit import detectors
 from tracekit.check.baseline import load_baseline
-from tracekit.check.inputs import find_inputs
+from tracekit.check.inputs import CaptureInput, find_inputs
 from tracekit.check.junit import render_junit
 from tracekit.check.policy import DEFAULT_POLICY, load_policy
 from tracekit.check.text import render_text
 from tracekit.check.verdict import CaptureVerdict, run_check
 from tracekit.check.write import write_text_atomic
 from tracekit.errors import TracekitError
+from tracekit.paths import require_regular_file
 
 _file = click.Path(dir_okay=False, path_type=Path)
 
@@ -58,12 +60,14 @@ def check(
     Exit 0: everything passed; 1: a finding, threshold or regression failed the policy; 2: bad
     input or usage. Rules and the default policy: docs/commands/check.md.
     """
+    _require_regular_files(policy, baseline)
     known_kinds = {cls.kind for cls in detectors.all_detectors()}
     rules = load_policy(policy, known_kinds) if policy is not None else DEFAULT_POLICY
     earlier = load_baseline(baseline) if baseline is not None else None
     inputs = find_inputs(paths)
     if not inputs:
         raise TracekitError(f"no captures found in {', '.join(str(p) for p in paths)}")
+    _prepare_outputs(paths, inputs, (policy, baseline), (junit, json_out))
     with _bar(len(inputs)) as advance:
 
         def done(verdict: CaptureVerdict) -> None:
@@ -73,9 +77,36 @@ def check(
 
         result = run_check(inputs, rules, earlier, on_done=done)
     if junit is not None:
-        write_text_atomic(junit, render_junit(result))
+        with common.writing(junit):
+            write_text_atomic(junit, render_junit(result))
     if json_out is not None:
-        write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2) + "\n")
+        with common.writing(json_out):
+            write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2) + "\n")
     click.echo(render_text(result))
     if not result.passed:
         ctx.exit(ExitStatus.CHECK_FAILED)
+
+
+# --- the output rules of every command (cli.common), applied to check's files -----------------
+
+
+def _require_regular_files(*option_files: Path | None) -> None:
+    """--policy and --baseline are read whole: a FIFO would block forever."""
+    for path in option_files:
+        if path is not None:
+            require_regular_file(path)
+
+
+def _prepare_outputs(
+    paths: tuple[Path, ...],
+    inputs: list[CaptureInput],
+    option_files: tuple[Path | None, ...],
+    outputs: tuple[Path | None, ...],
+) -> None:
+    """Refuse an output over any file the check reads; make the outputs' folders."""
+    manifests = [p for p in paths if p.suffix.lower() == ".toml"]
+    read = [*(p for inp in inputs for p in inp.paths), *manifests, *option_files]
+    common.refuse_overwriting(read, outputs)
+    for output in outputs:
+        if output is not None:
+            common.prepare_output(output)

@@ -1,14 +1,21 @@
-"""Plumbing shared by the commands: loading captures with a progress bar and warnings."""
+"""Plumbing shared by the commands: loading captures with a progress bar and warnings, and the
+rules every output path follows."""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from tracekit.atomic import temporary_beside
+from tracekit.errors import TracekitError
+from tracekit.paths import printable, require_regular_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,7 +63,7 @@ def read(path: str | Path, *, need_tcp: bool = True) -> Capture:
 def print_warnings(path: Path, warnings: tuple[str, ...]) -> None:
     """The reader's warnings (a cut tail, say), one line each on stderr."""
     for warning in warnings:
-        click.echo(f"tracekit: warning: {path}: {warning}", err=True)
+        click.echo(printable(f"tracekit: warning: {path}: {warning}"), err=True)
 
 
 def connections_table(path: Path) -> pa.Table:
@@ -76,9 +83,29 @@ def connections(path: str | Path, *, need_tcp: bool = True) -> Connections:
     return build_connections(read(path, need_tcp=need_tcp))
 
 
+def _regular_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A capture option's check, made before anything is read: a FIFO would block forever."""
+    if value is not None:
+        require_regular_file(value)
+    return value
+
+
 capture_argument = click.argument(
-    "capture", type=click.Path(dir_okay=False, path_type=Path), metavar="CAPTURE"
+    "capture",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="CAPTURE",
+    callback=_regular_file,
 )
+
+
+def receiver_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--receiver CAPTURE`, checked as CAPTURE is."""
+    return click.option(
+        "--receiver",
+        type=click.Path(dir_okay=False, path_type=Path),
+        callback=_regular_file,
+        help=help,
+    )
 
 
 map_option = click.option(
@@ -105,11 +132,7 @@ def address_map(maps: tuple[str, ...], receiver: Path | None) -> dict[str, str]:
 def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options of every command that analyses a capture: receiver, NAT map, UDP numbering."""
     options = (
-        click.option(
-            "--receiver",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="The receiver's capture of the same transfer: the two are merged.",
-        ),
+        receiver_option("The receiver's capture of the same transfer: the two are merged."),
         map_option,
         click.option(
             "--udp-seq-offset",
@@ -165,3 +188,128 @@ def require_merge(analysis: Analysis, capture: Path, receiver: Path | None) -> N
         )
     if not analysis.merge.matched:
         raise ReceiverMismatch(capture, receiver)
+
+
+# --- outputs ------------------------------------------------------------------------------------
+# Every command follows one rule for what it writes: no output may land on an input (the same
+# path, a symlink to it, a hard link of it); missing folders above an output are made, as
+# `mkdir -p` would; and an output that cannot be written (a read-only mount, a full disk, a file
+# where a folder should be) is one line naming it, exit 2.
+
+
+def _real(path: Path) -> Path:
+    # os.path.realpath: Path.resolve raises on a symlink loop, where this only stops following.
+    return Path(os.path.realpath(path))
+
+
+def _file_ids(paths: Iterable[Path]) -> dict[Path, tuple[int, int] | None]:
+    """Each path's real path, and its (device, inode) when it exists."""
+    ids: dict[Path, tuple[int, int] | None] = {}
+    for path in paths:
+        try:
+            st = path.stat()
+            ids[_real(path)] = (st.st_dev, st.st_ino)
+        except (OSError, ValueError):
+            ids[_real(path)] = None
+    return ids
+
+
+def _overwrites(output: Path, inputs: dict[Path, tuple[int, int] | None]) -> bool:
+    """Whether writing `output` would land on one of `inputs` (as _file_ids gives them)."""
+    ((real, ident),) = _file_ids([output]).items()
+    return real in inputs or (ident is not None and ident in inputs.values())
+
+
+def _is_input(output: Path) -> TracekitError:
+    return TracekitError(f"{printable(output)}: is an input file: write the output elsewhere")
+
+
+def refuse_overwriting(
+    inputs: Iterable[Path | None],
+    files: Iterable[Path | None] = (),
+    folder: Path | None = None,
+    names: re.Pattern[str] | None = None,
+) -> None:
+    """Raise TracekitError when an output would be written over an input file.
+
+    `files` are output files. `folder` is an output folder: with `names`, the command writes
+    files of those names directly in it; without, it writes anywhere below it, so no input
+    may lie under it at all.
+    """
+    ids = _file_ids(p for p in inputs if p is not None)
+    outputs = [p for p in files if p is not None]
+    for output in outputs:
+        if _overwrites(output, ids):
+            raise _is_input(output)
+    if len({_real(p) for p in outputs}) < len(outputs):
+        raise TracekitError(f"{printable(outputs[-1])}: named for two outputs")
+    if folder is None:
+        return
+    real_folder = _real(folder)
+    for real in ids:
+        if names is None and real.is_relative_to(real_folder):
+            raise TracekitError(
+                f"{printable(folder)}: holds the input {printable(real)}: "
+                "choose an output folder that holds no input"
+            )
+        if names is not None and real.parent == real_folder and names.fullmatch(real.name):
+            raise _is_input(folder / real.name)
+    if names is not None and folder.is_dir():
+        # A hard link or a symlink of an input, under a name the command writes.
+        for entry in folder.iterdir():
+            if names.fullmatch(entry.name) and _overwrites(entry, ids):
+                raise _is_input(entry)
+
+
+def require_utf8_name(path: Path, record: str) -> None:
+    """Refuse, before any work, an input whose name `record` (an output that keeps it as UTF-8
+    text) could not hold."""
+    try:
+        str(path).encode()
+    except UnicodeEncodeError:
+        raise TracekitError(
+            f"{printable(path)}: the file name is not UTF-8, which {record} must hold: "
+            "rename the file"
+        ) from None
+
+
+def _cannot_write(output: Path, exc: OSError) -> TracekitError:
+    """One line for an output that cannot be written: its name, and why."""
+    problem = exc.strerror or str(exc)
+    return TracekitError(f"{printable(output)}: cannot write: {problem}")
+
+
+def _make_folder(folder: Path, output: Path) -> None:
+    """Make `folder` and the missing ones above it, as `mkdir -p`."""
+    for above in [*reversed(folder.parents), folder]:
+        if above.exists() and not above.is_dir():
+            raise TracekitError(
+                f"{printable(output)}: cannot write: {printable(above)} is not a folder"
+            )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot_write(output, exc) from None
+
+
+def prepare_output(path: Path, *, folder: bool = False) -> None:
+    """Make the folders an output needs and check a file can be made there, before any work
+    is done for it. `folder`: the output is a folder that files are written into."""
+    where = path if folder else path.parent
+    _make_folder(where, path)
+    try:
+        temporary_beside(where / "probe" if folder else path).unlink()
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """The block writes `path` (a file or a folder of files): a failure to write there (a
+    full disk, a read-only mount) is one line naming it."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None

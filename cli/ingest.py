@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from cli import common
-from tracekit.table_io import write_packet_table
+from tracekit.paths import printable
+from tracekit.table_io import connections_path, write_packet_table
 
 
 @click.command()
@@ -17,13 +18,11 @@ from tracekit.table_io import write_packet_table
     "--output",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Parquet file to write (replaced atomically).",
+    help="Parquet file to write (replaced atomically; missing folders are made).",
 )
-@click.option(
-    "--receiver",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The receiver's capture of the same transfer: adds each packet's fate (delivered, "
-    "network drop, receiver drop, ...) as the column `fate`.",
+@common.receiver_option(
+    "The receiver's capture of the same transfer: adds each packet's fate (delivered, "
+    "network drop, receiver drop, ...) as the column `fate`."
 )
 @common.map_option
 def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, ...]) -> None:
@@ -34,10 +33,14 @@ def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, 
     under the key `tracekit.connections`, and beside it as `OUTPUT` with `.connections.parquet`.
     """
     addr_map = common.address_map(maps, receiver)
+    common.refuse_overwriting([capture, receiver], [output, connections_path(output)])
+    # The table's metadata records the capture's path (`tracekit.capture`).
+    common.require_utf8_name(capture, "the table's metadata")
+    common.prepare_output(output)
     if receiver is None:
         from tracekit.ingest import ingest_capture
 
-        with common.progress(capture) as progress:
+        with common.progress(capture) as progress, common.writing(output):
             result = ingest_capture(capture, output, progress=progress)
         common.print_warnings(capture, result.warnings)
         n_packets, n_conn = result.packets, result.connections
@@ -47,9 +50,11 @@ def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, 
         conns = common.connections(capture, need_tcp=False)
         matched = merge(conns, common.connections(receiver, need_tcp=False), addr_map)
         packets = matched.sender_packets(conns.packets)
-        write_packet_table(conns, output, packets)
+        with common.writing(output):
+            write_packet_table(conns, output, packets)
         n_packets, n_conn = packets.num_rows, conns.table.num_rows
     click.echo(
-        f"{output}: {n_packets} packets, {n_conn} connection{'' if n_conn == 1 else 's'}",
+        f"{printable(output)}: {n_packets} packets, "
+        f"{n_conn} connection{'' if n_conn == 1 else 's'}",
         err=True,
     )

@@ -14,6 +14,7 @@ import click
 from cli.memory import retain_freed_memory
 from cli.status import ExitStatus
 from tracekit.errors import TracekitError
+from tracekit.paths import printable
 
 # name -> "module:attribute" of a click command; one line per command.
 COMMANDS: dict[str, str] = {
@@ -43,6 +44,18 @@ SHORT_HELP: dict[str, str] = {
 }
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error shown as every other bad input is: one line, no usage and hint lines."""
+
+    def show(self, file: Any = None) -> None:
+        hint = f" (see {self.ctx.command_path} --help)" if self.ctx is not None else ""
+        click.echo(f"tracekit: {printable(self.format_message())}{hint}", err=True)
+
+
+def _one_line(exc: click.UsageError) -> OneLineUsageError:
+    return OneLineUsageError(exc.format_message(), exc.ctx)
+
+
 class LazyGroup(click.Group):
     """Imports a subcommand's module only when it runs, and maps errors to exit statuses."""
 
@@ -69,13 +82,27 @@ class LazyGroup(click.Group):
         command: click.Command = getattr(importlib.import_module(module_name), attr)
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except OneLineUsageError:
+            raise
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TracekitError as exc:
-            # Bad input: one line naming the file and the problem, never a traceback.
-            click.echo(f"tracekit: {exc}", err=True)
+            # Bad input: one line naming the file and the problem, never a traceback (a file
+            # name may hold a newline, or bytes that are not UTF-8).
+            click.echo(f"tracekit: {printable(str(exc))}", err=True)
             ctx.exit(ExitStatus.BAD_INPUT)
+        except OneLineUsageError:
+            raise
+        except click.UsageError as exc:
+            # A subcommand's bad option or argument (exit 2, as click gives it).
+            raise _one_line(exc) from None
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except BrokenPipeError:

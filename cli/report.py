@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from cli import common
+from tracekit.paths import printable
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.html import write
 
@@ -19,7 +20,7 @@ from tracekit.report.html import write
     "--output",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="HTML file to write (replaced atomically).",
+    help="HTML file to write (replaced atomically; missing folders are made).",
 )
 @click.option(
     "--rate-window",
@@ -59,8 +60,12 @@ def report(
         max_connections=max_connections,
         max_listed_connections=max(max_listed, max_connections),
     )
+    common.refuse_overwriting([capture, receiver], [output])
+    common.prepare_output(output)
     analysis = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
     common.require_merge(analysis, capture, receiver)
-    inputs = (str(capture),) + ((str(receiver),) if receiver else ())
-    path = write(build_report(analysis, inputs, config), output)
-    click.echo(f"{path}: {len(analysis.findings)} findings", err=True)
+    # As the page names them: a file name may hold bytes no UTF-8 page can.
+    inputs = tuple(printable(p) for p in (capture, receiver) if p is not None)
+    with common.writing(output):
+        path = write(build_report(analysis, inputs, config), output)
+    click.echo(f"{printable(path)}: {len(analysis.findings)} findings", err=True)

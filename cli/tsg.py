@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from cli import common
+from tracekit.paths import printable
 from tracekit.pipeline import vantage
-from tracekit.series_export import export_series
+from tracekit.series_export import SERIES, export_series
+
+# The names export_series writes (conn<N>_<a2b|b2a>_<series>.<fmt>), and the temporary files
+# beside them (tracekit.atomic), whatever the format: no input may go by one of them.
+EXPORTED_NAME = re.compile(
+    rf"\.?conn\d+_(?:a2b|b2a)_(?:{'|'.join(SERIES)})\.(?:csv|parquet)(?:\.[0-9a-f]+\.tmp)?"
+)
 
 
 @click.command()
@@ -41,5 +49,9 @@ def tsg(capture: Path, conn: int | None, out_dir: Path, fmt: str) -> None:
     Files are named conn<N>_<a2b|b2a>_<series>.<fmt>, series being segments, acks, sacks, rtt
     and flight (columns in docs/commands/tsg.md); times are seconds since the first packet.
     """
-    written = export_series(vantage(common.read(capture)), out_dir, conn=conn, fmt=fmt)
-    click.echo(f"{out_dir}: {len(written)} files", err=True)
+    common.refuse_overwriting([capture], folder=out_dir, names=EXPORTED_NAME)
+    common.prepare_output(out_dir, folder=True)
+    view = vantage(common.read(capture))
+    with common.writing(out_dir):
+        written = export_series(view, out_dir, conn=conn, fmt=fmt)
+    click.echo(f"{printable(out_dir)}: {len(written)} files", err=True)

@@ -10,11 +10,14 @@ The naming rule (docs/commands/check.md):
 
 EXT is `pcap`, `pcapng`, `cap` or `dmp`, optionally compressed (`.gz`, `.xz`, `.zst`, `.zstd`);
 the reader tells the format and compression by the file's first bytes, so a file named
-explicitly is read whatever its name. Folders are walked recursively, hidden entries skipped.
+explicitly is read whatever its name. Folders are walked recursively, hidden entries skipped;
+a folder reached again through a symlink is not walked again, and each file counts once however
+many paths lead to it. Names are shown through `tracekit.paths.printable`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -24,6 +27,7 @@ from pathlib import Path
 from tracekit.capture import read_capture
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge import parse_map
+from tracekit.paths import printable, require_regular_file
 from tracekit.pipeline import Analysis, analyze
 
 CAPTURE_NAME = re.compile(
@@ -74,15 +78,50 @@ def _role(path: Path) -> tuple[str, str] | None:
     return name, m["base"].lower()
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of what `path` leads to, or None when it leads nowhere."""
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _walk(folder: Path) -> list[Path]:
-    found = []
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith("."):
+    """The capture files under `folder`, each real file once.
+
+    Symlinks are followed, but a folder already walked is not walked again: a link to `..` or
+    to the folder itself would otherwise lead round and round (two such links double the paths
+    at every level). Folders reached through a symlink are walked after all the real ones, so
+    a file keeps its real path when it has one.
+    """
+    found: list[Path] = []
+    seen_folders: set[tuple[int, int]] = set()
+    seen_files: set[tuple[int, int]] = set()
+    real, linked = [folder], []
+    while real or linked:
+        current = real.pop() if real else linked.pop(0)
+        key = _file_id(current)
+        if key is None or key in seen_folders:
             continue
-        if path.is_dir():
-            found += _walk(path)
-        elif path.is_file() and is_capture_name(path.name):
-            found.append(path)
+        seen_folders.add(key)
+        try:
+            entries = sorted(current.iterdir())
+        except OSError as exc:
+            raise TracekitError(f"{printable(current)}: cannot list: {exc.strerror}") from None
+        subfolders = []
+        for path in entries:
+            if path.name.startswith("."):
+                continue
+            if path.is_dir():
+                (linked if path.is_symlink() else subfolders).append(path)
+            elif path.is_file() and is_capture_name(path.name):
+                file_key = _file_id(path)
+                if file_key is not None and file_key not in seen_files:
+                    seen_files.add(file_key)
+                    found.append(path)
+        # A stack: the first subfolder is walked next.
+        real += reversed(subfolders)
     return found
 
 
@@ -105,6 +144,7 @@ def read_manifest(path: Path) -> list[CaptureInput]:
     and `name` (optional; the sender's path without its extensions by default), and `map`
     (optional, with a receiver: a list of `SENDER_ADDR=RECEIVER_ADDR` NAT rules, as `--map`).
     """
+    require_regular_file(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -139,7 +179,7 @@ def read_manifest(path: Path) -> list[CaptureInput]:
             raise TracekitError(f"{where}: needs a sender")
         sender = base / entry["sender"]
         receiver = base / entry["receiver"] if "receiver" in entry else None
-        name = entry.get("name") or _strip_extensions(sender).as_posix()
+        name = printable(entry.get("name") or _strip_extensions(sender).as_posix())
         addr_map = _manifest_map(where, entry.get("map"), receiver)
         inputs.append(CaptureInput(name, sender, receiver, addr_map=addr_map))
     return inputs
@@ -174,9 +214,9 @@ def _group(files: Iterable[Path]) -> list[CaptureInput]:
     for path in files:
         role = _role(path)
         if role is None:
-            singles.setdefault(path.as_posix(), path)
+            singles.setdefault(printable(path.as_posix()), path)
         else:
-            roles = pairs.setdefault(role[0], {r: [] for r in ROLES})
+            roles = pairs.setdefault(printable(role[0]), {r: [] for r in ROLES})
             if path not in roles[role[1]]:
                 roles[role[1]].append(path)
     inputs = [CaptureInput(name=name, sender=path) for name, path in singles.items()]
@@ -185,7 +225,8 @@ def _group(files: Iterable[Path]) -> list[CaptureInput]:
         problem = None
         if len(senders) > 1 or len(receivers) > 1:
             both = senders if len(senders) > 1 else receivers
-            problem = f"two captures for one role: {both[0].name} and {both[1].name}"
+            first, second = (printable(p.name) for p in both[:2])
+            problem = f"two captures for one role: {first} and {second}"
         elif not senders:
             problem = "a receiver capture without its sender capture (NAME.sender.pcap)"
         sender = senders[0] if senders else receivers[0]
@@ -215,12 +256,25 @@ def find_inputs(paths: Sequence[Path]) -> list[CaptureInput]:
             files += _partners(path)
     seen: set[str] = set()
     inputs = []
-    for inp in [*_group(dict.fromkeys(files)), *listed]:
+    for inp in [*_group(_each_file_once(files)), *listed]:
         if inp.name in seen:
             raise TracekitError(f"{inp.name}: named twice (two inputs would share one name)")
         seen.add(inp.name)
         inputs.append(inp)
     return inputs
+
+
+def _each_file_once(files: Iterable[Path]) -> list[Path]:
+    """`files` without repeats: a file named by two paths (a symlink, `dir/../dir`, a hard
+    link) is kept by the first; a missing one by its path, for the reader to report."""
+    seen: set[object] = set()
+    kept = []
+    for path in files:
+        key = _file_id(path) or os.path.normpath(path)
+        if key not in seen:
+            seen.add(key)
+            kept.append(path)
+    return kept
 
 
 def analyze_input(inp: CaptureInput) -> tuple[Analysis, tuple[str, ...]]:
@@ -229,10 +283,16 @@ def analyze_input(inp: CaptureInput) -> tuple[Analysis, tuple[str, ...]]:
     Raises CaptureError naming the file for a missing, corrupt or TCP-less capture.
     """
     if inp.problem is not None:
-        raise CaptureError(inp.sender, inp.problem)
-    sender = read_capture(inp.sender)
-    receiver = read_capture(inp.receiver) if inp.receiver is not None else None
-    warnings = tuple(f"{inp.sender}: {w}" for w in sender.stats.warnings)
+        raise CaptureError(printable(inp.sender), inp.problem)
+    for path in inp.paths:
+        require_regular_file(path)
+    try:
+        sender = read_capture(inp.sender)
+        receiver = read_capture(inp.receiver) if inp.receiver is not None else None
+    except CaptureError as exc:
+        # The message goes into JUnit, JSON and Parquet files, which hold no lone surrogates.
+        raise CaptureError(printable(exc.path), exc.problem) from None
+    warnings = tuple(f"{printable(inp.sender)}: {w}" for w in sender.stats.warnings)
     if receiver is not None:
-        warnings += tuple(f"{inp.receiver}: {w}" for w in receiver.stats.warnings)
+        warnings += tuple(f"{printable(inp.receiver)}: {w}" for w in receiver.stats.warnings)
     return analyze(sender, receiver, addr_map=dict(inp.addr_map) or None), warnings
