@@ -10,12 +10,14 @@ account off the sender's capture, so that the verdict can be checked against the
   are empty (the kernel stops its busy clock when they empty, tcp_chrono_stop).
 - `receive_window`: the room left under the receiver's advertised right edge (SND.UNA + SND.WND,
   RFC 9293 3.8.6.2.1) is too small for the sender to use: less than what one ACK releases plus
-  the segment that does not fit, or less than a third of the window (up to one 64 KiB GSO
-  burst), the share below which Linux defers sending and counts the wait as the window's
-  (tcp_tso_should_defer, net.ipv4.tcp_tso_win_divisor = 3). Both are the transfer's own scale:
-  its ACK clock and its window. Measured just before each ACK arrives, once the sender has
-  answered the ACK before (a capture after the sender's queue sees its answer a few
-  serialisation times late, and the kernel judged it at the ACK).
+  the segment that does not fit, or less than the burst Linux waits for before it sends into a
+  window (tcp_tso_should_defer counts that wait as the window's). That burst is 1 ms of the
+  sender's pacing rate (tcp_tso_autosize, sk_pacing_shift 10), 1.2 windows per RTT in
+  congestion avoidance (tcp_update_pacing_rate), at least two segments and at most one 64 KiB
+  GSO burst. Both are the transfer's own scale: its ACK clock, its window over its RTT.
+  Measured just before each ACK arrives, once the sender has answered the ACK before (a capture
+  after the sender's queue sees its answer a few serialisation times late, and the kernel
+  judged it at the ACK).
 - `network`: data in flight and room under the window: the congestion window or pacing held
   it, the path's business (slow start, loss recovery, a full bottleneck, a pacing rate).
 
@@ -32,9 +34,13 @@ from numba import njit
 from tracekit.series import Direction
 
 APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
-# Linux sends at once when a third of the window is free (net.ipv4.tcp_tso_win_divisor) or a
-# whole GSO burst of 64 KiB fits; below that it defers (tcp_tso_should_defer).
-TSO_WIN_DIVISOR = 3.0
+# The burst Linux waits for before it sends into a window: 2**-10 s of its pacing rate
+# (tcp_tso_autosize with sk_pacing_shift 10), which is 120% of a window per smoothed RTT in
+# congestion avoidance (tcp_update_pacing_rate); at least 2 segments (tcp_min_tso_segs), at most
+# one GSO burst of 64 KiB.
+BURST_S = 2.0**-10
+PACING_RATIO = 1.2
+MIN_BURST_SEGMENTS = 2
 GSO_MAX_BYTES = 65536.0
 STATES = ("application", "receive_window", "network")
 
@@ -52,7 +58,7 @@ def ack_release_bytes(direction: Direction, mss: int) -> float:
 
 
 def limit_states(
-    direction: Direction, mss: int, window_known: bool
+    direction: Direction, mss: int, window_known: bool, rtt_s: float
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int8]]:
     """Runs of one state: (start_s, end_s, state), from the first data segment until the ACK
     of the last byte (or the last event), covering that time without gaps.
@@ -77,6 +83,8 @@ def limit_states(
         data["t_s"].to_numpy(),
         data["end_rel"].to_numpy().astype(np.int64),
         float(room),
+        float(mss),
+        float(rtt_s),
         window_known,
     )
 
@@ -99,6 +107,8 @@ def _limit_runs(
     data_t: np.ndarray,
     data_end: np.ndarray,
     room: float,
+    mss: float,
+    rtt: float,
     known: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n_ack, n_data = ack_frame.size, data_frame.size
@@ -158,9 +168,12 @@ def _limit_runs(
         q = before_next[k]
         if q < k:
             q = k
-        if flight[k] <= 0 or flight[q] <= 0:
+        closed = usable[q] < max(room, _burst(window[q], mss, rtt))
+        if (flight[k] <= 0 or flight[q] <= 0) and not (flight[k] <= 0 and usable[k] < mss):
             s = 0
-        elif usable[q] < max(room, min(window[q] / TSO_WIN_DIVISOR, GSO_MAX_BYTES)):
+        elif closed or (flight[k] <= 0 and usable[k] < mss):
+            # With nothing in flight, a window that cannot take a segment is shut: the
+            # sender's data waits on it (zero-window probes), as the kernel counts it.
             s = 1
         else:
             s = 2
@@ -178,3 +191,10 @@ def _limit_runs(
             state[n] = s
             n += 1
     return start[:n].copy(), end[:n].copy(), state[:n].copy()
+
+
+@njit(cache=True)
+def _burst(window: float, mss: float, rtt: float) -> float:  # pragma: no cover - compiled
+    """The bytes Linux waits to have room for before it sends into a window (see BURST_S)."""
+    burst = PACING_RATIO * window / rtt * BURST_S if rtt > 0 else GSO_MAX_BYTES
+    return min(max(burst, MIN_BURST_SEGMENTS * mss), GSO_MAX_BYTES)

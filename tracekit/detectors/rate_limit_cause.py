@@ -268,7 +268,7 @@ class RateLimitCause(Detector):
         if rtt is None or mss == 0:
             return None
         known = bool(ctx.series.window_known.get((conn, direction), False))
-        run_start, run_end, run_state = limit_states(d, mss, known)
+        run_start, run_end, run_state = limit_states(d, mss, known, rtt)
         if run_start.size == 0:
             return None
         t0, t_end = float(run_start[0]), float(run_end[-1])

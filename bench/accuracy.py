@@ -1,0 +1,232 @@
+"""How right the diagnosis is across the lab sweep (fixtures/sweep): not a test, a scorecard.
+
+Every sweep scenario holds its sender's and receiver's captures and its truth: the labels its
+configuration makes certain (`labels`, must be found; `absent_labels`, must not be), those the
+physics leaves open (`unsure_labels`, not scored), the drop counters and the sender kernel's own
+account of its time (TCP_INFO busy, rwnd-limited and sndbuf-limited, `kernel_limits`). This
+script analyses each pair as `tracekit analyze --receiver` does and prints:
+
+1. per label, the confusion matrix over the scenarios it is scored on (true and false
+   positives and negatives) and the share right;
+2. per scenario, the verdict's class against the class the kernel gives most time, and the
+   largest difference between the four shares (application, receive window, send buffer,
+   network) and the kernel's;
+3. the evidence errors: the slow-start buffer estimate against the configured bottleneck
+   buffer (a ratio), and the drop counts against the counters.
+
+    python bench/accuracy.py [--sweep DIR] [--jobs 2] [--only PATTERN] [--json OUT]
+
+No root needed: the captures are stored. `python -m fixtures.lab sweep` remakes them (root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEP = ROOT / "fixtures" / "sweep"
+CLASSES = ("application", "receive_window", "send_buffer", "network")
+
+Findings = list[dict[str, Any]]
+
+
+def _of(findings: Findings, kind: str) -> Findings:
+    return [f for f in findings if f["kind"] == kind and f.get("direction") in ("a2b", None)]
+
+
+def _verdict(findings: Findings) -> dict[str, Any] | None:
+    found = _of(findings, "rate_limit_cause")
+    return max(found, key=lambda f: f["end_s"] - f["start_s"]) if found else None
+
+
+def _cause(findings: Findings, cause: str) -> bool:
+    v = _verdict(findings)
+    return v is not None and v["evidence"]["cause"] == cause
+
+
+# What each label asks of the findings of the scenario's transfer (direction a2b).
+DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
+    "slow_start_overrun": lambda f, d: bool(_of(f, "slow_start_overrun")),
+    "first_round_overrun": lambda f, d: any(
+        x["evidence"].get("round") == 0 for x in _of(f, "slow_start_overrun")
+    ),
+    "network_drops": lambda f, d: bool(_of(f, "network_drop")),
+    "receiver_drops": lambda f, d: bool(_of(f, "receiver_drop")),
+    "window_oscillation": lambda f, d: bool(_of(f, "window_oscillation")),
+    "window_limited": lambda f, d: bool(_of(f, "window_limited")),
+    "line_rate_bursts": lambda f, d: bool(_of(f, "line_rate_burst")),
+    "paced": lambda f, d: _cause(f, "pacing"),
+    "zero_window_stall": lambda f, d: bool(_of(f, "zero_window_stall")),
+    "zero_window": lambda f, d: (
+        bool(_of(f, "zero_window_stall"))
+        or any(x["evidence"].get("zero_window_count", 0) > 0 for x in _of(f, "window_oscillation"))
+    ),
+    "window_scale_unknown": lambda f, d: any(
+        c.get("ws_state") == "unknown" for c in d["connections"][:1]
+    ),
+    "snaplen_truncated": lambda f, d: bool(_of(f, "snaplen_truncated")),
+    "super_segments": lambda f, d: any(bool(c.get("tso")) for c in d["connections"][:1]),
+    "sndbuf_limited": lambda f, d: _cause(f, "sender_buffer"),
+}
+
+
+def kernel_shares(truth: dict[str, Any]) -> dict[str, float] | None:
+    """The sender kernel's account as shares of the transfer (tcp_chrono)."""
+    limits = truth.get("kernel_limits")
+    if not limits or not limits.get("busy_share_of_transfer"):
+        return None
+    busy = limits["busy_time_us"] / 1e6
+    elapsed = busy / limits["busy_share_of_transfer"]
+    rwnd = limits["rwnd_limited_us"] / 1e6
+    sndbuf = limits["sndbuf_limited_us"] / 1e6
+    return {
+        "application": max(elapsed - busy, 0.0) / elapsed,
+        "receive_window": rwnd / elapsed,
+        "send_buffer": sndbuf / elapsed,
+        "network": max(busy - rwnd - sndbuf, 0.0) / elapsed,
+    }
+
+
+def score_one(folder: Path) -> dict[str, Any]:
+    """Analyse one scenario's pair and score it against its truth."""
+    from tracekit.capture import read_capture
+    from tracekit.errors import TracekitError
+    from tracekit.pipeline import analyze
+
+    truth = json.loads((folder / "truth.json").read_text())
+    row: dict[str, Any] = {"scenario": folder.name}
+    sender = next(folder.glob("sender.pcap*"))
+    receivers = list(folder.glob("receiver.pcap*"))
+    try:
+        analysis = analyze(read_capture(sender), read_capture(receivers[0]) if receivers else None)
+    except TracekitError as exc:
+        row["error"] = str(exc)
+        return row
+    doc = analysis.to_dict()
+    findings: Findings = doc["findings"]
+    # The scenario's transfer is the busiest connection; score its findings only.
+    busiest = max(doc["connections"], key=lambda c: c["bytes_a2b"] + c["bytes_b2a"])
+    findings = [f for f in findings if f["conn"] == busiest["conn"]]
+    doc["connections"] = [busiest]
+    labels = {
+        "expected": set(truth.get("labels", [])),
+        "absent": set(truth.get("absent_labels", [])),
+    }
+    row["labels"] = {}
+    for label, detect in DETECTS.items():
+        if label in labels["expected"] or label in labels["absent"]:
+            row["labels"][label] = {
+                "expected": label in labels["expected"],
+                "found": bool(detect(findings, doc)),
+            }
+    kernel = kernel_shares(truth)
+    verdict = _verdict(findings)
+    if kernel is not None and verdict is not None:
+        ours = {c: verdict["evidence"][f"{c}_fraction"] for c in CLASSES}
+        row["verdict"] = {
+            "ours": ours,
+            "kernel": kernel,
+            "class": verdict["evidence"]["limit_class"],
+            "kernel_class": max(kernel, key=lambda c: kernel[c]),
+            "cause": verdict["evidence"]["cause"],
+            "max_error": max(abs(ours[c] - kernel[c]) for c in CLASSES),
+        }
+    for f in _of(findings, "slow_start_overrun"):
+        estimate = f["evidence"].get("buffer_estimate_bytes")
+        configured = truth["path"].get("bottleneck_buffer_bytes")
+        if estimate and configured:
+            row["buffer_ratio"] = estimate / configured
+    for kind, counter in (("network_drop", "network"), ("receiver_drop", "receiver")):
+        found = _of(findings, kind)
+        if found:
+            row[f"{counter}_drops"] = {
+                "found": found[0]["evidence"].get(f"{kind}s_packets"),
+                "counter": truth["drops"][counter],
+            }
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", type=Path, default=SWEEP)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--only", default="*", help="scenario names matching this pattern")
+    parser.add_argument("--json", type=Path, help="write every scenario's row here")
+    args = parser.parse_args()
+    folders = sorted(
+        p
+        for p in args.sweep.iterdir()
+        if (p / "truth.json").exists() and fnmatch.fnmatch(p.name, args.only)
+    )
+    if not folders:
+        sys.exit(f"accuracy: no scenarios under {args.sweep}")
+    with ProcessPoolExecutor(args.jobs) as pool:
+        rows = list(pool.map(score_one, folders))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    report(rows)
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(f"{len(rows)} scenarios")
+    for row in rows:
+        if "error" in row:
+            print(f"  {row['scenario']}: {row['error']}")
+    print("\nlabel                 scored    TP   FN   FP   TN   right  wrong scenarios")
+    for label in DETECTS:
+        cells = [r["labels"][label] for r in rows if label in r.get("labels", {})]
+        if not cells:
+            continue
+        tp = sum(c["expected"] and c["found"] for c in cells)
+        fn = sum(c["expected"] and not c["found"] for c in cells)
+        fp = sum(not c["expected"] and c["found"] for c in cells)
+        tn = sum(not c["expected"] and not c["found"] for c in cells)
+        wrong = [
+            r["scenario"]
+            for r in rows
+            if label in r.get("labels", {})
+            and r["labels"][label]["expected"] != r["labels"][label]["found"]
+        ]
+        print(
+            f"{label:21s} {len(cells):6d} {tp:5d} {fn:4d} {fp:4d} {tn:4d} "
+            f"{(tp + tn) / len(cells):6.0%}  {', '.join(wrong)}"
+        )
+    scored = [r for r in rows if "verdict" in r]
+    if scored:
+        same = sum(r["verdict"]["class"] == r["verdict"]["kernel_class"] for r in scored)
+        within = sum(r["verdict"]["max_error"] <= 0.10 for r in scored)
+        print(
+            f"\nverdict against the kernel's account: class right in {same} of {len(scored)}, "
+            f"every share within 10 points in {within} of {len(scored)}"
+        )
+        for r in scored:
+            v = r["verdict"]
+            if v["class"] != v["kernel_class"] or v["max_error"] > 0.10:
+                ours = " ".join(f"{c[:4]} {v['ours'][c]:.2f}" for c in CLASSES)
+                kern = " ".join(f"{c[:4]} {v['kernel'][c]:.2f}" for c in CLASSES)
+                print(f"  {r['scenario']}: ours {ours} ({v['cause']}) | kernel {kern}")
+    ratios = [(r["scenario"], r["buffer_ratio"]) for r in rows if "buffer_ratio" in r]
+    if ratios:
+        inside = sum(1 / 1.5 <= x <= 1.5 for _, x in ratios)
+        print(f"\nbuffer estimate / configured buffer: within 1.5x in {inside} of {len(ratios)}")
+        for name, x in ratios:
+            print(f"  {name}: {x:.2f}")
+    for counter in ("network", "receiver"):
+        drops = [(r["scenario"], r[f"{counter}_drops"]) for r in rows if f"{counter}_drops" in r]
+        if drops:
+            exact = sum(d["found"] == d["counter"] for _, d in drops)
+            print(f"\n{counter} drops equal to the counter in {exact} of {len(drops)}")
+            for name, d in drops:
+                if d["found"] != d["counter"]:
+                    print(f"  {name}: found {d['found']}, counter {d['counter']}")
+
+
+if __name__ == "__main__":
+    main()
