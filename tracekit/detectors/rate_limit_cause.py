@@ -15,7 +15,8 @@ Paxson and Shenker, "On the characteristics and origins of internet flow rates",
 - `pacing`: departures evenly spaced below the path's rate, with room under every window: a
   pacing rate (SO_MAX_PACING_RATE, fq's maxrate, BBR) set the rate.
 - `sender_buffer`: the flight pinned at a constant cap below the advertised window, without
-  loss: the sender's socket buffer (the kernel's tcpi_sndbuf_limited).
+  loss: the sender's socket buffer. The kernel counts that time as busy (a writer blocked on
+  a full send buffer leaves tcpi_sndbuf_limited at 0 in the lab's runs), so it is network time.
 - `receive_window`: the window left less room than the sender would use (`_limits`).
 - `application`: nothing in flight and nothing sent: the application had no data.
 
@@ -69,11 +70,11 @@ KERNEL_CLASS = {
     L_CONG: "network",
     L_BW: "network",
     L_PACE: "network",
+    L_SNDBUF: "network",
     L_RWND: "receive_window",
-    L_SNDBUF: "send_buffer",
     L_APP: "application",
 }
-KERNEL_CLASSES = ("application", "receive_window", "send_buffer", "network")
+KERNEL_CLASSES = ("application", "receive_window", "network")
 
 WHY = {
     L_SLOW: "the sender was still in slow start, doubling its flight each round trip: the "
@@ -277,7 +278,7 @@ class RateLimitCause(Detector):
         path = path_rate_bps(d)
         length = max(cfg.phase_rtts * rtt, (t_end - t0) / cfg.max_windows_count)
         n = int(np.floor((t_end - t0) / length)) + 1
-        window = self._busy_labels(d, t0, t_end, length, n, rtt, mss, path, known)
+        window, paced = self._busy_labels(d, t0, t_end, length, n, rtt, mss, path, known)
         # Each window's share of each state (the runs cut at the window edges), and its label:
         # the state with the most time; busy (network) time takes the window's busy label.
         edges = t0 + length * np.arange(n + 1)
@@ -295,7 +296,13 @@ class RateLimitCause(Detector):
         label_seconds[L_RWND] = seconds[:, RECEIVE_WINDOW].sum()
         np.add.at(label_seconds, np.where(label >= 0, window, L_CONG), net_seconds)
         shares = label_seconds / total
-        return self._verdict(conn, direction, d, t0, t_end, edges, label, shares, rtt, path, known)
+        # Of the busy time, the share whose segments left on a pacer's timer, whatever held
+        # the rate there (a paced sender at the path's rate is busy with bandwidth).
+        busy_total = float(net_seconds.sum())
+        paced_share = float(net_seconds[paced].sum()) / busy_total if busy_total > 0 else 0.0
+        return self._verdict(
+            conn, direction, d, t0, t_end, edges, label, shares, rtt, path, known, paced_share
+        )
 
     def _busy_labels(
         self,
@@ -308,9 +315,9 @@ class RateLimitCause(Detector):
         mss: int,
         path: float | None,
         known: bool,
-    ) -> npt.NDArray[np.int64]:
-        """Per window, what held the busy time: slow start, congestion, bandwidth, pacing or
-        the sender's buffer."""
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Per window, what held the busy time (slow start, congestion, bandwidth, pacing or
+        the sender's buffer), and whether its segments left paced."""
         cfg = self.config
         data = d.data
         dt = data["t_s"].to_numpy()
@@ -354,7 +361,7 @@ class RateLimitCause(Detector):
         filled: npt.NDArray[np.int64] = label[
             np.maximum.accumulate(np.where(empty, 0, np.arange(n)))
         ]
-        return filled
+        return filled, paced
 
     def _verdict(
         self,
@@ -369,6 +376,7 @@ class RateLimitCause(Detector):
         rtt: float,
         path: float | None,
         known: bool,
+        paced_share: float,
     ) -> Finding:
         name = DIRECTIONS[direction]
         kernel = {c: 0.0 for c in KERNEL_CLASSES}
@@ -409,10 +417,10 @@ class RateLimitCause(Detector):
             f"Over {units.duration(t_end - t0)} from the first data segment to the last ACK, "
             f"{WHY[cause]}. As the kernel accounts a sender's time (tcp_chrono): application "
             f"{kernel['application']:.0%} (nothing in flight), receive window "
-            f"{kernel['receive_window']:.0%}, send buffer {kernel['send_buffer']:.0%}, "
-            f"network {kernel['network']:.0%} (busy otherwise: slow start "
-            f"{shares[L_SLOW]:.0%}, congestion {shares[L_CONG]:.0%}, bandwidth "
-            f"{shares[L_BW]:.0%}, pacing {shares[L_PACE]:.0%}). Phases, in round trips of "
+            f"{kernel['receive_window']:.0%}, network {kernel['network']:.0%} (busy "
+            f"otherwise: slow start {shares[L_SLOW]:.0%}, congestion {shares[L_CONG]:.0%}, "
+            f"bandwidth {shares[L_BW]:.0%}, pacing {shares[L_PACE]:.0%}, sender buffer "
+            f"{shares[L_SNDBUF]:.0%}). Phases, in round trips of "
             f"{units.duration(rtt)}, from the first data segment: {phases_text}."
             + (
                 ""
@@ -427,12 +435,13 @@ class RateLimitCause(Detector):
             "cause_fraction": float(shares[cause]),
             "application_fraction": kernel["application"],
             "receive_window_fraction": kernel["receive_window"],
-            "send_buffer_fraction": kernel["send_buffer"],
             "network_fraction": kernel["network"],
             "slow_start_fraction": float(shares[L_SLOW]),
             "congestion_fraction": float(shares[L_CONG]),
             "bandwidth_fraction": float(shares[L_BW]),
             "pacing_fraction": float(shares[L_PACE]),
+            "sender_buffer_fraction": float(shares[L_SNDBUF]),
+            "paced_departures_fraction": paced_share,
             "phase_starts_s": tuple(float(x) for x in phase_start),
             "phase_ends_s": tuple(float(x) for x in phase_end),
             "phase_cause_codes": tuple(int(x) for x in phase_label),
