@@ -6,7 +6,7 @@ reader hands over chunks of packets and, on a second thread, the connections rul
 `write_packet_table` would, a third thread encoding each chunk as a row group;
 `connections_table` keeps only what the connections table needs. The compiled loops and
 pyarrow's encoder release the GIL, so the three share the cores. Memory is a few chunks and
-the data segments' numbers (15 bytes each), not the packet table (about 60 bytes a packet).
+the data segments' numbers (17 bytes each), not the packet table (about 60 bytes a packet).
 
 When an ISN the stream already used changes with a later chunk (a capture that starts with
 one side's ACKs and meets that side's first segment only much later), the stream is dropped
@@ -50,7 +50,7 @@ _SEGMENT_DTYPES = {
     "conn": np.dtype(np.int32),
     "dir": np.dtype(np.uint8),
     "seq_rel": np.dtype(np.int64),
-    "payload_bytes": np.dtype(np.uint16),
+    "payload_bytes": np.dtype(np.uint32),
 }
 # Records per chunk of the stream: one row group each. Every chunk costs each of the three
 # threads some Python and a hand-over; 5 M packets took 0.57-0.69 s in chunks of 2**18, against

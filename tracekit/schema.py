@@ -55,9 +55,10 @@ PACKET_COLUMNS: tuple[Column, ...] = (
     Column("ip_id", pa.uint16(), "", "IPv4 identification (0 for IPv6)"),
     Column(
         "payload_bytes",
-        pa.uint16(),
+        pa.uint32(),
         "bytes",
-        "TCP or UDP payload length from the IP header, exact under snaplen truncation",
+        "TCP or UDP payload length from the IP header (or the RFC 2675 jumbo option), exact "
+        "under snaplen truncation, never past the frame's original length",
     ),
     Column("tcp_flags", pa.uint8(), "", "TCP flags FIN..CWR as one byte (0 for UDP)"),
     Column("seq", pa.uint32(), "", "raw TCP sequence number"),

@@ -377,7 +377,7 @@ class _Walk:
             "t_s": e(n, np.float64),
             "seq_rel": e(n, np.int64),
             "end_rel": e(n, np.int64),
-            "len": e(n, np.uint16),
+            "len": e(n, np.uint32),
             "kind": e(n, np.int8),
             "frame": e(n, np.uint32),
         }

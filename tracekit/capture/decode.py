@@ -55,6 +55,7 @@ SKIP_IP_FRAGMENT = 3
 SKIP_SHORT_FRAME = 4
 SKIP_BAD_HEADER = 5
 SKIP_BAD_TIMESTAMP = 6  # set by the reader: a pcapng time past int64 nanoseconds (records.BAD_TS)
+SKIP_UNKNOWN_LINK_TYPE = 7  # a pcapng interface of a link type not in KNOWN_LINK_TYPES
 SKIP_REASONS = (
     "kept",
     "non_ip",
@@ -63,7 +64,14 @@ SKIP_REASONS = (
     "short_frame",
     "bad_header",
     "bad_timestamp",
+    "unknown_link_type",
 )
+
+# IPv4 options that carry a source route, RFC 791 3.1: loose (LSRR) and strict (SSRR).
+IPOPT_LSRR = 131
+IPOPT_SSRR = 137
+# The IPv6 hop-by-hop Jumbo Payload option, RFC 2675 2.
+IP6OPT_JUMBO = 0xC2
 
 
 STATUS_DONE = 0
@@ -107,7 +115,7 @@ class Columns:
             ip_version=e(capacity, np.uint8),
             proto=e(capacity, np.uint8),
             ip_id=e(capacity, np.uint16),
-            payload_bytes=e(capacity, np.uint16),
+            payload_bytes=e(capacity, np.uint32),
             tcp_flags=e(capacity, np.uint8),
             seq=e(capacity, np.uint32),
             ack=e(capacity, np.uint32),
@@ -289,7 +297,7 @@ def decode_records(
             version = 4
         elif link == LINK_IPV6:
             version = 6
-        else:  # raw IP: the version nibble says which
+        elif link in (LINK_RAW, LINK_RAW_BSD, LINK_RAW_OPENBSD):  # the version nibble says which
             if end - off < 1:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
@@ -298,14 +306,27 @@ def decode_records(
                 version = 4
             elif nibble == 6:
                 version = 6
+        else:  # an interface whose link type the reader does not know (pcapng IDB)
+            reason[i] = SKIP_UNKNOWN_LINK_TYPE
+            continue
         if version == 0:
             reason[i] = SKIP_NON_IP
             continue
 
-        # Network layer. The transport length comes from the IP header so that snaplen-cut
-        # frames keep their true payload size; a zero length field (TSO/GSO super-packets
-        # over 64 KiB, RFC 2675 jumbograms) falls back to the frame's original length.
+        # Network layer. The transport length comes from the IP header, so that snaplen-cut
+        # frames keep their true payload size, but never runs past the frame's original length
+        # (`room`, from the IP header on): a whole frame (caplen = origlen) holds what it holds
+        # whatever a damaged or rewritten header claims, and a cut one held its original length;
+        # tshark reads both so. A frame longer than its IP packet (Ethernet padding, an FCS) is
+        # the IP length's. A zero length field is a super-packet over 64 KiB (Linux BIG TCP:
+        # IPv4 since 6.3; IPv6 since 5.19, with the RFC 2675 Jumbo Payload option that says its
+        # size): its size is the jumbo option's, else the frame's. A header that does not fit
+        # in that length is a bad header; one past the captured bytes of a cut frame is short.
+        room = origlen - (q - off)
         if version == 4:
+            if room < 20:
+                reason[i] = SKIP_BAD_HEADER
+                continue
             if end - q < 20:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
@@ -314,8 +335,8 @@ def decode_records(
                 reason[i] = SKIP_BAD_HEADER
                 continue
             total = _u16(buf, q + 2)
-            if total == 0:
-                total = origlen - (q - off)
+            if total == 0 or total > room:
+                total = room
             if total < ihl:
                 reason[i] = SKIP_BAD_HEADER
                 continue
@@ -325,12 +346,52 @@ def decode_records(
             proto = np.int64(_at(buf, q + 9))
             src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
             dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
+            # Options, RFC 791 3.1: type, length (counting type and length), value; a length
+            # under 2 or past the header is malformed. Read as far as they were captured.
+            skip = KEPT
+            o = q + 20
+            hend = q + ihl
+            oend = min(hend, end)
+            while o < oend:
+                kind = _at(buf, o)
+                if kind == 0:  # end of option list
+                    break
+                if kind == 1:  # no operation
+                    o += 1
+                    continue
+                if o + 1 >= hend:
+                    skip = SKIP_BAD_HEADER
+                    break
+                if o + 1 >= end:
+                    break
+                olen = np.int64(_at(buf, o + 1))
+                if olen < 2 or o + olen > hend:
+                    skip = SKIP_BAD_HEADER
+                    break
+                # A source route: until its pointer (1-based) passes the option's end, the
+                # header's destination is the next hop and the route's last address the final
+                # destination, which keys the flow (as tshark's ip.dst shows it).
+                if (
+                    kind in (IPOPT_LSRR, IPOPT_SSRR)
+                    and olen >= 7
+                    and o + olen <= end
+                    and np.int64(_at(buf, o + 2)) <= olen
+                ):
+                    final = o + 3 + ((olen - 3) // 4 - 1) * 4
+                    dst_hi = np.uint64(_u32(buf, final)) << np.uint64(32)
+                o += olen
+            if skip != KEPT:
+                reason[i] = skip
+                continue
             src_lo = zero
             dst_lo = zero
             l4 = q + ihl
             l4len = total - ihl
             ident = _u16(buf, q + 4)
         else:
+            if room < 40:
+                reason[i] = SKIP_BAD_HEADER
+                continue
             if end - q < 40:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
@@ -338,9 +399,26 @@ def decode_records(
                 reason[i] = SKIP_BAD_HEADER
                 continue
             l4len = _u16(buf, q + 4)
-            if l4len == 0:
-                l4len = origlen - (q - off) - 40
             proto = np.int64(_at(buf, q + 6))
+            if l4len == 0:
+                l4len = room - 40
+                # A Jumbo Payload option is in a hop-by-hop header right after the IPv6 header
+                # (RFC 2675 3); options are type, length (of the value), value; Pad1 is 1 byte.
+                if proto == 0 and end - q >= 42:
+                    o = q + 42
+                    oend = min(q + 40 + (np.int64(_at(buf, q + 41)) + 1) * 8, end)
+                    while o + 1 < oend:
+                        kind = _at(buf, o)
+                        if kind == 0:
+                            o += 1
+                            continue
+                        olen = np.int64(_at(buf, o + 1)) + 2
+                        if kind == IP6OPT_JUMBO and olen == 6 and o + 6 <= oend:
+                            l4len = _u32(buf, o + 2)  # all but the IPv6 header
+                            break
+                        o += olen
+            if l4len > room - 40:
+                l4len = room - 40
             src_hi = _u64(buf, q + 8)
             src_lo = _u64(buf, q + 16)
             dst_hi = _u64(buf, q + 24)
@@ -350,6 +428,9 @@ def decode_records(
             # Skip extension headers, RFC 8200 4: each is (next header, length) then data.
             skip = KEPT
             while proto in (0, 43, 44, 51, 60, 135, 139, 140):
+                if l4len < 8:
+                    skip = SKIP_BAD_HEADER
+                    break
                 if end - l4 < 8:
                     skip = SKIP_SHORT_FRAME
                     break
@@ -384,6 +465,9 @@ def decode_records(
         ts_echo = 0
         blocks = 0
         if proto == 6:
+            if l4len < 20:
+                reason[i] = SKIP_BAD_HEADER
+                continue
             if end - l4 < 20:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
@@ -435,11 +519,11 @@ def decode_records(
                     bits |= 0x08
                 o += olen
         elif proto == 17:
-            if end - l4 < 8:
-                reason[i] = SKIP_SHORT_FRAME
-                continue
             if l4len < 8:
                 reason[i] = SKIP_BAD_HEADER
+                continue
+            if end - l4 < 8:
+                reason[i] = SKIP_SHORT_FRAME
                 continue
             sport = _u16(buf, l4)
             dport = _u16(buf, l4 + 2)
@@ -457,7 +541,7 @@ def decode_records(
         ip_version[i] = version
         proto_out[i] = proto
         ip_id[i] = ident
-        payload_out[i] = min(payload, 0xFFFF)
+        payload_out[i] = payload
         tcp_flags[i] = flags
         seq[i] = sq
         ack[i] = ak

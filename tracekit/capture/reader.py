@@ -2,14 +2,20 @@
 
 Where a cut tail ends and corruption begins:
 - a cut tail (a capture whose writer was killed) is a last record whose header is plausible
-  (captured length at most 256 KiB, at most the original length and the snapshot length) but whose
-  data runs past the end of the file, or a partial record header at the very end, or a compressed
-  stream without its end marker. Everything before it is read; `stats.truncated_tail` is set and
+  (captured length at most 256 KiB and at most the original length) but whose data runs past the
+  end of the file, or a partial record header at the very end, or a compressed stream without
+  its end marker. Everything before it is read; `stats.truncated_tail` is set and
   `stats.warnings` says where the cut is.
-- corruption raises CaptureError: a captured length over 256 KiB, over the original length or over
-  the snapshot length; a pcapng block length that is not a multiple of 4, too small, or whose copy
-  at the block's end differs; a packet on an undeclared interface; and a first record that already
-  runs past the end of the file (nothing in the file is a capture then).
+- corruption raises CaptureError: a captured length over 256 KiB or over the original length; a
+  pcapng block length that is not a multiple of 4, too small, or whose copy at the block's end
+  differs; a packet on an undeclared interface; and a first record that already runs past the end
+  of the file (nothing in the file is a capture then).
+- neither: a record longer than the snapshot length is read whole, as libpcap and Wireshark read
+  records up to 256 KiB whatever the snapshot length says, and counted in one warning. A pcapng
+  interface of a link type tracekit does not read costs only its own packets (skipped as
+  "unknown_link_type", with a warning); only a file none of whose packets could be read for
+  that (or, without packets, whose every interface is such) raises CaptureError, as does a
+  classic pcap of such a link type.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from tracekit.capture.decode import (
     KNOWN_LINK_TYPES,
     SKIP_BAD_TIMESTAMP,
     SKIP_REASONS,
+    SKIP_UNKNOWN_LINK_TYPE,
     Columns,
     FlowTable,
     decode_chunk,
@@ -46,7 +53,6 @@ from tracekit.capture.records import (
     WALK_CAPLEN_BLOCK,
     WALK_CAPLEN_LIMIT,
     WALK_CAPLEN_ORIGLEN,
-    WALK_CAPLEN_SNAPLEN,
     WALK_FULL,
     WALK_META,
     WALK_NEED_MORE,
@@ -157,6 +163,13 @@ class _Reader:
         self.skipped = np.zeros(len(SKIP_REASONS), np.int64)
         self.warnings: list[str] = []
         self.truncated = False
+        # Records longer than their interface's snapshot length, and the lengths they exceeded.
+        self.over_snaplen = 0
+        self.snaplens_exceeded: set[int] = set()
+        # Whether any interface declared so far is of a link type the decoder reads, and the
+        # link types of those that are not.
+        self.known_iface = False
+        self.unknown_links: list[int] = []
         self.consumer = consumer
         self.packets = _packet_columns(_packet_capacity(source) if consumer is None else 0)
         self.sack_chunks: dict[str, list[np.ndarray]] = {"row": [], "left": [], "right": []}
@@ -193,6 +206,14 @@ class _Reader:
                 self.path, f"bad magic 0x{magic.hex()}: not a pcap or pcapng capture"
             )
         self._walk(file_format, pos)
+        self._check_link_types()
+        if self.over_snaplen:
+            lengths = ", ".join(str(n) for n in sorted(self.snaplens_exceeded))
+            records = "record" if self.over_snaplen == 1 else "records"
+            self.warnings.append(
+                f"{self.over_snaplen} {records} longer than the snapshot length ({lengths}) "
+                "read whole, as libpcap and Wireshark read them"
+            )
         if self.source.cut_reason:
             self.truncated = True
             self.warnings.append(f"capture cut off: {self.source.cut_reason}")
@@ -209,10 +230,12 @@ class _Reader:
         if major != 2:
             raise CaptureError(self.path, f"unsupported pcap version {major}.{minor}")
         # The top bits of the link-type field carry FCS information (pcap draft 4): not the type.
-        self._add_interface(linktype & 0xFFFF, snaplen, TSRES_POW10, 9 if nanos else 6, 0)
+        linktype &= 0xFFFF
+        if linktype not in KNOWN_LINK_TYPES:  # every packet of the file is of this type
+            raise CaptureError(self.path, f"unknown link type {linktype}")
+        self._add_interface(linktype, snaplen, TSRES_POW10, 9 if nanos else 6, 0)
         self.big = big
         self.nanos = nanos
-        self.snaplen = snaplen
         return PCAP_HEADER_BYTES
 
     def _walk(self, file_format: str, pos: int) -> None:
@@ -224,7 +247,6 @@ class _Reader:
                     pos,
                     self.big,
                     self.nanos,
-                    self.snaplen,
                     self.rec_off,
                     self.rec_caplen,
                     self.rec_origlen,
@@ -249,6 +271,7 @@ class _Reader:
                     self.rec_iface,
                 )
             if count:
+                self._count_over_snaplen(count)
                 self._emit(count)
             if status == WALK_FULL:
                 continue
@@ -270,6 +293,29 @@ class _Reader:
             if self.n - pos <= before and not self.source.eof:
                 raise CaptureError(self.path, f"block at byte {self.base + pos} too large to read")
             self._report_progress()
+
+    def _count_over_snaplen(self, count: int) -> None:
+        """Count the walked records longer than their interface's snapshot length (0: none)."""
+        snaplen = np.array(self.if_snaplen, np.int64)[self.rec_iface[:count]]
+        over = (snaplen > 0) & (self.rec_caplen[:count] > snaplen)
+        if over.any():
+            self.over_snaplen += int(np.count_nonzero(over))
+            self.snaplens_exceeded.update(np.unique(snaplen[over]).tolist())
+
+    def _check_link_types(self) -> None:
+        """Refuse a file that holds nothing but packets of unknown link types (or, without
+        packets, nothing but such interfaces); warn of the packets skipped for one."""
+        if not self.unknown_links:
+            return
+        types = ", ".join(str(t) for t in self.unknown_links)
+        label = "link type" if len(self.unknown_links) == 1 else "link types"
+        unread = int(self.skipped[SKIP_UNKNOWN_LINK_TYPE])
+        if (self.frames and unread == self.frames) or (not self.frames and not self.known_iface):
+            raise CaptureError(self.path, f"unknown {label} {types}")
+        if unread:
+            self.warnings.append(
+                f"{unread} frames skipped: their interfaces are of unknown {label} {types}"
+            )
 
     def _cut_tail(self, pos: int) -> None:
         offset = self.base + pos
@@ -299,8 +345,6 @@ class _Reader:
                 f"{where}: captured length {field(caplen_at)} is over "
                 f"the original length {field(origlen_at)}"
             )
-        if status == WALK_CAPLEN_SNAPLEN:
-            return f"{where}: captured length {field(caplen_at)} is over the snapshot length"
         if status == WALK_BLOCK_LENGTH:
             return f"{where}: bad block length {field(4)}"
         if status == WALK_BLOCK_TRAILER:
@@ -377,8 +421,11 @@ class _Reader:
     def _add_interface(
         self, linktype: int, snaplen: int, kind: int, exp: int, offset_s: int
     ) -> None:
-        if linktype not in KNOWN_LINK_TYPES:
-            raise CaptureError(self.path, f"unknown link type {linktype}")
+        # An interface of an unknown link type is kept: the decoder skips its packets only.
+        if linktype in KNOWN_LINK_TYPES:
+            self.known_iface = True
+        elif linktype not in self.unknown_links:
+            self.unknown_links.append(linktype)
         if linktype not in self.link_types:
             self.link_types.append(linktype)
         self.if_link.append(linktype)

@@ -28,7 +28,6 @@ WALK_NEED_MORE = 1  # the next record runs past the bytes in the buffer
 WALK_META = 2  # a pcapng section header or interface description block starts here
 WALK_CAPLEN_LIMIT = 3  # captured length over MAX_CAPLEN
 WALK_CAPLEN_ORIGLEN = 4  # captured length over the original length
-WALK_CAPLEN_SNAPLEN = 5  # captured length over the snapshot length
 WALK_BLOCK_LENGTH = 6  # pcapng block length not a multiple of 4, too small or too large
 WALK_BLOCK_TRAILER = 7  # pcapng block's trailing length differs from its leading one
 WALK_BAD_IFACE = 8  # pcapng packet on an interface no IDB declared
@@ -79,13 +78,16 @@ def walk_pcap(
     pos: int,
     big: bool,
     nanos: bool,
-    snaplen: int,
     out_off: np.ndarray,
     out_caplen: np.ndarray,
     out_origlen: np.ndarray,
     out_ts: np.ndarray,
 ) -> tuple[int, int, int]:
-    """Walk classic pcap records from `pos`; returns (records found, stop position, WALK_*)."""
+    """Walk classic pcap records from `pos`; returns (records found, stop position, WALK_*).
+
+    A record longer than the file's snapshot length is read whole, as libpcap (up to its
+    MAXIMUM_SNAPLEN) and Wireshark read it: the reader counts such records in a warning.
+    """
     cap = out_off.shape[0]
     k = 0
     frac_ns = 1 if nanos else 1000
@@ -98,8 +100,6 @@ def walk_pcap(
             return k, pos, WALK_CAPLEN_LIMIT
         if caplen > origlen:
             return k, pos, WALK_CAPLEN_ORIGLEN
-        if snaplen > 0 and caplen > snaplen:
-            return k, pos, WALK_CAPLEN_SNAPLEN
         if pos + PCAP_RECORD_HEADER + caplen > n:
             return k, pos, WALK_NEED_MORE
         out_ts[k] = _rd32(buf, pos, big) * 1_000_000_000 + _rd32(buf, pos + 4, big) * frac_ns
@@ -178,7 +178,10 @@ def walk_pcapng(
     out_ts: np.ndarray,
     out_iface: np.ndarray,
 ) -> tuple[int, int, int]:
-    """Walk pcapng blocks of one section from `pos`; returns (packets, stop position, WALK_*)."""
+    """Walk pcapng blocks of one section from `pos`; returns (packets, stop position, WALK_*).
+
+    As in walk_pcap, a packet longer than its interface's snapshot length is read whole.
+    """
     cap = out_off.shape[0]
     k = 0
     while k < cap:
@@ -204,8 +207,6 @@ def walk_pcapng(
                 return k, pos, WALK_CAPLEN_LIMIT
             if caplen > origlen:
                 return k, pos, WALK_CAPLEN_ORIGLEN
-            if if_snaplen[iface] > 0 and caplen > if_snaplen[iface]:
-                return k, pos, WALK_CAPLEN_SNAPLEN
             if 28 + caplen + 4 > blen:
                 return k, pos, WALK_CAPLEN_BLOCK
             if pos + blen > n:
