@@ -107,8 +107,23 @@ class SlowStartOverrun(Detector):
             if resends.get(ser.conn, (1, 1))[ser.direction] == 0:
                 continue
             found = self._overrun(ser)
-            if found is not None:
+            if found is not None and not self._lost_in_the_receiver(ctx, ser, found):
                 yield self._finding(ser, found, overhead)
+
+    def _lost_in_the_receiver(self, ctx: AnalysisContext, ser: Direction, rnd: _Round) -> bool:
+        """With the receiver's capture too, whether the round's block was lost inside the
+        receiving host rather than on the path: then the bottleneck's buffer is not to blame
+        (receiver_drop speaks), and eq. 1 does not apply."""
+        if ctx.merge is None:
+            return False
+        tx = ctx.merge.transmissions
+        mine = tx[(tx["conn"] == ser.conn) & (tx["dir"] == ser.direction)]
+        if mine.empty:
+            return False
+        t = mine["sender_t_s"].to_numpy(dtype=np.float64)
+        in_round = (t >= rnd.start_s) & (t < max(rnd.end_s, rnd.start_s))
+        on_path = int((mine["fate"].to_numpy()[in_round] == "network_drop").sum())
+        return on_path < self.config.min_lost_packets
 
     def _overrun(self, ser: Direction) -> _Round | None:
         """The first slow-start round that lost a block, or None."""
@@ -128,12 +143,14 @@ class SlowStartOverrun(Detector):
         # sender is in loss recovery and no longer sends what the ACK clock of slow start gives.
         first_again, flights, lost_per_round = _round_flights(starts, t, first_copy, again, lost)
         block = np.flatnonzero(lost_per_round >= self.config.min_lost_packets)
-        if block.size == 0 or block[0] == 0:
+        if block.size == 0:
             return None
         r = int(block[0])
         # Growth over the largest flight before, not just the last: a round the application
-        # left short (it had nothing to send) says nothing about the window.
-        if flights[r] < self.config.min_growth_factor * flights[:r].max():
+        # left short (it had nothing to send) says nothing about the window. Round 0 is the
+        # initial window, sent as one train before any ACK: when it alone overflows the buffer
+        # (a large initcwnd into a small queue), it is eq. 1's burst N_b, with nothing before.
+        if r > 0 and flights[r] < self.config.min_growth_factor * flights[:r].max():
             return None
         next_start = starts[r + 1] if r + 1 < starts.size else np.inf
         members = first_copy & (t >= starts[r]) & (t < next_start) & (t < first_again[r])
@@ -178,7 +195,7 @@ class SlowStartOverrun(Detector):
         size = rnd.payload_bytes + overhead  # l of eq. 1
         wire = size / rnd.payload_bytes  # wire bytes per payload byte
         n_round = int(rnd.flights[-1])
-        n_prev = int(rnd.flights[-2])
+        n_prev = int(rnd.flights[-2]) if rnd.index > 0 else 0
         evidence: dict[str, object] = {
             "round": rnd.index,
             "round_packets": tuple(int(x) for x in rnd.flights),
@@ -207,16 +224,26 @@ class SlowStartOverrun(Detector):
         span = float(burst_t[-1] - burst_t[0])
         f = (n_b - 1) * size * 8 / span if span > 0 and n_b > 1 else float("nan")
 
-        head = (
-            f"Slow start round {rnd.index} sent {n_round} packets ({n_prev} in the round "
-            f"before) and lost {rnd.lost}"
-        )
-        explanation = (
-            f"Slow start grew the flight round by round ({', '.join(map(str, rnd.flights))} "
-            f"packets) until round {rnd.index} no longer fitted the bottleneck: {rnd.lost} of "
-            f"its {n_round} packets had to be sent again (not spurious: no D-SACK reported them "
-            "received), the pattern of Antony et al. fig. 5. "
-        )
+        if rnd.index > 0:
+            head = (
+                f"Slow start round {rnd.index} sent {n_round} packets ({n_prev} in the round "
+                f"before) and lost {rnd.lost}"
+            )
+            explanation = (
+                f"Slow start grew the flight round by round ({', '.join(map(str, rnd.flights))} "
+                f"packets) until round {rnd.index} no longer fitted the bottleneck: {rnd.lost} "
+                f"of its {n_round} packets had to be sent again (not spurious: no D-SACK "
+                "reported them received), the pattern of Antony et al. fig. 5. "
+            )
+        else:
+            head = f"The initial window of {n_round} packets lost {rnd.lost}"
+            explanation = (
+                f"The sender's first flight, {n_round} packets sent before any ACK came back, "
+                f"no longer fitted the bottleneck: {rnd.lost} of them had to be sent again (not "
+                "spurious: no D-SACK reported them received). A large initial window (ip route "
+                "... initcwnd) leaves as one train, and a queue smaller than its excess over "
+                "the bottleneck's rate overflows in the first round, as eq. 1 has it. "
+            )
         measured = np.isfinite(f) and np.isfinite(s) and np.isfinite(base_rtt) and f > s
         if measured:
             evidence |= {

@@ -1,0 +1,73 @@
+"""zero_window_stall: a window shut for many round trips; quiet on start/stop and open windows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from crafting import CLIENT, SERVER, tcp, write
+from lab_captures import context, lab_findings
+
+from tracekit.detectors import run_detectors
+from tracekit.detectors.zero_window_stall import ZeroWindowStall
+
+C, S = 1000, 5000  # ISNs
+OPTS = [("MSS", 1000), ("SAckOK", b""), ("Timestamp", (1, 0))]
+
+
+def _stalled(tmp_path: Path, reopen_s: float) -> Path:
+    """10 segments, all ACKed with a window of zero at 0.159 s; probes at 0.45, 0.95, 1.95 s
+    (those before the reopening) answered with zero windows; the window reopens at `reopen_s`,
+    10 more segments follow. The round trip is 50 ms (each ACK 50 ms after its segment)."""
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", C, options=OPTS),
+        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, options=OPTS),
+        tcp(0.10, CLIENT, SERVER, 40000, 80, "A", C + 1, S + 1),
+    ]
+    for i in range(10):
+        pkts.append(
+            tcp(0.10 + i * 1e-3, CLIENT, SERVER, 40000, 80, "A", C + 1 + i * 1000, S + 1, 1000)
+        )
+        if i % 2:
+            win = 0 if i == 9 else 20000
+            ack = C + 1 + (i + 1) * 1000
+            pkts.append(
+                tcp(0.15 + i * 1e-3, SERVER, CLIENT, 80, 40000, "A", S + 1, ack, window=win)
+            )
+    una = C + 10_001
+    # Linux's probe: an ACK one byte below the line.
+    for t in (x for x in (0.45, 0.95, 1.95) if x + 0.05 < reopen_s):
+        pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", una - 1, S + 1))
+        pkts.append(tcp(t + 0.05, SERVER, CLIENT, 80, 40000, "A", S + 1, una, window=0))
+    pkts.append(tcp(reopen_s, SERVER, CLIENT, 80, 40000, "A", S + 1, una, window=60000))
+    for i in range(10):
+        seq = una + i * 1000
+        pkts.append(
+            tcp(reopen_s + 0.001 + i * 1e-3, CLIENT, SERVER, 40000, 80, "A", seq, S + 1, 1000)
+        )
+    pkts.append(tcp(reopen_s + 0.06, SERVER, CLIENT, 80, 40000, "A", S + 1, una + 10_000))
+    pkts.sort(key=lambda p: p.time)
+    return write(tmp_path / "stall.pcap", pkts)
+
+
+def test_a_long_stall_with_probes(tmp_path: Path) -> None:
+    ctx = context(_stalled(tmp_path, reopen_s=2.5))
+    (f,) = run_detectors(ctx, [ZeroWindowStall])
+    assert f.direction == "a2b"
+    # From the zero window at 0.159 s to the reopening at 2.5 s, by construction.
+    assert f.evidence["longest_stall_s"] == pytest.approx(2.5 - 0.159, abs=1e-6)
+    assert f.evidence["stalls_count"] == 1
+    assert f.evidence["zero_window_probes_count"] == 3
+    assert f.evidence["longest_stall_rtts"] == pytest.approx((2.5 - 0.159) / 0.05, rel=0.05)
+    assert "RTTs" in f.summary and "probes" in f.summary
+
+
+def test_quiet_when_the_window_reopens_within_a_few_round_trips(tmp_path: Path) -> None:
+    # Shut for 0.1 s: two round trips of 50 ms, the ACK clock's hiccup, not a stall.
+    ctx = context(_stalled(tmp_path, reopen_s=0.26))
+    assert run_detectors(ctx, [ZeroWindowStall]) == []
+
+
+@pytest.mark.parametrize("name", ["clean", "window_limited", "slow_start_overrun"])
+def test_quiet_on_open_windows(name: str) -> None:
+    assert lab_findings(name, ZeroWindowStall) == []

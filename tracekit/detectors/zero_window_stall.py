@@ -1,0 +1,146 @@
+"""zero_window_stall: the receiver shut its window and kept it shut for many round trips.
+
+A receiver whose application stops reading fills its buffer and advertises a window of zero;
+the sender stops, and with no ACK clock left it probes the shut window on its persist timer
+(RFC 9293 3.8.6.1: zero-window probes, backing off like the retransmission timer) until a
+window update reopens it. The transfer stands still for the whole stall, whatever the path
+could carry. This differs from start/stop mode (window_oscillation), where the window closes
+and reopens every burst: here one closing lasts many round trips.
+
+A stall runs from the first ACK that advertises a zero window to the first ACK after it that
+reopens the window by at least one segment (a window of zero is zero whatever the scale, so the
+scale need not be known). It counts when it lasts `min_stall_rtts` smallest RTTs or more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracekit import units
+from tracekit.detectors._measure import findings_per_direction, min_rtt_s, segment_size_bytes
+from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.series import kind_mask
+
+
+class ZeroWindowStall(Detector):
+    kind = "zero_window_stall"
+    title = "The receive window stayed shut for many round trips"
+    severity = Severity.WARNING
+
+    @dataclass(frozen=True)
+    class Config:
+        # Four round trips: the ACK clock has stopped for good (a window that closes and
+        # reopens within a round trip or two is the start/stop mode of a slow reader), and
+        # the sender has left the ACK-clocked regime for its persist timer, whose first probe
+        # waits one RTO, at least 200 ms on Linux (RFC 6298 2.4 asks for one second).
+        min_stall_rtts: float = 4.0
+
+    config: Config
+
+    def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        return findings_per_direction(ctx, self._direction)
+
+    def _direction(self, ctx: AnalysisContext, conn: int, direction: int, d: Any) -> Finding | None:
+        # No zero window among the ACKs, no stall: told before the tables are sliced further.
+        if ctx.series.rows("acks", conn, direction) == 0:
+            return None
+        acks = d.acks
+        win = acks["win_bytes"].to_numpy()
+        if not (win == 0).any():
+            return None
+        rtt = min_rtt_s(d)
+        mss = segment_size_bytes(d.segments)
+        if rtt is None or mss == 0:
+            return None
+        t = acks["t_s"].to_numpy()
+        known = bool(ctx.series.window_known.get((conn, direction), False))
+        # Reopened: a window that takes a segment (unscaled, any non-zero raw window).
+        shut = win == 0
+        reopened = win >= mss if known else win > 0
+        starts, ends = _stalls(t, shut, reopened)
+        long = (ends - starts) >= self.config.min_stall_rtts * rtt
+        if not long.any():
+            return None
+        starts, ends = starts[long], ends[long]
+        durations = ends - starts
+        data = d.data
+        probe = kind_mask(d.segments, "window_probe")
+        probe_t = d.segments["t_s"].to_numpy()[probe]
+        # Probes inside any stall: each stall's [start, end] holds those between two searches.
+        probes = int(
+            (
+                np.searchsorted(probe_t, ends, side="right")
+                - np.searchsorted(probe_t, starts, side="left")
+            ).sum()
+        )
+        longest = int(np.argmax(durations))
+        name = DIRECTIONS[direction]
+        total = float(durations.sum())
+        span = float(max(data["t_s"].iloc[-1], t[-1]) - data["t_s"].iloc[0]) if len(data) else 0.0
+        share = total / span if span > 0 else 1.0
+        count = int(durations.size)
+        longest_text = units.duration(float(durations[longest]))
+        summary = (
+            f"{name} the receiver's window stayed shut for {longest_text}"
+            f" ({durations[longest] / rtt:,.0f} RTTs)"
+            + (f", {count} stalls, {units.duration(total)} in all" if count > 1 else "")
+            + f"; {probes} zero-window probes; the transfer stood still {share:.0%} of its time"
+        )
+        explanation = (
+            "The receiver advertised a window of zero and kept it there: its application "
+            "stopped reading, its receive buffer filled, and the sender could send nothing. "
+            f"The longest stall lasted {units.duration(float(durations[longest]))}, "
+            f"{durations[longest] / rtt:,.0f} round trips of {units.duration(rtt)}; the sender "
+            f"probed the shut window {probes} times on its persist timer (RFC 9293 3.8.6.1) "
+            "until a window update reopened it. Not the network: the path was idle, waiting "
+            "on the receiving application."
+        )
+        advice = (
+            "Find what kept the receiving application from reading (a blocking call, a full "
+            "disk, a slow consumer downstream, a stop-the-world pause) and let it read "
+            "continuously, on a thread of its own if need be; a larger receive buffer only "
+            "delays the stall."
+        )
+        return self.finding(
+            conn=conn,
+            direction=name,
+            start_s=float(starts[0]),
+            end_s=float(ends[-1]),
+            evidence={
+                "stalls_count": count,
+                "longest_stall_s": float(durations[longest]),
+                "longest_stall_rtts": float(durations[longest] / rtt),
+                "stalled_s": total,
+                "stalled_fraction": share,
+                "zero_window_probes_count": probes,
+                "stall_starts_s": starts,
+                "stall_ends_s": ends,
+                "rtt_s": rtt,
+                "window_scale_known": known,
+            },
+            summary=summary,
+            explanation=explanation,
+            advice=advice,
+        )
+
+
+def _stalls(t: np.ndarray, shut: np.ndarray, reopened: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of each run from a shut window to the first reopening ACK after it."""
+    # Each ACK's state: +1 shut, -1 reopened, 0 neither (a small window, still closed).
+    state = np.where(shut, 1, np.where(reopened, -1, 0))
+    changes = np.flatnonzero(state != 0)
+    if changes.size == 0:
+        return np.zeros(0), np.zeros(0)
+    s = state[changes]
+    # A stall starts at a shut ACK after a reopening (or the first), ends at the next reopening.
+    begin = changes[(s == 1) & np.r_[True, s[:-1] == -1]]
+    end_at = changes[(s == -1) & np.r_[False, s[:-1] == 1]]
+    ends = t[end_at]
+    if begin.size > end_at.size:  # still shut when the capture ends: it lasts until then
+        ends = np.r_[ends, t[-1]]
+    return t[begin], ends
