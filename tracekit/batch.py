@@ -12,22 +12,32 @@ read each folder as one table:
 Every file is written through a temporary file and a rename, and an input's `captures/` row is
 written last: it marks the input finished. A run started again skips finished inputs whose
 files have not changed (same sizes and modification times), and retries crashes. Inputs are
-analysed in worker processes (concurrent.futures) or on a Dask cluster; each worker writes its
-input's files itself, so the output folder must be shared with a cluster's workers.
+analysed in worker processes, one forked process per input, or on a Dask cluster; each worker
+writes its input's files itself, so the output folder must be shared with a cluster's workers.
+
+A worker that dies (the kernel's OOM killer, a crash in compiled code) costs only its input,
+recorded as a crash; workers die with the run; a lock file in the output folder keeps a second
+run out of it while one is writing there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
 import hashlib
 import json
 import multiprocessing
 import os
 import re
+import signal
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +49,7 @@ from tracekit.check.inputs import CaptureInput, analyze_input, find_inputs
 from tracekit.errors import TracekitError
 from tracekit.findings import Finding
 from tracekit.table_io import write_parquet_atomic
+from tracekit.warmup import warm_up
 
 Engine = Literal["process", "dask"]
 Status = Literal["ok", "error", "crash", "skipped"]
@@ -77,6 +88,11 @@ FINDING_SCHEMA = pa.schema(
     ]
 )
 TABLES = ("captures", "connections", "findings")
+# In the output folder: held (flock) by the run writing there. Dot-named, so that readers of
+# the dataset skip it as they skip the temporaries.
+LOCK_NAME = ".tracekit-batch.lock"
+# linux/prctl.h
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -217,6 +233,14 @@ def run_job(job: Job) -> Outcome:
             findings=len(analysis.findings),
             time_s=time.perf_counter() - start,
         )
+    record(job, outcome)
+    return outcome
+
+
+def record(job: Job, outcome: Outcome) -> None:
+    """Write the input's `captures/` row, the mark of a finished input (after its other files)."""
+    out = Path(job.out)
+    inp = job.input
     if outcome.status != "ok":
         # A capture that failed now leaves no rows from an earlier, different version of it.
         for table in ("connections", "findings"):
@@ -235,7 +259,6 @@ def run_job(job: Job) -> Outcome:
     write_parquet_atomic(
         pa.Table.from_pylist([row], schema=CAPTURE_SCHEMA), out / "captures" / f"{job.key}.parquet"
     )
-    return outcome
 
 
 def _finished(path: Path, fp: str) -> bool:
@@ -268,21 +291,106 @@ def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
 
 
 def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
-    if workers == 1 or len(jobs) < 2:
-        yield from map(run_job, jobs)
-        return
-    # The first analysis in a process spends seconds loading numba's compiled functions and
-    # importing what the stages import lazily. Done once here, on the smallest input, every
-    # forked worker starts warm instead of each paying it again (bench/batch.py: that doubled
-    # work is what kept 2 cores from 2x on a few dozen inputs). Arrow re-creates its thread
-    # pools in a forked child.
-    *rest, smallest = jobs
-    yield run_job(smallest)
+    """Each job in a process of its own, forked from this one, `workers` at a time.
+
+    A process per input rather than a pool: a worker that dies (SIGKILL from the OOM killer, a
+    segfault in compiled code) is then known to have died on exactly its input, which is
+    recorded as a crash while the others go on, and no input is ever analysed in this process.
+    Forking costs milliseconds against an analysis's tenths of seconds; a made-up transfer is
+    analysed here first (tracekit.warmup), so that every worker starts with what a first
+    analysis loads (over a second of numba's cache) in memory instead of loading it again.
+    """
+    warm_up()
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(run_job, job) for job in rest]
-        for future in as_completed(futures):
-            yield future.result()
+    parent = os.getpid()
+    waiting = list(reversed(jobs))  # taken from the end: largest first
+    running: dict[Connection, _Worker] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                job = waiting.pop()
+                receiving, sending = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_work, args=(job, sending, parent), name="tracekit-batch", daemon=True
+                )
+                process.start()
+                sending.close()  # the worker's end: its exit is then the pipe's end here
+                running[receiving] = _Worker(job, process, time.perf_counter())
+            for ready in wait(list(running)):
+                assert isinstance(ready, Connection)
+                yield running.pop(ready).outcome(ready)
+    finally:
+        # Stopped early (an error here, Ctrl-C, a consumer that gave up): no worker outlives it.
+        for receiving, worker in running.items():
+            worker.process.kill()
+            worker.process.join()
+            receiving.close()
+
+
+@dataclass(frozen=True)
+class _Worker:
+    job: Job
+    process: multiprocessing.process.BaseProcess
+    started: float
+
+    def outcome(self, receiving: Connection) -> Outcome:
+        """The worker's outcome once its pipe is ready; a worker that died without one is
+        recorded as a crash of its input, as an exception in the analysis would be."""
+        try:
+            outcome: Outcome | None = receiving.recv()
+        except (EOFError, OSError):
+            outcome = None
+        finally:
+            receiving.close()
+        self.process.join()
+        if outcome is not None:
+            return outcome
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            why = " (the kernel's OOM killer sends it)" if -code == signal.SIGKILL else ""
+            detail = f"the worker analysing it was killed by {name}{why}"
+        else:
+            detail = f"the worker analysing it exited with status {code}"
+        crash = Outcome(
+            self.job.input.name, "crash", detail, time_s=time.perf_counter() - self.started
+        )
+        record(self.job, crash)
+        return crash
+
+
+def _work(job: Job, sending: Connection, parent: int) -> None:
+    """A worker process: analyse one input, hand its outcome back."""
+    if not _die_with(parent):
+        return  # the run is gone already: nobody wants this input's files
+    sending.send(run_job(job))
+    sending.close()
+
+
+def _die_with(parent: int) -> bool:
+    """Have the kernel kill this process when its parent dies (a run killed by a CI timeout
+    must not leave workers writing into the output folder); False when the parent is gone.
+
+    Linux's PR_SET_PDEATHSIG fires when the thread that forked this process ends: the run's
+    thread, as long as the run lasts. Elsewhere a thread watches the parent's pid instead.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    # The parent may have died before the line above: this process is then someone else's.
+    if os.getppid() != parent:
+        return False
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    return True
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _warm_worker() -> int:
@@ -325,25 +433,51 @@ def run_batch(
     jobs, done = plan(config)
     if not jobs and not done:
         raise TracekitError(f"no captures found under {config.root}")
-    for table in TABLES:
-        folder = config.out / table
-        folder.mkdir(parents=True, exist_ok=True)
-        # Temporary files of a run that was killed mid-write (readers skip dot files anyway).
-        for stale in folder.glob(".*.tmp"):
-            stale.unlink(missing_ok=True)
-    if on_start is not None:
-        on_start(len(jobs), len(done))
-    outcomes = [Outcome(name, "skipped") for name in done]
-    if config.engine == "dask":
-        assert config.scheduler is not None  # checked by BatchConfig
-        stream = _on_dask(jobs, config.scheduler)
-    else:
-        stream = _on_processes(jobs, min(config.workers, max(len(jobs), 1)))
-    for outcome in stream:
-        outcomes.append(outcome)
-        if on_done is not None:
-            on_done(outcome)
+    with _locked(config.out):
+        for table in TABLES:
+            folder = config.out / table
+            folder.mkdir(parents=True, exist_ok=True)
+            # Temporary files of a run that was killed mid-write (readers skip dot files
+            # anyway); the lock says no other run is writing them now.
+            for stale in folder.glob(".*.tmp"):
+                stale.unlink(missing_ok=True)
+        if on_start is not None:
+            on_start(len(jobs), len(done))
+        outcomes = [Outcome(name, "skipped") for name in done]
+        if config.engine == "dask":
+            assert config.scheduler is not None  # checked by BatchConfig
+            stream = _on_dask(jobs, config.scheduler)
+        else:
+            stream = _on_processes(jobs, min(config.workers, max(len(jobs), 1)))
+        with contextlib.closing(stream):
+            for outcome in stream:
+                outcomes.append(outcome)
+                if on_done is not None:
+                    on_done(outcome)
     return outcomes
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Hold the output folder's lock (made with the folder if need be) for the block; another
+    run holding it is a TracekitError. The lock is the kernel's (flock): it ends with the last
+    process holding it, so a killed run (and its workers, which die with it) leaves none."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise TracekitError(f"{out}: cannot write the output folder: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TracekitError(
+                f"{out}: another tracekit batch is writing into this folder; "
+                "wait for it to end or give another -o"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def outcome_counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
