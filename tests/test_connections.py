@@ -237,3 +237,26 @@ def test_a_simultaneous_open_is_one_connection(tmp_path: Path) -> None:
     assert (first["isn_a"], first["isn_b"]) == (a_isn, b_isn)
     assert first["bytes_a2b"] == 500
     assert (second["a"], second["packets_a2b"], second["isn_a"]) == (f"{SERVER}:7001", 1, 7777)
+
+
+def test_a_capture_that_starts_mid_connection_numbers_from_its_earliest_byte(
+    tmp_path: Path,
+) -> None:
+    # The capture starts with the server's ACK of bytes sent before it (the client's in-flight
+    # data of the last round trip), then the client's next segment. The direction's line
+    # starts at the earlier of the two (RFC 9293 3.4): no number falls before it.
+    c_isn, s_isn = 7000, 90000
+    pkts = [
+        _tcp(1.00, SERVER, CLIENT, 80, 40000, "A", s_isn + 1, c_isn + 1 + 500_000),
+        _tcp(1.01, CLIENT, SERVER, 40000, 80, "A", c_isn + 1 + 740_000, s_isn + 1, 1000),
+        _tcp(1.02, SERVER, CLIENT, 80, 40000, "A", s_isn + 1, c_isn + 1 + 502_000),
+        _tcp(1.03, CLIENT, SERVER, 40000, 80, "A", c_isn + 1 + 741_000, s_isn + 1, 1000),
+    ]
+    conns = build_connections(read_capture(_write(tmp_path / "mid.pcap", pkts)))
+    pk = conns.packets.to_pandas()
+    client = pk[pk.payload_bytes > 0]
+    acks = pk[pk.payload_bytes == 0]
+    assert (acks.ack_rel.to_numpy() == [1, 2001]).all()
+    assert (client.seq_rel.to_numpy() == [240_001, 241_001]).all()
+    (row,) = records(conns.table)
+    assert row["ws_state"] == "unknown"

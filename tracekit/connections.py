@@ -17,6 +17,7 @@ from tracekit import schema
 from tracekit.columns import to_arrow, to_numpy
 from tracekit.kernels import bind
 from tracekit.schema import (
+    OPT_CUT,
     OPT_SACK_PERM,
     OPT_TS,
     OPT_WSCALE,
@@ -225,11 +226,20 @@ class ConnectionState:
         n_g = 2 * self.n_conn
         d = {name: values[:n_g] for name, values in self.dirs.items()}
         other_ack = d["first_ack"].reshape(-1, 2)[:, ::-1].ravel()
+        # A capture that starts mid-connection may hold ACKs of bytes sent before its first
+        # segment of that direction: the line starts at whichever comes first in sequence
+        # space (RFC 9293 3.4: the earlier of two numbers within half the space), so that no
+        # number of the direction falls before its ISN.
+        ack_first = (
+            (other_ack >= 0)
+            & (d["first_seq"] >= 0)
+            & ((other_ack - d["first_seq"]) % WRAP > WRAP // 2)
+        )
         return np.where(
             d["syn_row"] >= 0,
             d["syn_seqv"],
             np.where(
-                d["first_seq"] >= 0,
+                (d["first_seq"] >= 0) & ~ack_first,
                 (d["first_seq"] - 1) % WRAP,
                 np.where(other_ack >= 0, (other_ack - 1) % WRAP, 0),
             ),
@@ -548,8 +558,11 @@ def _connection_table(
 
     ws_known = both_have(OPT_WSCALE)
     # RFC 7323 2.2: scaling is on only if both SYNs carry the option; a SYN seen without it
-    # settles the question even if the SYN-ACK was not captured.
-    ws_absent = (both & ~ws_known) | (syn_a & ((syn_opts[0::2] & OPT_WSCALE) == 0))
+    # settles the question even if the SYN-ACK was not captured. A SYN whose options the
+    # snapshot length cut settles nothing: its option may lie beyond the cut.
+    whole = (syn_opts & OPT_CUT) == 0
+    lacks = ((syn_opts & OPT_WSCALE) == 0) & whole
+    ws_absent = (both & ~ws_known & (lacks[0::2] | lacks[1::2])) | (syn_a & lacks[0::2])
     ws_state = np.where(ws_known, "known", np.where(ws_absent, "absent", "unknown"))
     ws_a = np.where(ws_known, ws[0::2], -1).astype(np.int8)
     ws_b = np.where(ws_known, ws[1::2], -1).astype(np.int8)

@@ -27,6 +27,9 @@ OPT_WSCALE = 0x02  # Window Scale, RFC 7323 2
 OPT_SACK_PERM = 0x04  # SACK-Permitted, RFC 2018 2
 OPT_TS = 0x08  # Timestamps, RFC 7323 3
 OPT_SACK = 0x10  # SACK blocks, RFC 2018 3
+# The TCP header ran past the captured bytes (a short snapshot length): options beyond the cut
+# are unknown, not absent.
+OPT_CUT = 0x20
 
 # TCP header flags, RFC 9293 3.1 and RFC 3168 23.2.
 TH_FIN = 0x01

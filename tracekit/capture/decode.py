@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.kernels import bind
+from tracekit.schema import OPT_CUT
 
 # Link types, https://www.tcpdump.org/linktypes.html
 LINK_NULL = 0  # BSD loopback: 4-byte address family in the capturing host's byte order
@@ -485,6 +486,8 @@ def decode_records(
             # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
             o = l4 + 20
             oend = min(l4 + doff, end)
+            if l4 + doff > end:
+                bits |= OPT_CUT  # the snapshot length cut the header: the rest is unknown
             while o < oend:
                 kind = _at(buf, o)
                 if kind == 0:  # end of option list
