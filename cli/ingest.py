@@ -29,8 +29,8 @@ def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, 
     """Read CAPTURE into the packet table and write it as Parquet.
 
     One row per TCP or UDP packet with connection, direction and relative sequence numbers
-    (columns in docs/tables.md); the connections table rides along in the file's metadata
-    under the key `tracekit.connections`, and beside it as `OUTPUT` with `.connections.parquet`.
+    (columns in docs/tables.md); the connections table beside it, as `OUTPUT` with
+    `.connections.parquet`. Both carry the same id (`tracekit.pair` in their metadata).
     """
     addr_map = common.address_map(maps, receiver)
     common.refuse_overwriting([capture, receiver], [output, connections_path(output)])

@@ -13,6 +13,7 @@ from crafting import CLIENT, SERVER, tcp, write
 from cli.main import cli
 from tracekit.connections import packet_schema
 from tracekit.schema import FATES
+from tracekit.table_io import read_connections
 
 
 def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:
@@ -34,10 +35,10 @@ def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:
     assert df["seq_rel"].tolist() == [0, 0, 1]
     assert df["payload_bytes"].tolist() == [0, 0, 700]
     assert df["ts_ns"].tolist() == [1_000_000_000, 1_500_000_000, 2_000_000_000]
-    meta = json.loads(table.schema.metadata[b"tracekit.connections"])
-    assert meta[0]["a"] == f"{CLIENT}:40000"
     conns = pd.read_parquet(tmp_path / "table.connections.parquet")
+    assert conns["a"].tolist() == [f"{CLIENT}:40000"]
     assert conns["b"].tolist() == [f"{SERVER}:80"]
+    assert read_connections(out).to_pandas().equals(conns)
     assert not list(tmp_path.glob(".*.tmp"))
 
 

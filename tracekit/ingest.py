@@ -38,11 +38,10 @@ from tracekit.segments import classify_data, collect_data
 from tracekit.table_io import (
     ROW_GROUP_ROWS,
     ParquetStream,
-    connections_path,
+    commit_pair,
     delta_columns,
-    packet_metadata,
+    remove_stale_temporaries,
     write_packet_table,
-    write_parquet_atomic,
 )
 
 # The data segments' columns (_DataSegments).
@@ -80,7 +79,8 @@ def ingest_capture(
     records_per_call: int = STREAM_RECORDS_PER_CALL,
 ) -> IngestResult:
     """Write the packet table of the capture at `path` to `output` (Parquet), and its
-    connections table beside it (`tracekit.table_io.connections_path`).
+    connections table beside it (`tracekit.table_io.connections_path`), as one unit
+    (`tracekit.table_io.commit_pair`).
 
     Raises CaptureError as read_capture does; `output` is then left as it was.
     """
@@ -90,6 +90,7 @@ def ingest_capture(
 
     def writer() -> _Writer:
         if not writers:
+            remove_stale_temporaries(output)
             writers.append(_Writer(ParquetStream(output, out_schema, delta_columns(out_schema))))
         return writers[0]
 
@@ -102,8 +103,7 @@ def ingest_capture(
         writer().end()  # the last row group is encoded while the connections table is made
         table = scan.table()
         writers[0].finish()
-        write_parquet_atomic(table, connections_path(output))
-        writers[0].stream.commit(packet_metadata(scan.capture.path, table))
+        commit_pair(writers[0].stream, table, scan.capture.path)
     except BaseException as exc:
         for w in writers:
             w.abort()

@@ -1,11 +1,22 @@
-"""Writing stage outputs to Parquet, atomically (a killed run leaves no half-written file)."""
+"""Writing stage outputs to Parquet, atomically (a killed run leaves no half-written file).
+
+A packet table and its connections side file are one unit: both carry the same random
+`tracekit.pair` id in their schema metadata, both are written in full to temporaries first and
+then renamed, connections first. A run killed between the two renames leaves new connections
+beside older packets, and `read_connections` sees their ids differ.
+"""
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import json
+import fcntl
+import glob
 import os
+import re
+import secrets
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +24,7 @@ import pyarrow as pa
 
 from tracekit.atomic import replacing, temporary_beside
 from tracekit.connections import Connections
+from tracekit.errors import TracekitError
 
 # Packet columns that climb steadily (times, frame numbers, sequence numbers): stored as deltas
 # (Parquet's DELTA_BINARY_PACKED, which DuckDB, polars and pandas read), they write faster and
@@ -31,6 +43,11 @@ _WRITE_OPTIONS = {"compression": "lz4", "use_dictionary": False}
 # the capture is read: 2**18 rows keep that tail short (5 M packets: 0.1 s less than pyarrow's
 # 2**20) for 0.2% more bytes; DuckDB's own groups are smaller still (122,880 rows).
 ROW_GROUP_ROWS = 1 << 18
+# The packet table's footer metadata: a few short strings, whatever the capture holds (the
+# connections live in the side file; in the footer they made it unreadable past some 250 k).
+FORMAT_KEY, FORMAT_VERSION = b"tracekit.format", b"2"
+CAPTURE_KEY = b"tracekit.capture"
+PAIR_KEY = b"tracekit.pair"
 
 
 def _encoding(delta_columns: tuple[str, ...]) -> dict[str, str] | None:
@@ -52,13 +69,29 @@ def write_parquet_atomic(table: pa.Table, path: Path, delta_columns: tuple[str, 
     `delta_columns` (integer columns of the table) are stored delta-encoded.
     """
     with replacing(path, parents=True) as tmp:
-        _parquet_module().write_table(
-            table,
-            tmp,
-            row_group_size=ROW_GROUP_ROWS,
-            column_encoding=_encoding(delta_columns),
-            **_WRITE_OPTIONS,  # type: ignore[arg-type]
-        )
+        _write_table(table, tmp, delta_columns)
+
+
+def _write_table(table: pa.Table, path: Path, delta_columns: tuple[str, ...] = ()) -> None:
+    _parquet_module().write_table(
+        table,
+        path,
+        row_group_size=ROW_GROUP_ROWS,
+        column_encoding=_encoding(delta_columns),
+        **_WRITE_OPTIONS,  # type: ignore[arg-type]
+    )
+
+
+def _hold(path: Path) -> int | None:
+    """A descriptor of `path` holding an exclusive lock on it: the mark of a temporary being
+    written, which remove_stale_temporaries leaves alone (None: the file cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
 
 
 class ParquetStream:
@@ -81,9 +114,8 @@ class ParquetStream:
             raise
         # A second descriptor of the file, to start writing each row group back to disk while
         # the next is encoded (see _write_back); without it, slower at the end, not wrong.
-        self._fd: int | None = None
-        with contextlib.suppress(OSError):
-            self._fd = os.open(self.tmp, os.O_RDONLY)
+        # It also holds the lock that marks the temporary as being written (_hold).
+        self._fd = _hold(self.tmp)
         self._written_back = 0
 
     def write(self, table: pa.Table) -> None:
@@ -116,6 +148,11 @@ class ParquetStream:
 
     def commit(self, metadata: dict[bytes, bytes]) -> None:
         """Finish the file with `metadata` on its schema, and rename it into place."""
+        self.finish(metadata)
+        self.rename()
+
+    def finish(self, metadata: dict[bytes, bytes]) -> None:
+        """Finish the file with `metadata` on its schema, still under its temporary name."""
         # pyarrow rebuilds a file's Arrow schema, metadata included, from the ARROW:schema
         # entry written when the writer opened: that entry is replaced by the final schema's.
         final = self.schema.with_metadata(metadata)
@@ -125,11 +162,18 @@ class ParquetStream:
             self.writer.add_key_value_metadata(entries)
             self.writer.close()
             self._write_back()
-            self._close_descriptor()
+        except BaseException:
+            self.abort()
+            raise
+
+    def rename(self) -> None:
+        """Rename the finished file into place."""
+        try:
             self.tmp.replace(self.path)
         except BaseException:
             self.abort()
             raise
+        self._close_descriptor()
 
     def abort(self) -> None:
         """Close and remove the unfinished file."""
@@ -144,24 +188,111 @@ def connections_path(packets_path: Path) -> Path:
     return packets_path.with_name(packets_path.stem + ".connections.parquet")
 
 
-def packet_metadata(capture_path: Path, connections: pa.Table) -> dict[bytes, bytes]:
-    """The packet file's metadata: the capture, and the connections table as JSON."""
+def pair_metadata(capture_path: Path, pair: str) -> dict[bytes, bytes]:
+    """The schema metadata of both files of a packet table: the format, the capture, the
+    pair's id."""
     return {
-        b"tracekit.capture": str(capture_path).encode(),
-        b"tracekit.connections": json.dumps(connections.to_pylist()).encode(),
+        FORMAT_KEY: FORMAT_VERSION,
+        CAPTURE_KEY: str(capture_path).encode(),
+        PAIR_KEY: pair.encode(),
     }
 
 
-def write_packet_table(conns: Connections, path: Path, packets: pa.Table | None = None) -> None:
-    """Write the packet table (`packets`, or the connections') to `path`, connections beside it.
+def commit_pair(stream: ParquetStream, connections: pa.Table, capture_path: Path) -> None:
+    """Finish the packet table written to `stream` and write `connections` beside it
+    (connections_path), as one unit: see the module. Both temporaries are removed on error."""
+    meta = pair_metadata(capture_path, secrets.token_hex(16))
+    target = connections_path(stream.path)
+    try:
+        tmp = temporary_beside(target)
+    except BaseException:
+        stream.abort()
+        raise
+    fd = _hold(tmp)
+    try:
+        _write_table(connections.replace_schema_metadata(meta), tmp)
+        stream.finish(meta)
+        # Connections first: killed before the packets' rename, the older packet file beside
+        # them has another pair id, which read_connections reports.
+        tmp.replace(target)
+        stream.rename()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        stream.abort()
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)
 
-    The connections also ride in the packet file's metadata (`tracekit.connections`, JSON), so
-    the one file says which address each `conn` is.
-    """
-    meta = packet_metadata(conns.capture.path, conns.table)
-    packets = (conns.packets if packets is None else packets).replace_schema_metadata(meta)
-    write_parquet_atomic(conns.table, connections_path(path))
-    write_parquet_atomic(packets, path, delta_columns(packets.schema))
+
+def write_packet_table(conns: Connections, path: Path, packets: pa.Table | None = None) -> None:
+    """Write the packet table (`packets`, or the connections') to `path`, connections beside it,
+    as one unit (commit_pair)."""
+    remove_stale_temporaries(path)
+    packets = conns.packets if packets is None else packets
+    out_schema = packets.schema.remove_metadata()
+    stream = ParquetStream(path, out_schema, delta_columns(out_schema))
+    try:
+        stream.write(packets.replace_schema_metadata(None))
+    except BaseException:
+        stream.abort()
+        raise
+    commit_pair(stream, conns.table, conns.capture.path)
+
+
+def read_connections(packets_path: Path) -> pa.Table:
+    """The connections table beside the packet table at `packets_path`, checked to be of the
+    same write (their `tracekit.pair` ids match). A mismatch, or a file of an older format,
+    is a TracekitError."""
+    pq = _parquet_module()
+    side = connections_path(packets_path)
+    try:
+        packets_meta = pq.read_schema(packets_path).metadata or {}
+        table = pq.read_table(side)
+    except (OSError, pa.ArrowException) as exc:
+        raise TracekitError(f"{packets_path}: cannot read the packet table's pair: {exc}") from None
+    side_meta = table.schema.metadata or {}
+    if packets_meta.get(FORMAT_KEY) != FORMAT_VERSION or PAIR_KEY not in packets_meta:
+        raise TracekitError(
+            f"{packets_path}: not a packet table of this tracekit's format; ingest it again"
+        )
+    if side_meta.get(PAIR_KEY) != packets_meta[PAIR_KEY]:
+        raise TracekitError(
+            f"{side}: not the connections of {packets_path} (an ingest was interrupted between "
+            "writing the two); ingest again"
+        )
+    return table
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries that writers of the packet table `path` and its connections file
+    left behind when killed: only files named as tracekit.atomic names them, older than this
+    call, and not being written (a writer holds a lock on its temporary)."""
+    # A file made later than this is some running writer's, whatever its lock says.
+    before = time.time_ns()
+    for target in (path, connections_path(path)):
+        pattern = re.compile(rf"\.{re.escape(target.name)}\.[0-9a-f]{{8}}\.tmp")
+        for candidate in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+            if not pattern.fullmatch(candidate.name):
+                continue
+            try:
+                st = candidate.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_mtime_ns >= before:
+                continue
+            try:
+                fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: a writer at work
+            else:
+                candidate.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
 
 
 def delta_columns(packet_schema: pa.Schema) -> tuple[str, ...]:
