@@ -211,7 +211,14 @@ class SlowStartOverrun(Detector):
         # that round's own queue kept the bottleneck busy (slow start sends each round at about
         # twice the rate its ACKs return); up to the first duplicate ACK, after which the line
         # stalls at the hole and shows nothing more.
-        s_payload, acks_used = ack_line_rate_bps(ser.acks, rnd.start_s, rnd.end_s)
+        # Round 0 has no ACKs of its own (nothing was acknowledged before the initial window
+        # left): its own ACKs come back in the round after it, spaced by the bottleneck while
+        # its queue drains, and give s.
+        if rnd.index == 0:
+            span = max(rnd.end_s - rnd.start_s, 0.0)
+            s_payload, acks_used = ack_line_rate_bps(ser.acks, rnd.end_s, rnd.end_s + span)
+        else:
+            s_payload, acks_used = ack_line_rate_bps(ser.acks, rnd.start_s, rnd.end_s)
         s = s_payload * wire
         rtt = ser.rtt[ser.rtt["t_s"] < rnd.start_s]["rtt_s"]
         if rtt.empty:
