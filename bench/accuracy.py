@@ -143,6 +143,7 @@ def score_one(folder: Path) -> dict[str, Any]:
             "kernel_class": max(kernel, key=lambda c: kernel[c]),
             "cause": verdict["evidence"]["cause"],
             "max_error": max(abs(ours[c] - kernel[c]) for c in CLASSES),
+            "window_scale_known": verdict["evidence"]["window_scale_known"],
         }
     for f in _of(findings, "slow_start_overrun"):
         estimate = f["evidence"].get("buffer_estimate_bytes")
