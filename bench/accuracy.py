@@ -117,9 +117,18 @@ def score_one(folder: Path) -> dict[str, Any]:
         return row
     doc = analysis.to_dict()
     findings: Findings = doc["findings"]
-    # The scenario's transfer is the busiest connection; score its findings only.
+    # The scenario's transfer is the busiest connection; score its findings only, those of its
+    # data direction (b2a when the capture starts mid-connection with the receiver's ACK, so
+    # that the receiver is side a) taken as a2b.
     busiest = max(doc["connections"], key=lambda c: c["bytes_a2b"] + c["bytes_b2a"])
-    findings = [f for f in findings if f["conn"] == busiest["conn"]]
+    data_dir = "a2b" if busiest["bytes_a2b"] >= busiest["bytes_b2a"] else "b2a"
+    findings = [
+        {**f, "direction": "a2b" if f.get("direction") == data_dir else f.get("direction")}
+        if f.get("direction") in (data_dir, None)
+        else {**f, "direction": "other"}
+        for f in findings
+        if f["conn"] == busiest["conn"]
+    ]
     doc["connections"] = [busiest]
     labels = {
         "expected": set(truth.get("labels", [])),
