@@ -10,7 +10,7 @@ import click
 from cli import common
 from tracekit.paths import printable
 from tracekit.pipeline import vantage
-from tracekit.series_export import SERIES, export_series
+from tracekit.series_export import DEFAULT_MAX_CONNECTIONS, SERIES, export_series
 
 # The names export_series writes (conn<N>_<a2b|b2a>_<series>.<fmt>), and the temporary files
 # beside them (tracekit.atomic), whatever the format: no input may go by one of them.
@@ -43,7 +43,16 @@ EXPORTED_NAME = re.compile(
     show_default=True,
     help="File format of each series.",
 )
-def tsg(capture: Path, conn: int | None, out_dir: Path, fmt: str) -> None:
+@click.option(
+    "--max-connections",
+    "limit",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_CONNECTIONS,
+    show_default=True,
+    help="Without --connection, export only this many connections, the busiest (payload "
+    "bytes) first; 0: all.",
+)
+def tsg(capture: Path, conn: int | None, out_dir: Path, fmt: str, limit: int) -> None:
     """Export the time-sequence graph series of CAPTURE: one file per series and direction.
 
     Files are named conn<N>_<a2b|b2a>_<series>.<fmt>, series being segments, acks, sacks, rtt
@@ -53,5 +62,12 @@ def tsg(capture: Path, conn: int | None, out_dir: Path, fmt: str) -> None:
     common.prepare_output(out_dir, folder=True)
     view = vantage(common.read(capture))
     with common.writing(out_dir):
-        written = export_series(view, out_dir, conn=conn, fmt=fmt)
-    click.echo(f"{printable(out_dir)}: {len(written)} files", err=True)
+        export = export_series(view, out_dir, conn=conn, fmt=fmt, max_connections=limit or None)
+    click.echo(f"{printable(out_dir)}: {len(export.written)} files", err=True)
+    if export.omitted:
+        click.echo(
+            f"tracekit: {printable(capture)}: exported the {export.connections} busiest of "
+            f"{export.connections + export.omitted} connections with data; --max-connections 0 "
+            "exports all, --connection N one",
+            err=True,
+        )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from click.testing import CliRunner
 from crafting import transfer, write
+from many_connections import write_connections
 
 from cli.main import cli
 
@@ -38,3 +40,30 @@ def test_unknown_connection_is_bad_input(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "no connection 3" in result.stderr
+
+
+def test_export_is_limited_to_the_busiest_connections(tmp_path: Path) -> None:
+    # Connection i carries 10 i + 5 bytes: the busiest are the last ones.
+    capture = write_connections(tmp_path / "many.pcap", 150, np.arange(150) * 10 + 5)
+    out = tmp_path / "series"
+    result = CliRunner().invoke(cli, ["tsg", str(capture), "--export", str(out)])
+    assert result.exit_code == 0, result.output
+    exported = {int(p.name[4:].split("_")[0]) for p in out.iterdir()}
+    assert exported == set(range(50, 150))
+    assert len(list(out.iterdir())) == 100 * 5
+    assert result.stderr.splitlines()[1] == (
+        f"tracekit: {capture}: exported the 100 busiest of 150 connections with data; "
+        "--max-connections 0 exports all, --connection N one"
+    )
+    args = ["tsg", str(capture), "--export", str(tmp_path / "three"), "--max-connections", "3"]
+    result = CliRunner().invoke(cli, args)
+    assert {p.name.split("_")[0] for p in (tmp_path / "three").iterdir()} == {
+        "conn147",
+        "conn148",
+        "conn149",
+    }
+    args = ["tsg", str(capture), "--export", str(tmp_path / "all"), "--max-connections", "0"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("\n") == 1
+    assert len(list((tmp_path / "all").iterdir())) == 150 * 5
