@@ -174,7 +174,9 @@ class WindowOscillation(Detector):
         paired = k < tr.open_at.size
         stopped = float((tr.open_t[k[paired]] - tr.shut_t[paired]).sum())
         big_t = tr.open_t[big]
-        start, end = float(tr.shut_t[0]), float(big_t[-1])
+        # Events are in capture order, their stamps not always (a clock that steps back).
+        start = float(min(tr.shut_t.min(), big_t.min()))
+        end = float(max(tr.shut_t.max(), big_t.max()))
         span = max(end - start, 1e-9)
         period = float(np.median(np.diff(big_t)))
         data = d.data
