@@ -23,6 +23,8 @@ from fixtures.lab.sweep import GRID, SWEEP, _grid, decompress
 
 STORED = sorted(folder.name for folder in SWEEP.glob("*") if (folder / "truth.json").exists())
 SENDER = "10.77.0.1"
+MSS_BYTES = 1448
+TH_SYN, TH_FIN = 0x02, 0x01  # RFC 9293 3.1
 needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
 needs_tcptrace = pytest.mark.skipif(not shutil.which("tcptrace"), reason="tcptrace not installed")
 
@@ -127,8 +129,17 @@ def truth(name: str) -> dict[str, Any]:
 
 @cache
 def tshark_columns(name: str, side: str) -> dict[str, np.ndarray]:
-    """Per record: from the sender?, TCP payload length, captured length, time (tshark)."""
-    fields = ("ip.src", "tcp.len", "frame.cap_len", "frame.time_epoch")
+    """Per record: from the sender?, TCP payload length, captured length, time, raw sequence
+    number, flags and advertised window in bytes (tshark scales it by the SYNs' shift)."""
+    fields = (
+        "ip.src",
+        "tcp.len",
+        "frame.cap_len",
+        "frame.time_epoch",
+        "tcp.seq_raw",
+        "tcp.flags",
+        "tcp.window_size",
+    )
     # Only the headers are needed: no sequence analysis or reassembly (twice as fast).
     command = ["tshark", "-r", str(SWEEP / name / f"{side}.pcap.zst"), "-n", "-T", "fields"]
     for option in (
@@ -150,6 +161,9 @@ def tshark_columns(name: str, side: str) -> dict[str, np.ndarray]:
         "payload": np.array([int(row[1] or 0) for row in rows]),
         "caplen": np.array([int(row[2]) for row in rows]),
         "ts": np.array([float(row[3]) for row in rows]),
+        "seq": np.array([int(row[4] or -1) for row in rows]),
+        "flags": np.array([int(row[5] or "0", 0) for row in rows]),
+        "window": np.array([int(row[6] or -1) for row in rows]),
     }
 
 
@@ -197,7 +211,8 @@ def test_stored_truth_is_consistent(name: str) -> None:
 @pytest.mark.slow  # a tshark pass over each stored capture
 @needs_tshark
 @pytest.mark.parametrize("name", STORED)
-def test_packets_and_bytes_agree_with_tshark(name: str) -> None:
+def test_packets_bytes_and_labels_agree_with_tshark(name: str) -> None:
+    # One test per capture pair, so each file is read once (reading is most of the cost).
     doc = truth(name)
     scenario = GRID[name]
     for side in ("sender", "receiver"):
@@ -223,6 +238,7 @@ def test_packets_and_bytes_agree_with_tshark(name: str) -> None:
         assert sent["a2b_segments"] == change["sender_nic_tbf"]["packets"]
         assert arrived["a2b_segments"] == change["bottleneck_tbf"]["packets"]
         assert sent["a2b_segments"] - arrived["a2b_segments"] == doc["drops"]["network"]
+    labels_show_in_the_packets(name)
 
 
 def copy_is_its_source_cut(name: str) -> None:
@@ -245,6 +261,11 @@ def copy_is_its_source_cut(name: str) -> None:
         if scenario.cut_after_s is not None:
             # No SYN left: the window scale is unknown to anyone reading the copy.
             assert copy["ts"].min() >= doc["derived"]["cut_at_epoch_s"] - 1e-6
+            assert not (copy["flags"] & TH_SYN).any()
+        else:
+            # The SYNs are there but cut before their options: the scale is unknown too.
+            syn = copy["flags"] & TH_SYN != 0
+            assert syn.any() and copy["caplen"][syn].max() <= 54
 
 
 @pytest.mark.slow
@@ -256,3 +277,40 @@ def test_retransmissions_equal_tcptrace(name: str, tmp_path: Path) -> None:
     pcap = tmp_path / "sender.pcap"
     pcap.write_bytes(decompress(SWEEP / name / "sender.pcap.zst"))
     assert tcptrace_retransmissions(pcap) == truth(name)["retransmissions"]["segments"]
+
+
+def labels_show_in_the_packets(name: str) -> None:
+    """What a label claims is there (or not) in the packets themselves, read by tshark."""
+    doc = truth(name)
+    labels, absent = set(doc["labels"]), set(doc["absent_labels"])
+    sent, arrived = tshark_columns(name, "sender"), tshark_columns(name, "receiver")
+    data = sent["from_sender"] & (sent["payload"] > 0)
+    # Offloads: super-segments of several MSS in the sender capture, none without.
+    if "super_segments" in labels:
+        assert sent["payload"][data].max() > MSS_BYTES
+    if "super_segments" in absent:
+        assert sent["payload"][data].max() <= MSS_BYTES
+    # The receiver's windows after its SYN-ACK and before its FIN.
+    replies = ~arrived["from_sender"] & (arrived["flags"] & (TH_SYN | TH_FIN) == 0)
+    window, ts = arrived["window"][replies], arrived["ts"][replies]
+    if "zero_window" in labels:
+        assert (window == 0).any()
+    if "zero_window" in absent and not GRID[name].path.direct:
+        assert window.min() >= MSS_BYTES
+    if "zero_window_stall" in labels:
+        # The longest shut spell: from a zero window to the next open one.
+        opened = np.flatnonzero(window > 0)
+        shut = np.flatnonzero(window == 0)
+        spells = [
+            ts[opened[opened > start][0]] - ts[start] for start in shut if (opened > start).any()
+        ]
+        assert max(spells) >= 1.0
+    # First round: a segment of the initial window was sent twice (its first copy was lost).
+    isn = sent["seq"][(sent["flags"] & TH_SYN != 0) & sent["from_sender"]][0]
+    offsets = (sent["seq"][data] - isn - 1) % 2**32
+    values, counts = np.unique(offsets, return_counts=True)
+    resent_in_first_round = values[counts > 1] < (GRID[name].initcwnd or 10) * MSS_BYTES
+    if "first_round_overrun" in labels:
+        assert resent_in_first_round.any()
+    if "first_round_overrun" in absent:
+        assert not resent_in_first_round.any()
