@@ -22,6 +22,19 @@ from tracekit.merge import same_file
 from tracekit.pipeline import Analysis
 
 CHECK_FORMAT = 1  # the version of the `check --json` document
+# What a baseline compares (tracekit.check.baseline) and what names a connection: all that a
+# connection without findings or failures keeps in `check --json`. A load test's capture of
+# 100,000 quiet connections then writes a few hundred bytes for each instead of their whole
+# rows and metrics.
+_QUIET_KEYS = (
+    "conn",
+    "a",
+    "b",
+    "bytes_a2b",
+    "bytes_b2a",
+    "throughput_a2b_bps",
+    "throughput_b2a_bps",
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,11 @@ class CaptureVerdict:
     def to_dict(self) -> dict[str, Any]:
         """The input's entry in the `check --json` document."""
         doc = self.document or {"connections": [], "findings": []}
+        noted = {c.metrics.conn for c in self.connections if c.findings or c.failures}
+        connections = [
+            row if row.get("conn") in noted else {k: row[k] for k in _QUIET_KEYS if k in row}
+            for row in doc["connections"]
+        ]
         return {
             "name": self.input.name,
             "sender": str(self.input.sender),
@@ -77,9 +95,9 @@ class CaptureVerdict:
             "time_s": self.time_s,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
-            "connections": doc["connections"],
+            "connections": connections,
             "findings": doc["findings"],
-            "metrics": [c.metrics.to_dict() for c in self.connections],
+            "metrics": [c.metrics.to_dict() for c in self.connections if c.metrics.conn in noted],
             "failures": [
                 {"conn": c.metrics.conn, "rule": f.rule, "name": f.name, "message": f.message}
                 for c in self.connections
