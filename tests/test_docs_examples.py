@@ -1,0 +1,79 @@
+"""Every `$ tracekit ...` example in the README and the docs runs, and prints what it shows.
+
+An example is a fenced block whose first line is `$ tracekit ...` (continued with a trailing
+backslash); the lines after the command are its expected output, where a line `...` stands for
+any number of lines, and the output ends at the block's next `$ ` line. The command runs in a
+temporary folder, which receives what it writes, with the repository's files it reads given
+by their full path. So an example cannot go stale.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+TRACEKIT = str(Path(sys.executable).parent / "tracekit")
+
+
+def examples() -> list[tuple[str, int, str, list[str]]]:
+    """(page, line, command, expected lines) of every example."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.finditer(r"^```[a-z]*\n(.*?)^```", text, flags=re.M | re.S):
+            lines = block.group(1).splitlines()
+            if not lines or not lines[0].startswith("$ tracekit "):
+                continue
+            command = lines[0][2:]
+            k = 1
+            while command.endswith("\\") and k < len(lines):
+                command = command[:-1].rstrip() + " " + lines[k].strip()
+                k += 1
+            # The output runs up to the block's next command, if any.
+            out = lines[k:]
+            stop = next((i for i, x in enumerate(out) if x.startswith("$ ")), len(out))
+            line = text[: block.start()].count("\n") + 1
+            found.append((str(page.relative_to(ROOT)), line, command, out[:stop]))
+    return found
+
+
+EXAMPLES = examples()
+
+
+def matches(expected: list[str], got: list[str]) -> bool:
+    """Whether `got` has the expected lines in order, `...` standing for any lines."""
+    pattern = "".join(
+        r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(line.rstrip()) + r"\n"
+        for line in expected
+    )
+    text = "".join(line.rstrip() + "\n" for line in got)
+    if expected and expected[-1].strip() == "...":
+        return re.match(pattern, text) is not None
+    return re.fullmatch(pattern, text) is not None
+
+
+def test_there_are_examples() -> None:
+    assert len(EXAMPLES) >= 5
+
+
+@pytest.mark.parametrize(("page", "line", "command", "expected"), EXAMPLES,
+                         ids=[f"{p}:{n}" for p, n, _, _ in EXAMPLES])  # fmt: skip
+def test_the_example_prints_what_it_shows(
+    page: str, line: int, command: str, expected: list[str], tmp_path: Path
+) -> None:
+    # Run in a temporary folder, so that the outputs the example writes land there; the
+    # repository's files it reads are given by their full path.
+    args = [str(ROOT / a) if a.startswith("fixtures/") else a for a in shlex.split(command)[1:]]
+    done = subprocess.run(
+        [TRACEKIT, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    got = (done.stdout + done.stderr).splitlines()
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert matches(expected, got), "\n".join(["got:", *got])
