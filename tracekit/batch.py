@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -290,7 +290,9 @@ def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
     return jobs, done
 
 
-def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
+def _on_processes(
+    jobs: Sequence[Job], workers: int, lock: int | None = None
+) -> Generator[Outcome, None, None]:
     """Each job in a process of its own, forked from this one, `workers` at a time.
 
     A process per input rather than a pool: a worker that dies (SIGKILL from the OOM killer, a
@@ -311,7 +313,10 @@ def _on_processes(jobs: Sequence[Job], workers: int) -> Iterator[Outcome]:
                 job = waiting.pop()
                 receiving, sending = context.Pipe(duplex=False)
                 process = context.Process(
-                    target=_work, args=(job, sending, parent), name="tracekit-batch", daemon=True
+                    target=_work,
+                    args=(job, sending, parent, lock),
+                    name="tracekit-batch",
+                    daemon=True,
                 )
                 process.start()
                 sending.close()  # the worker's end: its exit is then the pipe's end here
@@ -359,8 +364,15 @@ class _Worker:
         return crash
 
 
-def _work(job: Job, sending: Connection, parent: int) -> None:
-    """A worker process: analyse one input, hand its outcome back."""
+def _work(job: Job, sending: Connection, parent: int, lock: int | None) -> None:
+    """A worker process: analyse one input, hand its outcome back.
+
+    `lock`, the output folder's lock descriptor inherited from the run, is closed: the lock is
+    the run's, and ends with it (a batch started right after a killed one must not find it
+    still held by a worker that is only being killed).
+    """
+    if lock is not None:
+        os.close(lock)
     if not _die_with(parent):
         return  # the run is gone already: nobody wants this input's files
     sending.send(run_job(job))
@@ -400,7 +412,7 @@ def _warm_worker() -> int:
     return len(all_detectors())
 
 
-def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[Outcome]:
+def _on_dask(jobs: Sequence[Job], address: str) -> Generator[Outcome, None, None]:
     try:
         from dask.distributed import Client
         from dask.distributed import as_completed as dask_completed
@@ -433,7 +445,7 @@ def run_batch(
     jobs, done = plan(config)
     if not jobs and not done:
         raise TracekitError(f"no captures found under {config.root}")
-    with _locked(config.out):
+    with _locked(config.out) as lock:
         for table in TABLES:
             folder = config.out / table
             folder.mkdir(parents=True, exist_ok=True)
@@ -448,7 +460,7 @@ def run_batch(
             assert config.scheduler is not None  # checked by BatchConfig
             stream = _on_dask(jobs, config.scheduler)
         else:
-            stream = _on_processes(jobs, min(config.workers, max(len(jobs), 1)))
+            stream = _on_processes(jobs, min(config.workers, max(len(jobs), 1)), lock)
         with contextlib.closing(stream):
             for outcome in stream:
                 outcomes.append(outcome)
@@ -458,10 +470,10 @@ def run_batch(
 
 
 @contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
+def _locked(out: Path) -> Iterator[int]:
     """Hold the output folder's lock (made with the folder if need be) for the block; another
-    run holding it is a TracekitError. The lock is the kernel's (flock): it ends with the last
-    process holding it, so a killed run (and its workers, which die with it) leaves none."""
+    run holding it is a TracekitError. Yields the lock's descriptor. The lock is the kernel's
+    (flock): it ends with the process holding it, so a killed run leaves none."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
@@ -475,7 +487,7 @@ def _locked(out: Path) -> Iterator[None]:
                 f"{out}: another tracekit batch is writing into this folder; "
                 "wait for it to end or give another -o"
             ) from None
-        yield
+        yield fd
     finally:
         os.close(fd)
 
