@@ -214,7 +214,13 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{label:21s} {len(cells):6d} {tp:5d} {fn:4d} {fp:4d} {tn:4d} "
             f"{(tp + tn) / len(cells):6.0%}  {', '.join(wrong)}"
         )
-    scored = [r for r in rows if "verdict" in r]
+    # Without the handshake's window scale the capture cannot show the window's share: the
+    # verdict says so, and is not scored on its shares.
+    unknown = [r for r in rows if "verdict" in r and not r["verdict"]["window_scale_known"]]
+    scored = [r for r in rows if "verdict" in r and r["verdict"]["window_scale_known"]]
+    if unknown:
+        names = ", ".join(r["scenario"] for r in unknown)
+        print(f"\nverdict says it cannot tell the window's share (window scale unknown): {names}")
     if scored:
         same = sum(r["verdict"]["class"] == r["verdict"]["kernel_class"] for r in scored)
         within = sum(r["verdict"]["max_error"] <= 0.10 for r in scored)
