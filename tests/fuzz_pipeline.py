@@ -135,6 +135,11 @@ def main() -> None:
         import tracekit.report.html  # noqa: F401
 
     folder = Path(tempfile.mkdtemp(prefix="tracekit-fuzz-"))
+    # numba compiles each kernel, bounds-checked, the first time an input reaches it: tens of
+    # seconds in all on a busy machine. Done here on the seeds, before libFuzzer times units,
+    # so that its per-input timeout measures tracekit, not the compiler.
+    for data in seeds().values():
+        run_pipeline(data, folder)
 
     def one(data: bytes) -> None:
         run_pipeline(data, folder)
