@@ -43,7 +43,8 @@ def _release_the_gil() -> None:
             super().__init__(*args, **kwargs)
             self.release_gil = True
 
-    pycc_compiler.Flags = Flags
+    # Replacing a module's class is the point here; mypy types numba's Flags as a fixed class.
+    pycc_compiler.Flags = Flags  # type: ignore[misc]
 
 
 def compiler() -> Any:

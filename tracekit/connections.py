@@ -418,7 +418,7 @@ def _bases(
 
 
 def _unwrapped(
-    delta: np.int64, g: np.int64, last: np.ndarray, wraps: np.ndarray
+    delta: np.int64, g: np.uint64, last: np.ndarray, wraps: np.ndarray
 ) -> np.int64:  # pragma: no cover - compiled
     """delta (in [0, 2**32)) on the direction's 64-bit line: a step of more than half the
     sequence space from the last number is a wrap (RFC 9293 3.4: comparisons are mod 2**32)."""

@@ -45,7 +45,7 @@ from tracekit.table_io import (
 )
 
 # The data segments' columns (_DataSegments).
-_SEGMENT_DTYPES = {
+_SEGMENT_DTYPES: dict[str, np.dtype[Any]] = {
     "conn": np.dtype(np.int32),
     "dir": np.dtype(np.uint8),
     "seq_rel": np.dtype(np.int64),

@@ -328,7 +328,7 @@ def _by_connection(
     packets: those of its own direction as data, those of the other that carry an ACK as ACKs.
     """
     n = conn.size
-    top = 0
+    top: int | np.int64 = 0
     for i in range(n):
         top = max(top, np.int64(conn[i]) + 1)
     bounds = np.zeros(top + 1, dtype=np.int64)
@@ -371,7 +371,7 @@ class _Walk:
         self.timelines = (rows, bounds, pdir)
         self.packets = (ts, np.int64(t0), conn, seq, ack, pay, flags)
         n, e = seq.size, np.empty
-        self.segments = {
+        self.segments: dict[str, np.ndarray] = {
             "conn": e(n, np.int32),
             "dir": e(n, np.uint8),
             "t_s": e(n, np.float64),
@@ -381,7 +381,7 @@ class _Walk:
             "kind": e(n, np.int8),
             "frame": e(n, np.uint32),
         }
-        self.acks = {
+        self.acks: dict[str, np.ndarray] = {
             "conn": e(n, np.int32),
             "dir": e(n, np.uint8),
             "t_s": e(n, np.float64),
@@ -395,7 +395,7 @@ class _Walk:
         }
         # The flight table's rows are the segments that carry data: conn, dir and t_s come
         # from the segments table once it is written.
-        self.flight = {
+        self.flight: dict[str, np.ndarray] = {
             "flight_bytes": e(n, np.int64),
             "rwnd_bytes": e(n, np.int64),
         }
@@ -412,9 +412,9 @@ class _Walk:
         carries: np.ndarray,
     ) -> None:
         """Fill the columns, then trim each table to the rows written."""
+        # One unpacking: mypy matches a second `*tuple` right after another to every parameter.
         counts = _walk_pass(
-            *self.timelines,
-            *self.packets,
+            *(self.timelines + self.packets),
             win_raw,
             shift,
             kind,
@@ -476,6 +476,9 @@ def _walk_pass(
     pending = np.empty(seq.size, dtype=np.int64)
     tainted = np.zeros(seq.size, dtype=np.bool_)
     n_seg = n_ack = n_flight = n_rtt = 0
+    # Both later hold an ACK's window, an np.int64.
+    lw: int | np.int64
+    prev_win: int | np.int64
     nxt = una = lw = le = -1
     prev_ack = prev_win = -1
     have_prev = False
@@ -834,7 +837,7 @@ def _bin_of(t: np.ndarray, lo: float, width: float, last: int) -> np.ndarray:  #
     out = np.empty(t.size, dtype=np.int64)
     for k in range(t.size):
         x = t[k]
-        i = min(max(np.int64((x - lo) / width), 0), last)
+        i = min(max(np.int64((x - lo) / width), np.int64(0)), np.int64(last))
         while i > 0 and x < lo + width * i:
             i -= 1
         while i < last and x >= lo + width * (i + 1):

@@ -78,7 +78,7 @@ def _write_table(table: pa.Table, path: Path, delta_columns: tuple[str, ...] = (
         path,
         row_group_size=ROW_GROUP_ROWS,
         column_encoding=_encoding(delta_columns),
-        **_WRITE_OPTIONS,  # type: ignore[arg-type]
+        **_WRITE_OPTIONS,
     )
 
 
@@ -107,7 +107,7 @@ class ParquetStream:
                 self.tmp,
                 schema,
                 column_encoding=_encoding(delta_columns),
-                **_WRITE_OPTIONS,  # type: ignore[arg-type]
+                **_WRITE_OPTIONS,
             )
         except BaseException:
             self.tmp.unlink(missing_ok=True)

@@ -600,7 +600,7 @@ def _flows_table(flows: FlowTable) -> pa.Table:
     version = (head >> np.uint64(56)).astype(np.uint8)
     words = keys.tolist()
     versions = version.tolist()
-    data = {
+    data: dict[str, np.ndarray | list[str]] = {
         "flow": np.arange(count, dtype=np.int32),
         "proto": ((head >> np.uint64(48)) & np.uint64(0xFF)).astype(np.uint8),
         "ip_version": version,

@@ -149,8 +149,8 @@ def _ts_ns(hi: Any, lo: Any, kind: Any, exp: Any, offset_s: Any) -> Any:
         frac_ns = (part * 1_000_000_000) >> exp
     elif exp < 64:
         seconds = raw >> np.uint64(exp)
-        part = raw & ((np.uint64(1) << np.uint64(exp)) - np.uint64(1))
-        frac_ns = np.int64(np.float64(part) / 2.0**exp * 1e9)
+        part_u64 = raw & ((np.uint64(1) << np.uint64(exp)) - np.uint64(1))
+        frac_ns = np.int64(np.float64(part_u64) / 2.0**exp * 1e9)
     else:
         frac_ns = np.int64(np.float64(raw) / 2.0**exp * 1e9)
     if seconds > np.uint64(_PART_LIMIT_S) or abs(offset_s) > _PART_LIMIT_S:

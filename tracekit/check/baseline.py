@@ -68,13 +68,17 @@ _ROW_KEYS: Mapping[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+def _list(doc: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise TracekitError(f"{where}: {key}: expected a list, got {_describe(value)}")
+    return value
+
+
 def _run(doc: Mapping[str, Any], where: str) -> BaselineRun:
     """One run's connections and finding kinds, every value the comparison reads checked now,
     so that a bad baseline is refused before any capture is analysed."""
-    connections, findings = doc.get("connections"), doc.get("findings")
-    for key, value in (("connections", connections), ("findings", findings)):
-        if not isinstance(value, list):
-            raise TracekitError(f"{where}: {key}: expected a list, got {_describe(value)}")
+    connections, findings = _list(doc, "connections", where), _list(doc, "findings", where)
     rows = []
     for i, row in enumerate(connections):
         if not isinstance(row, dict):

@@ -98,7 +98,8 @@ def _walk(folder: Path) -> list[Path]:
     found: list[Path] = []
     seen_folders: set[tuple[int, int]] = set()
     seen_files: set[tuple[int, int]] = set()
-    real, linked = [folder], []
+    real: list[Path] = [folder]
+    linked: list[Path] = []
     while real or linked:
         current = real.pop() if real else linked.pop(0)
         key = _file_id(current)
@@ -109,7 +110,7 @@ def _walk(folder: Path) -> list[Path]:
             entries = sorted(current.iterdir())
         except OSError as exc:
             raise TracekitError(f"{printable(current)}: cannot list: {exc.strerror}") from None
-        subfolders = []
+        subfolders: list[Path] = []
         for path in entries:
             if path.name.startswith("."):
                 continue
@@ -293,6 +294,6 @@ def analyze_input(inp: CaptureInput) -> tuple[Analysis, tuple[str, ...]]:
         # The message goes into JUnit, JSON and Parquet files, which hold no lone surrogates.
         raise CaptureError(printable(exc.path), exc.problem) from None
     warnings = tuple(f"{printable(inp.sender)}: {w}" for w in sender.stats.warnings)
-    if receiver is not None:
+    if receiver is not None and inp.receiver is not None:
         warnings += tuple(f"{printable(inp.receiver)}: {w}" for w in receiver.stats.warnings)
     return analyze(sender, receiver, addr_map=dict(inp.addr_map) or None), warnings

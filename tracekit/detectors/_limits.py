@@ -93,7 +93,8 @@ def state_seconds(
     start_s: npt.NDArray[np.float64], end_s: npt.NDArray[np.float64], state: npt.NDArray[np.int8]
 ) -> npt.NDArray[np.float64]:
     """Seconds spent in each state (indexed by APPLICATION, RECEIVE_WINDOW, NETWORK)."""
-    return np.bincount(state, weights=end_s - start_s, minlength=len(STATES))
+    # numpy's stub types bincount as intp whatever the weights; with weights it is float64.
+    return np.bincount(state, weights=end_s - start_s, minlength=len(STATES))  # type: ignore[return-value]
 
 
 @njit(cache=True)
@@ -144,7 +145,7 @@ def _limit_runs(
             last_data = k
             j += 1
         una_at[k] = una
-        flight[k] = nxt - max(una, 0) if nxt >= 0 else 0
+        flight[k] = nxt - max(una, np.int64(0)) if nxt >= 0 else 0
         usable[k] = right - nxt
         window[k] = right - una
     first = data_t[0]

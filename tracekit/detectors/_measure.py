@@ -135,7 +135,7 @@ def length_counts(length: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def _length_counts(length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    top = 0
+    top: int | np.int64 = 0
     for v in length:
         top = max(top, np.int64(v))
     counts = np.zeros(top + 1, dtype=np.int64)

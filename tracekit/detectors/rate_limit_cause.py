@@ -111,9 +111,9 @@ ADVICE = {
 
 
 @njit(cache=True)
-def _window(t: float, t0: float, length: float, n: int) -> int:  # pragma: no cover - compiled
+def _window(t: float, t0: float, length: float, n: int) -> np.int64:  # pragma: no cover - compiled
     """The window a time falls in: windows of `length` from t0, the first and last open."""
-    return min(max(np.int64((t - t0) / length), 0), n - 1)
+    return min(max(np.int64((t - t0) / length), np.int64(0)), np.int64(n - 1))
 
 
 @njit(cache=True)
@@ -203,7 +203,7 @@ def _room_answered(
         edge_high = max(edge_high, edge[i])
         # ACKs after the last data segment (the transfer is over) do not count.
         if advance[i] and edge_high - high >= mss and j < n_data:
-            w = min(max(np.int64((ack_t[i] - t0) / length), 0), n - 1)
+            w = min(max(np.int64((ack_t[i] - t0) / length), np.int64(0)), np.int64(n - 1))
             room[w] += 1
             answered = i + 1 >= n_ack or data_frame[j] < ack_frame[i + 1]
             if not answered:
@@ -281,7 +281,7 @@ class RateLimitCause(Detector):
         window, paced = self._busy_labels(d, t0, t_end, length, n, rtt, mss, path, known)
         # Each window's share of each state (the runs cut at the window edges), and its label:
         # the state with the most time; busy (network) time takes the window's busy label.
-        edges = t0 + length * np.arange(n + 1)
+        edges = t0 + length * np.arange(n + 1, dtype=np.float64)
         edges[-1] = max(edges[-1], t_end)
         seconds = _state_seconds_per_window(run_start, run_end, run_state, edges)
         top = np.argmax(seconds, axis=1)

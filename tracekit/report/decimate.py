@@ -77,11 +77,11 @@ def _m4_pass(
     x0 = xs[0]
     span = float(xs[n - 1]) - float(x0)
     scale = n_buckets / span if span > 0 else 0.0
-    current = -1
+    current: int | np.int64 = -1
     low_at = top_at = -1
     low = top = 0.0
     for i in range(n):
-        bucket = min(np.int64((xs[i] - x0) * scale), n_buckets - 1) if span > 0 else 0
+        bucket = min(np.int64((xs[i] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
         if bucket != current:
             if current >= 0:
                 selected[i - 1] = True
@@ -144,7 +144,7 @@ def _m4_any_order(
     low_at = np.full(n_buckets, -1, dtype=np.int64)
     top_at = np.full(n_buckets, -1, dtype=np.int64)
     for i in range(n):
-        b = min(np.int64((x[i] - x0) * scale), n_buckets - 1) if span > 0 else 0
+        b = min(np.int64((x[i] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
         j = first[b]
         if j < 0 or x[i] < x[j]:
             first[b] = i
