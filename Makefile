@@ -27,7 +27,7 @@ lint:
 typecheck:
 	$(PYTHON) -m mypy
 
-test: install-test lint
+test: install-test lint typecheck
 	$(PYTHON) -m pytest -n 2 -q
 
 fixtures: install
