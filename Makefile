@@ -7,10 +7,16 @@ LAB_TOOLS := tcpdump:tcpdump nft:nftables ethtool:ethtool iperf3:iperf3 tcptrace
 
 .PHONY: install install-test demo test lint typecheck fixtures bench fuzz
 
+# A distribution named `tracekit` (an earlier install of this project under that name, or the
+# unrelated project of that name on PyPI) provides the same import package: it goes first.
+UNINSTALL_OLD := $(PYTHON) -m pip uninstall -y -q --root-user-action=ignore tracekit 2>/dev/null || true
+
 install:
+	$(UNINSTALL_OLD)
 	$(PIP) -e .
 
 install-test:
+	$(UNINSTALL_OLD)
 	$(PIP) -e '.[test]'
 	.ci/system-deps $(TEST_TOOLS)
 

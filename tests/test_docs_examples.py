@@ -77,3 +77,19 @@ def test_the_example_prints_what_it_shows(
     got = (done.stdout + done.stderr).splitlines()
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert matches(expected, got), "\n".join(["got:", *got])
+
+
+def test_install_lines_name_this_projects_distribution() -> None:
+    # `tracekit` on PyPI is another project: every install line in the docs names ours.
+    import tomllib
+
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    lines = [
+        line
+        for page in PAGES
+        for line in page.read_text().splitlines()
+        if re.search(r"pip install\b.*tracekit", line)
+    ]
+    assert lines
+    for line in lines:
+        assert re.search(rf"pip install\s+'?{re.escape(name)}(\[|'|`|\s|$)", line), line
