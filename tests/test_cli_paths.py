@@ -258,16 +258,6 @@ def test_a_read_only_mount_is_one_line(tmp_path: Path, command: str) -> None:
 @pytest.mark.root
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_full_disk_is_one_line_and_leaves_no_temporary(tmp_path: Path, command: str) -> None:
-    if command == "ingest":
-        pytest.xfail(
-            "tracekit.ingest: an error in the writer thread's last row group (_Stage.at_end) "
-            "leaves the thread waiting for an end already taken, and the ingest hangs"
-        )
-    if command == "batch":
-        pytest.xfail(
-            "tracekit.batch: a worker process that meets the full disk prints its own "
-            "traceback before the run reports the error"
-        )
     with mounted(tmp_path / "full", "size=256k") as full:
         # Room for the folders and the first bytes, not for the outputs.
         with contextlib.suppress(OSError), (full / "filler").open("ab") as filler:

@@ -375,7 +375,15 @@ def _work(job: Job, sending: Connection, parent: int, lock: int | None) -> None:
         os.close(lock)
     if not _die_with(parent):
         return  # the run is gone already: nobody wants this input's files
-    sending.send(run_job(job))
+    try:
+        outcome = run_job(job)
+    except OSError:
+        # The output folder cannot take this input's files (a full disk, a read-only mount):
+        # the run meets the same when it records the worker's end, and says so in one line;
+        # a traceback from here would be a second, unreadable report of it.
+        sending.close()
+        os._exit(1)
+    sending.send(outcome)
     sending.close()
 
 

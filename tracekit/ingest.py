@@ -285,6 +285,7 @@ class _Stage:
         """Work after the last item (none here)."""
 
     def _run(self) -> None:
+        ended = False
         try:
             while (item := self.queue.get()) is not _END:
                 try:
@@ -292,11 +293,14 @@ class _Stage:
                         self.work(item)
                 finally:
                     self.room.release()
+            ended = True
             if not self.stopped:
                 self.at_end()
         except BaseException as exc:  # handed to the putting thread by put and finish
             self.error = exc
-            while self.queue.get() is not _END:
+            # Take what is still put, up to the end, unless the end is already taken (an error
+            # in at_end): waiting for a second one would hang the stream.
+            while not ended and self.queue.get() is not _END:
                 self.room.release()
 
 
