@@ -63,6 +63,11 @@ def test_the_stream_writes_what_the_whole_capture_gives(
             _whole(capture, tmp_path / "whole.parquet")
         except CaptureError:
             continue
+        if pq.read_metadata(tmp_path / "whole.parquet").num_rows == 0:
+            # No TCP or UDP at all: ingest refuses it, as flows and analyze do.
+            with pytest.raises(CaptureError, match="no TCP or UDP packets"):
+                ingest_capture(capture, tmp_path / "stream.parquet", records_per_call=1)
+            continue
         result = ingest_capture(
             capture, tmp_path / "stream.parquet", records_per_call=records_per_call
         )
@@ -172,3 +177,19 @@ def test_a_capture_without_tcp_has_no_connections_table(tmp_path: Path) -> None:
     udp.time = 1.0
     with pytest.raises(CaptureError, match="no TCP packets in 1 frames"):
         connections_table(write(tmp_path / "udp.pcap", [udp]))
+
+
+def test_a_capture_without_tcp_or_udp_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    # As flows and analyze refuse it: an empty table is no answer to "ingest this capture".
+    from scapy.layers.inet import ICMP, IP
+    from scapy.layers.l2 import Ether
+
+    pings = []
+    for i in range(5):
+        ping = Ether() / IP(src=CLIENT, dst=SERVER) / ICMP(seq=i)
+        ping.time = 1.0 + i
+        pings.append(ping)
+    out = tmp_path / "t.parquet"
+    with pytest.raises(CaptureError, match="no TCP or UDP packets in 5 frames"):
+        ingest_capture(write(tmp_path / "icmp.pcap", pings), out)
+    assert not out.exists() and not connections_path(out).exists()

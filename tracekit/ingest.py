@@ -34,6 +34,7 @@ from tracekit.capture.reader import (
 )
 from tracekit.columns import ColumnBuffer, to_arrow
 from tracekit.connections import BaseChanged, ConnectionState, build_connections, packet_schema
+from tracekit.errors import CaptureError
 from tracekit.segments import classify_data, collect_data
 from tracekit.table_io import (
     ROW_GROUP_ROWS,
@@ -100,6 +101,10 @@ def ingest_capture(
 
     try:
         scan = _scan(path, write, progress, records_per_call)
+        if scan.state.rows == 0:
+            # Nothing to write: as flows and analyze say of such a file, it is no input here.
+            frames = scan.capture.stats.frames
+            raise CaptureError(path, f"no TCP or UDP packets in {frames} frames")
         writer().end()  # the last row group is encoded while the connections table is made
         table = scan.table()
         writers[0].finish()
