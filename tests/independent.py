@@ -90,3 +90,20 @@ def tcptrace_rexmt(path: Path) -> dict[tuple[str, str], tuple[int, int]]:
         assert rexmt and len(hosts) >= 2, block[:400]
         result[(hosts[0], hosts[1])] = (int(rexmt.group(1)), int(rexmt.group(2)))
     return result
+
+
+def conversations(path: Path) -> dict[frozenset[str], int]:
+    """Frames per TCP conversation from `tshark -z conv,tcp`."""
+    out = subprocess.run(
+        ["tshark", "-n", "-q", "-r", str(path), "-z", "conv,tcp"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    convs = {}
+    line_re = re.compile(r"^(\S+:\d+)\s+<->\s+(\S+:\d+)\s+(\d+)\s+\S+\s+\S*\s*(\d+)")
+    for line in out.splitlines():
+        m = line_re.match(line)
+        if m:
+            convs[frozenset((m[1], m[2]))] = int(m[3]) + int(m[4])
+    return convs

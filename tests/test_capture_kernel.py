@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from independent import conversations
 
 from tracekit.capture import Capture, read_capture
 
@@ -127,23 +127,6 @@ def test_every_frame_agrees_with_tshark(pair: tuple[Path, Capture, list[dict[str
         assert {k: row[k] for k in want} == want, where
         assert ends[row["src_end"]] == (src, sport), where
         assert ends[1 - row["src_end"]] == (dst, dport), where
-
-
-def conversations(path: Path) -> dict[frozenset[str], int]:
-    """Frames per TCP conversation from `tshark -z conv,tcp`."""
-    out = subprocess.run(
-        ["tshark", "-n", "-q", "-r", str(path), "-z", "conv,tcp"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    convs = {}
-    line_re = re.compile(r"^(\S+:\d+)\s+<->\s+(\S+:\d+)\s+(\d+)\s+\S+\s+\S*\s*(\d+)")
-    for line in out.splitlines():
-        m = line_re.match(line)
-        if m:
-            convs[frozenset((m[1], m[2]))] = int(m[3]) + int(m[4])
-    return convs
 
 
 def test_packets_per_connection_agree_with_tshark_conv(

@@ -13,7 +13,13 @@ import pytest
 from crafting import CLIENT, SERVER
 from crafting import tcp as _tcp
 from crafting import write as _write
-from independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt, tshark_directions
+from independent import (
+    LINKTYPE_LINUX_SLL2,
+    conversations,
+    real_captures,
+    tcptrace_rexmt,
+    tshark_directions,
+)
 from scapy.layers.l2 import Ether
 
 from tracekit.capture import read_capture
@@ -184,19 +190,6 @@ def test_ranked_puts_the_first_then_the_busiest_in_connection_order(tmp_path: Pa
     assert ranked(table, set(), 10) == [0, 1, 2, 3, 4]
 
 
-def _conversations(path: Path) -> int:
-    """TCP conversations tshark finds (`-z conv,tcp`)."""
-    import subprocess
-
-    out = subprocess.run(
-        ["tshark", "-n", "-q", "-r", str(path), "-z", "conv,tcp"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return sum(1 for line in out.splitlines() if "<->" in line)
-
-
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
 def test_a_syn_ack_captured_before_its_syn_is_one_connection(tmp_path: Path) -> None:
     # Two interfaces' packets merged by a coarse clock: the SYN-ACK is written first. It
@@ -211,7 +204,7 @@ def test_a_syn_ack_captured_before_its_syn_is_one_connection(tmp_path: Path) -> 
     assert (row["packets_a2b"], row["packets_b2a"]) == (9, 3)
     assert (row["isn_a"], row["isn_b"]) == (5000, 90000)
     assert row["syn_seen"] and row["synack_seen"]
-    assert _conversations(pcap) == 1
+    assert len(conversations(pcap)) == 1
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
