@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from tracekit import physics
+from tracekit import physics, units
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     AckLine,
@@ -269,20 +269,20 @@ class LineRateBurst(Detector):
         severity = Severity.WARNING if lost.sum() > 0 else Severity.INFO
         summary = (
             f"{len(b.table)} bursts of up to {packets.max()} packets at "
-            f"{burst_rate / 1e6:.1f} Mbit/s, {burst_rate / s:.1f}x the bottleneck's "
-            f"{s / 1e6:.1f} Mbit/s; {int(lost.sum())} packets lost in them"
+            f"{units.rate(burst_rate)}, {burst_rate / s:.1f}x the bottleneck's "
+            f"{units.rate(s)}; {int(lost.sum())} packets lost in them"
         )
         average = (
-            f" while the direction averaged {b.average_bps / 1e6:.1f} Mbit/s"
+            f" while the direction averaged {units.rate(b.average_bps)}"
             if np.isfinite(b.average_bps)
             else ""
         )
         explanation = (
             f"The sender let trains of {int(np.median(packets))} packets (median; "
             f"{packets.min()} to {packets.max()}) leave back to back at "
-            f"{burst_rate / 1e6:.1f} Mbit/s, near its line rate of "
-            f"{b.line_rate_bps / 1e6:.1f} Mbit/s{average}, into a path whose bottleneck "
-            f"delivers {s / 1e6:.1f} Mbit/s (the ACKs of each burst return at that rate). Each "
+            f"{units.rate(burst_rate)}, near its line rate of "
+            f"{units.rate(b.line_rate_bps)}{average}, into a path whose bottleneck "
+            f"delivers {units.rate(s)} (the ACKs of each burst return at that rate). Each "
             "burst queues at the bottleneck at the difference of the two rates (Antony et al. "
             "eq. 1 and fig. 6) and loses its tail once the queue outgrows the buffer. "
             f"{buffer_text}"

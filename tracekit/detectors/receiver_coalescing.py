@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracekit import units
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
 
@@ -80,8 +81,8 @@ class ReceiverCoalescing(Detector):
                 },
                 summary=(
                     f"{n_bunched} of {n_spaced} arrivals came in bunches, "
-                    f"{np.median(recv_gap[bunched]) * 1e6:.0f} us apart after leaving "
-                    f"{np.median(send_gap[bunched]) * 1e6:.0f} us apart"
+                    f"{units.duration(np.median(recv_gap[bunched]))} apart after leaving "
+                    f"{units.duration(np.median(send_gap[bunched]))} apart"
                 ),
                 explanation=(
                     "Packets that left the sender spaced out reached the receiver's capture "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from tracekit import physics
+from tracekit import physics, units
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     ack_line_rate_bps,
@@ -294,27 +294,27 @@ class SlowStartOverrun(Detector):
                 waiting = f" behind {ahead:,.0f} bytes already waiting" if ahead else ""
                 plus = ", plus those bytes" if ahead else ""
                 summary = (
-                    f"{head}: bottleneck buffer about {buffer / 1e3:.0f} kB (eq. 1); a "
-                    f"loss-free start to {s / 1e6:.1f} Mbit/s needs {needed / 1e3:.0f} kB (eq. 3)"
+                    f"{head}: bottleneck buffer about {units.size(buffer)} (eq. 1); a "
+                    f"loss-free start to {units.rate(s)} needs {units.size(needed)} (eq. 3)"
                 )
                 explanation += (
-                    f"The burst left at f = {f / 1e6:.1f} Mbit/s into a bottleneck that "
-                    f"delivered s = {s / 1e6:.1f} Mbit/s, so {queued:.0f} of its {n_b} packets "
+                    f"The burst left at f = {units.rate(f)} into a bottleneck that "
+                    f"delivered s = {units.rate(s)}, so {queued:.0f} of its {n_b} packets "
                     f"had to queue{waiting}; eq. 1, M = l (N_b (f - s) / f - N_d) with "
                     f"l = {size} bytes{plus}, puts the buffer at {buffer:,.0f} bytes, "
                     f"{buffer / size:.0f} packets. At "
-                    f"this RTT ({base_rtt * 1e3:.0f} ms) slow start stays loss-free only up to "
-                    f"{loss_free / 1e6:.1f} Mbit/s (eq. 2); reaching the bottleneck rate "
+                    f"this RTT ({units.duration(base_rtt)}) slow start stays loss-free only up to "
+                    f"{units.rate(loss_free)} (eq. 2); reaching the bottleneck rate "
                     f"without loss takes {needed:,.0f} bytes of buffer (eq. 3)."
                 )
             else:
                 summary = (
                     f"{head}: more than the burst's excess over the bottleneck rate; a "
-                    f"loss-free start to {s / 1e6:.1f} Mbit/s needs {needed / 1e3:.0f} kB (eq. 3)"
+                    f"loss-free start to {units.rate(s)} needs {units.size(needed)} (eq. 3)"
                 )
                 explanation += (
-                    f"The burst left at f = {f / 1e6:.1f} Mbit/s into a bottleneck that "
-                    f"delivered s = {s / 1e6:.1f} Mbit/s, so only {queued:.0f} packets had to "
+                    f"The burst left at f = {units.rate(f)} into a bottleneck that "
+                    f"delivered s = {units.rate(s)}, so only {queued:.0f} packets had to "
                     f"queue, fewer than the {n_d} lost: something besides this queue dropped "
                     "packets (a queue left over from the round before, or another flow), so "
                     "eq. 1 gives no buffer size."

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit import physics
+from tracekit import physics, units
 from tracekit.detectors._measure import (
     achieved_rate_bps,
     findings_per_direction,
@@ -123,15 +123,15 @@ class WindowLimited(Detector):
         )
         summary = (
             f"{name} window-limited by the {limited_by}: {window:,.0f}-byte window, "
-            f"{achieved / 1e6:.2f} Mbit/s at RTT {rtt * 1e3:.1f} ms; the path "
-            f"({rate_path / 1e6:.2f} Mbit/s) needs {bdp:,.0f} bytes (window scale shift {shift})"
+            f"{units.rate(achieved)} at RTT {units.duration(rtt)}; the path "
+            f"({units.rate(rate_path)}) needs {bdp:,.0f} bytes (window scale shift {shift})"
         )
         explanation = (
             f"For {pinned.mean():.0%} of its data segments the sender had {who} full: about "
             f"{window:,.0f} bytes in flight, and no room for another segment. One window per "
-            f"round trip of {rtt * 1e3:.1f} ms allows at most {allows / 1e6:.2f} Mbit/s; the "
-            f"transfer achieved {achieved / 1e6:.2f} Mbit/s. The path delivers "
-            f"{rate_path / 1e6:.2f} Mbit/s ({how}), "
+            f"round trip of {units.duration(rtt)} allows at most {units.rate(allows)}; the "
+            f"transfer achieved {units.rate(achieved)}. The path delivers "
+            f"{units.rate(rate_path)} ({how}), "
             f"so keeping it busy takes rate x RTT = {bdp:,.0f} bytes in flight: the window is "
             f"{window / bdp:.0%} of that and the path idles for the rest of every round trip "
             "(Cooper et al.: the window must cover the bandwidth-delay product)."

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from tracekit import units
 from tracekit.detectors._measure import (
     findings_per_direction,
     min_rtt_s,
@@ -197,7 +198,7 @@ class WindowOscillation(Detector):
         cycles = int(big.sum())
         summary = (
             f"{name} start/stop: the receive window closed and reopened {cycles} times, every "
-            f"{period * 1e3:.0f} ms, stopped {stopped / span:.0%} of the time; "
+            f"{units.duration(period)}, stopped {stopped / span:.0%} of the time; "
             f"{seg_rate:.1f} segments/s with a {largest:,}-byte largest window"
         )
         scale_note = (
@@ -210,9 +211,9 @@ class WindowOscillation(Detector):
             f"The receiver's window closed to less than one {mss}-byte segment beyond the data "
             f"in flight ({zero_windows} advertisements of exactly zero), the sender stopped, "
             f"and a window update reopened it by at least {cfg.min_reopen_fraction:.0%} of the "
-            f"largest window, {cycles} times, about every {period * 1e3:.0f} ms. The sender "
+            f"largest window, {cycles} times, about every {units.duration(period)}. The sender "
             f"alternated between stopped ({stopped / span:.0%} of the time) and bursts of about "
-            f"{burst:.0f} segments, {seg_rate:.1f} segments/s or {bytes_rate / 1e6:.2f} Mbit/s "
+            f"{burst:.0f} segments, {seg_rate:.1f} segments/s or {units.rate(bytes_rate)} "
             "in all: the rate is set by how fast the receiving application empties a receive "
             f"buffer of about {largest:,} bytes (the largest window it offered), not by the "
             "path. This is Haas's start/stop mode (Large MTU networks, 4.2): the window "
