@@ -1,4 +1,4 @@
-"""Read pcap and pcapng captures into columnar packet tables (issue 3).
+"""Read pcap and pcapng captures into columnar packet tables.
 
 `read_capture(path)` returns a `Capture`: the packet, flow, SACK and UDP tables of the schemas in
 tracekit.schema (docs/tables.md), and `ReadStats`.

@@ -1,4 +1,4 @@
-"""Two vantage points: the sender's and the receiver's captures of one transfer, merged (issue 6).
+"""Two vantage points: the sender's and the receiver's captures of one transfer, merged.
 
 `merge(sender, receiver)` finds the same connections and the same transmissions in both
 (`match`), fits the receiver's clock to the sender's (`clock`), and gives each data transmission
