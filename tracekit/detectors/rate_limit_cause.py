@@ -294,7 +294,7 @@ class RateLimitCause(Detector):
         label_seconds = np.zeros(len(LABELS))
         label_seconds[L_APP] = seconds[:, APPLICATION].sum()
         label_seconds[L_RWND] = seconds[:, RECEIVE_WINDOW].sum()
-        np.add.at(label_seconds, np.where(label >= 0, window, L_CONG), net_seconds)
+        np.add.at(label_seconds, window, net_seconds)
         shares = label_seconds / total
         # Of the busy time, the share whose segments left on a pacer's timer, whatever held
         # the rate there (a paced sender at the path's rate is busy with bandwidth).
