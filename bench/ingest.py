@@ -4,7 +4,8 @@
    namespaces joined by a veth pair, offloads off (so every packet is on the wire as itself),
    tcpdump -s 128; one taken at the receiver, one at the sender (both directions, as a user's
    sender-side capture holds them).
-2. Writes a pcapng copy of the receiver's capture (editcap).
+2. Writes a pcapng copy of the receiver's capture (editcap), and another with a section per
+   packet (fixtures/crafted/sections.py), as some capture tools and file splitters write them.
 3. On each file, times `tracekit ingest` (reader, connections and Parquet), read_capture alone in
    a fresh interpreter (the reader's share), `tcptrace -l -r -n`, and tshark exporting the same
    fields. The tools take turns, turn after turn (at least 5), so that a drift in the machine's
@@ -266,7 +267,19 @@ def main() -> None:
                 pcapng.unlink(missing_ok=True)
     if not pcapng.exists():
         run("editcap", "-F", "pcapng", str(pcap), str(pcapng))
-    files = {"receiver pcap": pcap, "receiver pcapng": pcapng, "sender pcap": sender}
+    sections_file = DATA / "iperf3-s128-sections.pcapng"
+    if not sections_file.exists() or sections_file.stat().st_mtime < pcap.stat().st_mtime:
+        sys.path.insert(0, str(ROOT))
+        from fixtures.crafted.sections import section_blocks
+
+        with sections_file.open("wb") as out:
+            out.writelines(section_blocks(pcap.read_bytes()))
+    files = {
+        "receiver pcap": pcap,
+        "receiver pcapng": pcapng,
+        "pcapng, sections": sections_file,
+        "sender pcap": sender,
+    }
     results = {
         name: bench_file(path, args.turns, tshark=i == 0)
         for i, (name, path) in enumerate(files.items())

@@ -114,7 +114,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tracekit")
+@click.version_option(package_name="tracekit-tcp")
 def cli() -> None:
     """Explain what held a TCP transfer back, from its sender and receiver captures."""
 

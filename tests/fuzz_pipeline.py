@@ -144,8 +144,9 @@ def main() -> None:
     def one(data: bytes) -> None:
         run_pipeline(data, folder)
 
+    # libFuzzer's positional arguments: corpus folders to grow, or single inputs to run again.
     corpora = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
-    if corpora:
+    if corpora and not Path(corpora[0]).is_file():
         write_seeds(Path(corpora[0]))
     atheris.Setup(sys.argv, one)
     atheris.Fuzz()

@@ -53,6 +53,18 @@ def test_help_imports_no_command() -> None:
     assert "HEAVY []" in out.stdout
 
 
+def test_version_names_the_installed_distribution() -> None:
+    # The version comes from the installed distribution's metadata (tracekit-tcp), which the
+    # command must name: a wrong name is a traceback, not a version.
+    from importlib.metadata import version
+
+    out = subprocess.run(
+        ["tracekit", "--version"], capture_output=True, text=True, check=False, cwd="/"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"tracekit, version {version('tracekit-tcp')}\n"
+
+
 def test_unknown_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["no-such-command"])
     assert result.exit_code == 2

@@ -43,8 +43,18 @@ from tracekit.capture.model import Capture, ReadStats
 from tracekit.capture.records import (
     BAD_TS,
     BLOCK_SHB,
+    IF_TSOFFSET,
+    IF_TSRESOL,
+    IFACE_LINK,
+    IFACE_LOCAL,
+    IFACE_SNAPLEN,
     MAX_BLOCK,
     MAX_CAPLEN,
+    MAX_IFACES,
+    OPT_ENDOFOPT,
+    STATE_SECTION_IFACES,
+    STATE_SIZE,
+    STATE_TABLE_ROWS,
     TSRES_POW2,
     TSRES_POW10,
     WALK_BAD_IFACE,
@@ -82,10 +92,6 @@ PCAPNG_BOM_BIG = b"\x1a\x2b\x3c\x4d"
 PCAPNG_BOM_LITTLE = b"\x4d\x3c\x2b\x1a"
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 PCAP_HEADER_BYTES = 24
-
-OPT_ENDOFOPT = 0
-IF_TSRESOL = 9  # pcapng 4.2: one byte, 10**-n or (top bit set) 2**-n seconds
-IF_TSOFFSET = 14  # pcapng 4.2: signed seconds to add to every timestamp
 
 _PACKET_NAMES = tuple(c.name for c in schema.PACKET_COLUMNS)
 
@@ -179,14 +185,16 @@ class _Reader:
         self.rec_origlen = np.empty(records_per_call, np.uint32)
         self.rec_ts = np.empty(records_per_call, np.int64)
         self.rec_iface = np.zeros(records_per_call, np.uint8)
-        # Interfaces of the current pcapng section (one, interface 0, for classic pcap).
-        self.if_link: list[int] = []
-        self.if_snaplen: list[int] = []
-        self.if_ts_kind: list[int] = []
-        self.if_ts_exp: list[int] = []
-        self.if_ts_offset: list[int] = []
+        # Records walked but not yet decoded. They gather across the pcapng blocks the walk
+        # leaves to Python, so a file with a section per packet is decoded in full chunks.
+        self.pending = 0
+        # The interfaces of the read, shared with the pcapng walk (see records.IFACE_*): a
+        # section that repeats an earlier one's interfaces reuses their rows. When a new one
+        # finds all 256 rows taken, the walked records are decoded and the table starts again.
+        self.iface_table = np.zeros((MAX_IFACES, 6), np.int64)
+        self.section = np.zeros(MAX_IFACES, np.int64)  # the current section's rows
+        self.state = np.zeros(STATE_SIZE, np.int64)
         self.big = False
-        self.last_ts = 0
 
     # -- the walk -------------------------------------------------------------------------------
 
@@ -240,6 +248,7 @@ class _Reader:
 
     def _walk(self, file_format: str, pos: int) -> None:
         while True:
+            at = self.pending
             if file_format == "pcap":
                 count, pos, status = walk_pcap(
                     self.buf,
@@ -247,10 +256,10 @@ class _Reader:
                     pos,
                     self.big,
                     self.nanos,
-                    self.rec_off,
-                    self.rec_caplen,
-                    self.rec_origlen,
-                    self.rec_ts,
+                    self.rec_off[at:],
+                    self.rec_caplen[at:],
+                    self.rec_origlen[at:],
+                    self.rec_ts[at:],
                 )
             else:
                 count, pos, status = walk_pcapng(
@@ -258,22 +267,18 @@ class _Reader:
                     self.n,
                     pos,
                     self.big,
-                    len(self.if_link),
-                    np.array(self.if_snaplen, np.int64),
-                    np.array(self.if_ts_kind, np.int64),
-                    np.array(self.if_ts_exp, np.int64),
-                    np.array(self.if_ts_offset, np.int64),
-                    self.last_ts,
-                    self.rec_off,
-                    self.rec_caplen,
-                    self.rec_origlen,
-                    self.rec_ts,
-                    self.rec_iface,
+                    self.state,
+                    self.section,
+                    self.iface_table,
+                    self.rec_off[at:],
+                    self.rec_caplen[at:],
+                    self.rec_origlen[at:],
+                    self.rec_ts[at:],
+                    self.rec_iface[at:],
                 )
-            if count:
-                self._count_over_snaplen(count)
-                self._emit(count)
+            self.pending += count
             if status == WALK_FULL:
+                self._flush()
                 continue
             if status == WALK_META:
                 after = self._meta_block(pos)
@@ -281,6 +286,8 @@ class _Reader:
                     pos = after
                     continue
                 status = WALK_NEED_MORE
+            # The records walked point into the buffer: decode them before it moves.
+            self._flush()
             if status != WALK_NEED_MORE:
                 raise CaptureError(self.path, self._corruption(file_format, pos, status))
             if self.source.eof:
@@ -294,9 +301,16 @@ class _Reader:
                 raise CaptureError(self.path, f"block at byte {self.base + pos} too large to read")
             self._report_progress()
 
+    def _flush(self) -> None:
+        """Decode the records walked so far."""
+        count, self.pending = self.pending, 0
+        if count:
+            self._count_over_snaplen(count)
+            self._emit(count)
+
     def _count_over_snaplen(self, count: int) -> None:
         """Count the walked records longer than their interface's snapshot length (0: none)."""
-        snaplen = np.array(self.if_snaplen, np.int64)[self.rec_iface[:count]]
+        snaplen = self.iface_table[:, IFACE_SNAPLEN][self.rec_iface[:count]]
         over = (snaplen > 0) & (self.rec_caplen[:count] > snaplen)
         if over.any():
             self.over_snaplen += int(np.count_nonzero(over))
@@ -393,8 +407,7 @@ class _Reader:
                 raise CaptureError(self.path, f"unsupported pcapng version {major}.{minor}")
             # A new section: its own byte order and its own interface numbering (pcapng 4.1).
             self.big = big
-            self.if_link, self.if_snaplen = [], []
-            self.if_ts_kind, self.if_ts_exp, self.if_ts_offset = [], [], []
+            self.state[STATE_SECTION_IFACES] = 0
         else:
             self._interface_block(block, order)
         return pos + blen
@@ -414,8 +427,8 @@ class _Reader:
             elif code == IF_TSOFFSET and length >= 8:
                 offset_s = struct.unpack(order + "q", value[:8])[0]
             at += 4 + (length + 3) // 4 * 4
-        if len(self.if_link) >= 256:
-            raise CaptureError(self.path, "more than 256 interfaces in one section")
+        if self.state[STATE_SECTION_IFACES] >= MAX_IFACES:
+            raise CaptureError(self.path, f"more than {MAX_IFACES} interfaces in one section")
         self._add_interface(linktype, snaplen, kind, exp, offset_s)
 
     def _add_interface(
@@ -428,11 +441,25 @@ class _Reader:
             self.unknown_links.append(linktype)
         if linktype not in self.link_types:
             self.link_types.append(linktype)
-        self.if_link.append(linktype)
-        self.if_snaplen.append(snaplen)
-        self.if_ts_kind.append(kind)
-        self.if_ts_exp.append(exp)
-        self.if_ts_offset.append(offset_s)
+        local = int(self.state[STATE_SECTION_IFACES])
+        row = (local, linktype, snaplen, kind, exp, offset_s)
+        rows = int(self.state[STATE_TABLE_ROWS])
+        same = np.flatnonzero((self.iface_table[:rows] == row).all(axis=1))
+        if same.size:
+            number = int(same[0])
+        else:
+            if rows == MAX_IFACES:
+                # Start the table again: the records walked so far keep the rows they were given.
+                self._flush()
+                section = self.iface_table[self.section[:local]].copy()
+                self.iface_table[:local] = section
+                self.section[:local] = np.arange(local)
+                rows = local
+            number = rows
+            self.iface_table[number] = row
+            self.state[STATE_TABLE_ROWS] = rows + 1
+        self.section[local] = number
+        self.state[STATE_SECTION_IFACES] = local + 1
 
     # -- decoding and output ----------------------------------------------------------------------
 
@@ -446,18 +473,13 @@ class _Reader:
             self.rec_origlen,
             self.rec_iface,
             count,
-            np.array(self.if_link, np.int64),
+            self.iface_table[:, IFACE_LINK].copy(),  # contiguous, as the kernel takes it
             cols,
             self.flows,
         )
         late = self.rec_ts[:count] == BAD_TS
         if late.any():
             cols.reason[late] = SKIP_BAD_TIMESTAMP
-            times = self.rec_ts[:count][~late]
-            if times.size:
-                self.last_ts = int(times[-1])
-        else:
-            self.last_ts = int(self.rec_ts[count - 1])
         every = not np.any(cols.reason)
         if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
             self.skipped[KEPT] += count
@@ -478,7 +500,11 @@ class _Reader:
         chunk = {
             "ts_ns": pick(self.rec_ts),
             "frame": frames if every else frames[kept],
-            "iface": pick(self.rec_iface),
+            # The walk gives each record its interface's table row; the table keeps the id it
+            # has in its section, as Wireshark's frame.interface_id.
+            "iface": pick(
+                self.iface_table[:, IFACE_LOCAL].astype(np.uint8)[self.rec_iface[:count]]
+            ),
         }
         for name in _PACKET_NAMES:
             if name not in chunk:

@@ -161,64 +161,161 @@ def _ts_ns(hi: Any, lo: Any, kind: Any, exp: Any, offset_s: Any) -> Any:
     return total_s * 1_000_000_000 + frac_ns
 
 
+# The interface table the pcapng walk shares with the reader: a row per interface of the read,
+# (number in its section, link type, snaplen, time resolution kind, its exponent, if_tsoffset
+# seconds); sections that repeat an earlier one's interfaces share its rows.
+IFACE_LOCAL, IFACE_LINK, IFACE_SNAPLEN, IFACE_TS_KIND, IFACE_TS_EXP, IFACE_TS_OFFSET = range(6)
+MAX_IFACES = 256  # per section, and in the table: the packet table's iface is one byte
+# The walk's state, kept by the reader between calls.
+STATE_SECTION_IFACES = 0  # interfaces the current section has declared
+STATE_LAST_TS = 1  # the last packet's time, for an SPB (it has none)
+STATE_TABLE_ROWS = 2  # rows of the interface table in use
+STATE_SIZE = 3
+
+PCAPNG_BOM = 0x1A2B3C4D
+OPT_ENDOFOPT = 0
+IF_TSRESOL = 9  # pcapng 4.2: one byte, 10**-n or (top bit set) 2**-n seconds
+IF_TSOFFSET = 14  # pcapng 4.2: signed seconds to add to every timestamp
+
+
+def _interface_row(
+    buf: np.ndarray, pos: Any, blen: Any, big: bool, local: Any, table: np.ndarray, rows: Any
+) -> Any:
+    """The table row of the IDB at pos (read as the reader reads it), or -1 when it has none."""
+    linktype = _rd16(buf, pos + 8, big)
+    snaplen = _rd32(buf, pos + 12, big)
+    kind = TSRES_POW10  # microseconds unless if_tsresol says otherwise
+    exp = 6
+    offset_s = np.int64(0)
+    at = pos + 16
+    end = pos + blen - 4
+    while at + 4 <= end:
+        code = _rd16(buf, at, big)
+        length = _rd16(buf, at + 2, big)
+        if code == OPT_ENDOFOPT or at + 4 + length > pos + blen:
+            break
+        if code == IF_TSRESOL and length >= 1:
+            value = _at(buf, at + 4)
+            kind = TSRES_POW2 if value & 0x80 else TSRES_POW10
+            exp = value & 0x7F
+        elif code == IF_TSOFFSET and length >= 8:
+            first = np.uint64(_rd32(buf, at + 4, big))
+            second = np.uint64(_rd32(buf, at + 8, big))
+            if big:
+                offset_s = np.int64((first << np.uint64(32)) | second)
+            else:
+                offset_s = np.int64((second << np.uint64(32)) | first)
+        at += 4 + (length + 3) // 4 * 4
+    for row in range(rows):
+        if (
+            table[row, IFACE_LOCAL] == local
+            and table[row, IFACE_LINK] == linktype
+            and table[row, IFACE_SNAPLEN] == snaplen
+            and table[row, IFACE_TS_KIND] == kind
+            and table[row, IFACE_TS_EXP] == exp
+            and table[row, IFACE_TS_OFFSET] == offset_s
+        ):
+            return row
+    return -1
+
+
 def walk_pcapng(
     buf: np.ndarray,
     n: int,
     pos: int,
     big: bool,
-    n_iface: int,
-    if_snaplen: np.ndarray,
-    if_ts_kind: np.ndarray,
-    if_ts_exp: np.ndarray,
-    if_ts_offset_s: np.ndarray,
-    last_ts: int,
+    state: np.ndarray,
+    section: np.ndarray,
+    table: np.ndarray,
     out_off: np.ndarray,
     out_caplen: np.ndarray,
     out_origlen: np.ndarray,
     out_ts: np.ndarray,
     out_iface: np.ndarray,
 ) -> tuple[int, int, int]:
-    """Walk pcapng blocks of one section from `pos`; returns (packets, stop position, WALK_*).
+    """Walk pcapng blocks from `pos`; returns (packets, stop position, WALK_*).
 
-    As in walk_pcap, a packet longer than its interface's snapshot length is read whole.
+    `section` maps the current section's interface numbers to rows of `table`; `out_iface`
+    holds rows. A section header in the same byte order, and an interface block the table
+    already holds, are taken here, so a file with a section per packet walks as fast as one
+    section. Any other, and any such block that is malformed, stops the walk with WALK_META:
+    the reader parses it and says what is wrong. As in walk_pcap, a packet longer than its
+    interface's snapshot length is read whole.
     """
     cap = out_off.shape[0]
     k = 0
+    last_ts = state[STATE_LAST_TS]
+    status = WALK_FULL
     while k < cap:
         if pos + 12 > n:
-            return k, pos, WALK_NEED_MORE
+            status = WALK_NEED_MORE
+            break
         btype = _rd32(buf, pos, big)
-        if btype in (BLOCK_SHB, BLOCK_IDB):
-            return k, pos, WALK_META
         blen = _rd32(buf, pos + 4, big)
+        n_iface = state[STATE_SECTION_IFACES]
+        if btype in (BLOCK_SHB, BLOCK_IDB):
+            status = WALK_META  # unless taken here
+            minimum = 28 if btype == BLOCK_SHB else 20
+            if blen < minimum or blen % 4 != 0 or blen > MAX_BLOCK:
+                break  # malformed: the reader says how
+            if pos + blen > n:
+                status = WALK_NEED_MORE
+                break
+            if _rd32(buf, pos + blen - 4, big) != blen:
+                break
+            if btype == BLOCK_SHB:
+                if _rd32(buf, pos + 8, big) != PCAPNG_BOM or _rd16(buf, pos + 12, big) != 1:
+                    break  # another byte order, another version, or a bad magic
+                state[STATE_SECTION_IFACES] = 0
+            else:
+                if n_iface >= MAX_IFACES:
+                    break
+                row = _interface_row(buf, pos, blen, big, n_iface, table, state[STATE_TABLE_ROWS])
+                if row < 0:
+                    break  # an interface not met before: the reader adds its row
+                section[n_iface] = row
+                state[STATE_SECTION_IFACES] = n_iface + 1
+            status = WALK_FULL
+            pos += blen
+            continue
         if blen < 12 or blen % 4 != 0 or blen > MAX_BLOCK:
-            return k, pos, WALK_BLOCK_LENGTH
+            status = WALK_BLOCK_LENGTH
+            break
         if btype in (BLOCK_EPB, BLOCK_OPB):
             if blen < 32:
-                return k, pos, WALK_BLOCK_LENGTH
+                status = WALK_BLOCK_LENGTH
+                break
             if pos + 28 > n:
-                return k, pos, WALK_NEED_MORE
+                status = WALK_NEED_MORE
+                break
             iface = _rd32(buf, pos + 8, big) if btype == BLOCK_EPB else _rd16(buf, pos + 8, big)
             if iface >= n_iface:
-                return k, pos, WALK_BAD_IFACE
+                status = WALK_BAD_IFACE
+                break
             caplen = _rd32(buf, pos + 20, big)
             origlen = _rd32(buf, pos + 24, big)
             if caplen > MAX_CAPLEN:
-                return k, pos, WALK_CAPLEN_LIMIT
+                status = WALK_CAPLEN_LIMIT
+                break
             if caplen > origlen:
-                return k, pos, WALK_CAPLEN_ORIGLEN
+                status = WALK_CAPLEN_ORIGLEN
+                break
             if 28 + caplen + 4 > blen:
-                return k, pos, WALK_CAPLEN_BLOCK
+                status = WALK_CAPLEN_BLOCK
+                break
             if pos + blen > n:
-                return k, pos, WALK_NEED_MORE
+                status = WALK_NEED_MORE
+                break
             if _rd32(buf, pos + blen - 4, big) != blen:
-                return k, pos, WALK_BLOCK_TRAILER
+                status = WALK_BLOCK_TRAILER
+                break
+            row = section[iface]
             ts = _ts_ns(
                 _rd32(buf, pos + 12, big),
                 _rd32(buf, pos + 16, big),
-                if_ts_kind[iface],
-                if_ts_exp[iface],
-                if_ts_offset_s[iface],
+                table[row, IFACE_TS_KIND],
+                table[row, IFACE_TS_EXP],
+                table[row, IFACE_TS_OFFSET],
             )
             if ts != BAD_TS:  # an SPB after it takes the last time that was one
                 last_ts = ts
@@ -226,39 +323,52 @@ def walk_pcapng(
             out_off[k] = pos + 28
             out_caplen[k] = caplen
             out_origlen[k] = origlen
-            out_iface[k] = iface
+            out_iface[k] = row
             k += 1
         elif btype == BLOCK_SPB:
             if blen < 16:
-                return k, pos, WALK_BLOCK_LENGTH
+                status = WALK_BLOCK_LENGTH
+                break
             if n_iface == 0:
-                return k, pos, WALK_BAD_IFACE
+                status = WALK_BAD_IFACE
+                break
             if pos + blen > n:
-                return k, pos, WALK_NEED_MORE
+                status = WALK_NEED_MORE
+                break
             if _rd32(buf, pos + blen - 4, big) != blen:
-                return k, pos, WALK_BLOCK_TRAILER
+                status = WALK_BLOCK_TRAILER
+                break
             origlen = _rd32(buf, pos + 8, big)
             # The SPB has no captured-length field: the data is the original packet cut to the
             # first interface's snaplen, and never more than the block holds (pcapng 4.4).
             caplen = min(origlen, blen - 16)
             if caplen > MAX_CAPLEN:
-                return k, pos, WALK_CAPLEN_LIMIT
-            if if_snaplen[0] > 0:
-                caplen = min(caplen, if_snaplen[0])
+                status = WALK_CAPLEN_LIMIT
+                break
+            row = section[0]
+            if table[row, IFACE_SNAPLEN] > 0:
+                caplen = min(caplen, table[row, IFACE_SNAPLEN])
             # No timestamp either: keep the previous packet's, so time never runs backwards.
             out_ts[k] = last_ts
             out_off[k] = pos + 12
             out_caplen[k] = caplen
             out_origlen[k] = origlen
-            out_iface[k] = 0
+            out_iface[k] = row
             k += 1
         else:
             if pos + blen > n:
-                return k, pos, WALK_NEED_MORE
+                status = WALK_NEED_MORE
+                break
             if _rd32(buf, pos + blen - 4, big) != blen:
-                return k, pos, WALK_BLOCK_TRAILER
+                status = WALK_BLOCK_TRAILER
+                break
         pos += blen
-    return k, pos, WALK_FULL
+    state[STATE_LAST_TS] = last_ts
+    return k, pos, status
 
 
-bind(globals(), ("walk_pcap", "walk_pcapng"), helpers=("_at", "_rd32", "_rd16", "_ts_ns"))
+bind(
+    globals(),
+    ("walk_pcap", "walk_pcapng"),
+    helpers=("_at", "_rd32", "_rd16", "_ts_ns", "_interface_row"),
+)
