@@ -153,6 +153,12 @@ def score_one(folder: Path) -> dict[str, Any]:
             "cause": verdict["evidence"]["cause"],
             "max_error": max(abs(ours[c] - kernel[c]) for c in CLASSES),
             "window_scale_known": verdict["evidence"]["window_scale_known"],
+            # Without the handshake: the receive window's share from zero windows alone, and
+            # the most it can have been at the least shift the flight allows.
+            "rwnd_range": (
+                ours["receive_window"],
+                verdict["evidence"].get("receive_window_fraction_most", ours["receive_window"]),
+            ),
         }
     for f in _of(findings, "slow_start_overrun"):
         estimate = f["evidence"].get("buffer_estimate_bytes")
@@ -221,6 +227,22 @@ def report(rows: list[dict[str, Any]]) -> None:
     if unknown:
         names = ", ".join(r["scenario"] for r in unknown)
         print(f"\nverdict says it cannot tell the window's share (window scale unknown): {names}")
+        inside = [
+            r
+            for r in unknown
+            if r["verdict"]["rwnd_range"][0] - 0.10
+            <= r["verdict"]["kernel"]["receive_window"]
+            <= r["verdict"]["rwnd_range"][1] + 0.10
+        ]
+        print(
+            f"  the kernel's receive-window share within 10 points of the range the verdict "
+            f"gives (zero windows alone to the least shift the flight allows) in "
+            f"{len(inside)} of {len(unknown)}"
+        )
+        for r in unknown:
+            low, high = r["verdict"]["rwnd_range"]
+            kernel = r["verdict"]["kernel"]["receive_window"]
+            print(f"  {r['scenario']}: {low:.2f}-{high:.2f} | kernel {kernel:.2f}")
     if scored:
         same = sum(r["verdict"]["class"] == r["verdict"]["kernel_class"] for r in scored)
         within = sum(r["verdict"]["max_error"] <= 0.10 for r in scored)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 from crafting import CLIENT, SERVER, tcp, write
 from lab_captures import CAPTURES, context, lab_findings, truth
@@ -115,3 +116,56 @@ def test_units_follow_the_value() -> None:
     # A path of tens of Mbit/s and an RTT of tens of ms read as such, never "0.0 ms".
     summary = verdict("clean").summary
     assert " Mbit/s" in summary and " ms" in summary
+
+
+def _sweep_direction(name: str):  # type: ignore[no-untyped-def]
+    from tracekit.capture import read_capture
+    from tracekit.connections import build_connections
+    from tracekit.series import build_series
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    series = build_series(build_connections(read_capture(root / "sender.pcap.zst")))
+    conn, direction = max(series.with_data(), key=lambda cd: series.data_segments(*cd))
+    return series.of(conn, direction)
+
+
+@pytest.mark.parametrize("name", ["lan_reno", "lan_offloads_on", "app_16k_100ms_20ms"])
+def test_a_pause_within_the_senders_turnaround_is_not_the_applications(name: str) -> None:
+    # A sender with data queued answers an ACK within its turnaround; a pause no longer than
+    # that says nothing about an empty queue. On a LAN (RTT of microseconds) such pauses are
+    # many; an application that writes every 100 ms pauses far longer.
+    from tracekit.detectors._limits import APPLICATION, limit_states, turnaround_s
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    d = _sweep_direction(name)
+    turnaround = turnaround_s(d)
+    assert 0 < turnaround < 1e-3  # the host's time: microseconds, on any path
+    start, end, state = limit_states(d, segment_size_bytes(d.segments), True, min_rtt_s(d))
+    data_t = d.data["t_s"].to_numpy()
+    app = np.flatnonzero(state == APPLICATION)
+    assert app.size
+    # Each application run ends when the sender sends again; the pause it is part of began
+    # no later than the run and ended with that departure.
+    resumed = data_t[np.minimum(np.searchsorted(data_t, end[app] - 1e-12), data_t.size - 1)]
+    assert np.all(resumed - start[app] > turnaround)
+
+
+@pytest.mark.parametrize(
+    "name", ["base_snap54", "base_midstream", "window_64k_300ms_midstream", "stall_2500ms_snap54"]
+)
+def test_the_least_shift_never_passes_the_handshakes(name: str) -> None:
+    # Without the handshake the flight bounds the window scale shift from below; the shift
+    # the receiver really used (its kernel's tcpi_snd_wscale, as the sender saw it) is never
+    # smaller.
+    import json
+
+    from tracekit.detectors._limits import least_shift
+    from tracekit.detectors._measure import segment_size_bytes
+
+    d = _sweep_direction(name)
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    true_shift = json.loads((root / "truth.json").read_text())["kernel_limits"]["snd_wscale"]
+    least = least_shift(d, segment_size_bytes(d.segments))
+    assert least <= true_shift
+    # These transfers filled the receiver's window at times, so the bound reaches the shift.
+    assert least == true_shift

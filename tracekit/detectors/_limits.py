@@ -7,7 +7,11 @@ The rest of the time the application gave it nothing to send. This module reads 
 account off the sender's capture, so that the verdict can be checked against the kernel's:
 
 - `application`: every byte sent is acknowledged and nothing new goes out: the sender's queues
-  are empty (the kernel stops its busy clock when they empty, tcp_chrono_stop).
+  are empty (the kernel stops its busy clock when they empty, tcp_chrono_stop). A pause no
+  longer than the sender's own answer to an ACK (its turnaround, see `turnaround_s`) is not
+  counted so: a sender with data queued takes that long too, and on a LAN, whose RTT is
+  microseconds, such pauses (the writer holding the socket, the host's scheduling) fill much
+  of the transfer while the kernel's queue is never empty.
 - `receive_window`: the room left under the receiver's advertised right edge (SND.UNA + SND.WND,
   RFC 9293 3.8.6.2.1) is too small for the sender to use: less than what one ACK releases plus
   the segment that does not fit, or less than the burst Linux waits for before it sends into a
@@ -31,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from tracekit.detectors._measure import ack_answers
 from tracekit.series import Direction
 
 APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
@@ -57,14 +62,64 @@ def ack_release_bytes(direction: Direction, mss: int) -> float:
     return float(max(np.median(step), mss)) if step.size else float(mss)
 
 
+# The share of the sender's answers to ACKs that its turnaround covers: the slow tail of the
+# host's scheduling stays inside it, a pause for the application (milliseconds to seconds on
+# any path, and at least many answers long) stays out.
+TURNAROUND_QUANTILE = 0.9
+
+
+def turnaround_s(direction: Direction) -> float:
+    """How long the sender takes to answer an ACK when it has data: the TURNAROUND_QUANTILE of
+    the delays from an ACK that leaves data in flight to the data segment that leaves after it
+    and before the next ACK. (An ACK of everything sent is left out: what follows it is the
+    pause being judged.)
+
+    It is the host's own time (interrupt, socket lock, scheduling), whatever the path: a few
+    microseconds to a few hundred. 0 when no ACK is answered so.
+    """
+    answers = ack_answers(direction)
+    # An ACK that leaves data in flight, answered: the sender had the next data ready.
+    busy = answers.answered & (answers.sent > answers.line)
+    if not busy.any():
+        return 0.0
+    return float(np.quantile(answers.delay_s[busy], TURNAROUND_QUANTILE))
+
+
+# RFC 7323 2.3: a window scale shift is at most 14.
+MAX_SHIFT = 14
+
+
+def least_shift(direction: Direction, mss: int) -> int:
+    """The smallest window scale shift the capture allows when the handshake is not in it.
+
+    A sender never has more in flight than the receiver's window (RFC 9293 3.8.6.2.1): each
+    data segment's flight over the raw window field advertised before it bounds the shift from
+    below. Flights of a segment or less are left out (a probe into a zero window goes past it
+    by design). 0 when no flight passes its raw window.
+    """
+    flight = direction.flight
+    fl = flight["flight_bytes"].to_numpy().astype(np.float64)
+    raw = flight["rwnd_bytes"].to_numpy().astype(np.float64)
+    usable = (raw > 0) & (fl > mss)
+    if not usable.any():
+        return 0
+    ratio = float(np.max(fl[usable] / raw[usable]))
+    if ratio <= 1.0:
+        return 0
+    return min(int(np.ceil(np.log2(ratio))), MAX_SHIFT)
+
+
 def limit_states(
-    direction: Direction, mss: int, window_known: bool, rtt_s: float
+    direction: Direction, mss: int, window_known: bool, rtt_s: float, least: int | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int8]]:
     """Runs of one state: (start_s, end_s, state), from the first data segment until the ACK
     of the last byte (or the last event), covering that time without gaps.
 
     Without a known window scale the advertised window is a raw field, not bytes (RFC 7323
     2.3): only a zero window is certain, so only a zero window counts as the window's doing.
+    Given `least`, a shift the window scale is at least (`least_shift`), the raw windows are
+    taken at that shift instead: the smallest windows the capture allows, so the receive
+    window's time is then the most it can have been.
     """
     acks, data = direction.acks, direction.data
     if data.empty:
@@ -73,18 +128,26 @@ def limit_states(
     # The least room the window must leave for the sender to be held by something else: what
     # the next ACK will release anyway, plus the segment that does not fit.
     room = ack_release_bytes(direction, mss) + mss
+    ack_line = acks["ack_rel"].to_numpy().astype(np.int64)
+    window = acks["win_bytes"].to_numpy().astype(np.int64)
+    edge = acks["edge_rel"].to_numpy().astype(np.int64)
+    if not window_known and least is not None:
+        window = window << least
+        edge = ack_line + window
+        window_known = True
     return _limit_runs(
         acks["frame"].to_numpy().astype(np.int64),
         acks["t_s"].to_numpy(),
-        acks["ack_rel"].to_numpy().astype(np.int64),
-        acks["edge_rel"].to_numpy().astype(np.int64),
-        acks["win_bytes"].to_numpy().astype(np.int64),
+        ack_line,
+        edge,
+        window,
         data["frame"].to_numpy().astype(np.int64),
         data["t_s"].to_numpy(),
         data["end_rel"].to_numpy().astype(np.int64),
         float(room),
         float(mss),
         float(rtt_s),
+        turnaround_s(direction),
         window_known,
     )
 
@@ -110,6 +173,7 @@ def _limit_runs(
     room: float,
     mss: float,
     rtt: float,
+    turnaround: float,
     known: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n_ack, n_data = ack_frame.size, data_frame.size
@@ -157,10 +221,16 @@ def _limit_runs(
     # it stands just before the next ACK (the sender has answered the ACK before by then).
     judged = size - 1  # the last event before the next ACK, found walking backwards
     before_next = np.empty(size, dtype=np.int64)
+    next_data_t = np.empty(size)  # when the next data segment leaves (inf: none does)
+    upcoming = np.inf
     for k in range(size - 1, -1, -1):
         before_next[k] = judged
+        next_data_t[k] = upcoming
         if is_ack[k]:
             judged = k - 1 if k > 0 else 0
+        else:
+            upcoming = t[k]
+    idle_since = t[0]  # when the flight last fell to nothing
     for k in range(size - 1):
         if t[k] < first:
             continue
@@ -169,9 +239,13 @@ def _limit_runs(
         q = before_next[k]
         if q < k:
             q = k
+        if flight[k] > 0 or k == 0 or flight[k - 1] > 0:
+            idle_since = t[k]
         closed = usable[q] < max(room, _burst(window[q], mss, rtt))
         if (flight[k] <= 0 or flight[q] <= 0) and not (flight[k] <= 0 and usable[k] < mss):
-            s = 0
+            # Nothing in flight: the application's time, unless the sender went on within its
+            # turnaround (then its queue was not empty, as far as the wire can tell).
+            s = 0 if next_data_t[k] - idle_since > turnaround else 2
         elif closed or (flight[k] <= 0 and usable[k] < mss):
             # With nothing in flight, a window that cannot take a segment is shut: the
             # sender's data waits on it (zero-window probes), as the kernel counts it.

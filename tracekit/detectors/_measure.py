@@ -526,3 +526,53 @@ def queues_at_start_bytes(
     # Python's max(wait, 0.0), NaN and -0.0 included, so both forms give the same bits.
     queued[ok] = np.where(wait < 0.0, 0.0, wait) * rate_bps / 8
     return queued
+
+
+@dataclass(frozen=True)
+class AckAnswers:
+    """How the sender answered each ACK of a direction (arrays in the ACKs' order)."""
+
+    answered: npt.NDArray[np.bool_]  # a data segment left after it and before the next ACK
+    delay_s: npt.NDArray[np.float64]  # from the ACK to the next data segment (inf: none)
+    sent: npt.NDArray[np.int64]  # the highest byte sent before the ACK
+    line: npt.NDArray[np.int64]  # the ACK line once it arrived (the highest ACK so far)
+
+
+def ack_answers(d: Direction) -> AckAnswers:
+    """Per ACK: whether the sender answered it with data before the next ACK (RFC 5681 3: ACKs
+    clock out data), how long it took, and what was sent and acknowledged then."""
+    acks, data = d.acks, d.data
+    ack_frame = acks["frame"].to_numpy()
+    data_frame = data["frame"].to_numpy()
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy().astype(np.int64))
+    if data_frame.size == 0:
+        none = np.zeros(ack_frame.size, bool)
+        return AckAnswers(none, np.full(ack_frame.size, np.inf), np.zeros_like(line), line)
+    following = np.searchsorted(data_frame, ack_frame)  # the first data segment after each ACK
+    has = following < data_frame.size
+    nxt = np.minimum(following, data_frame.size - 1)
+    next_ack = np.append(ack_frame[1:], np.iinfo(np.int64).max)
+    answered = has & (data_frame[nxt] < next_ack)
+    delay = np.where(has, data["t_s"].to_numpy()[nxt] - acks["t_s"].to_numpy(), np.inf)
+    sent = np.maximum.accumulate(data["end_rel"].to_numpy().astype(np.int64))
+    sent_before = np.where(following > 0, sent[np.maximum(following - 1, 0)], 0)
+    return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line)
+
+
+def answered_share_at(d: Direction, level: float) -> float:
+    """Of the ACKs that arrive with at least `level` bytes in flight, the share the sender
+    answers with data before the next ACK.
+
+    A sender held by its buffer has the next data ready: each ACK that frees room at the cap
+    is answered at once (RFC 5681 3: the ACK clocks out data). An application that wrote that
+    much and no more leaves the ACKs unanswered, and its flight drains: its cap is the size of
+    a write, not a window. 0 when no ACK arrives at that level.
+    """
+    answers = ack_answers(d)
+    if answers.line.size == 0:
+        return 0.0
+    acked_before = np.concatenate((answers.line[:1], answers.line[:-1]))
+    at_level = answers.sent - acked_before >= level
+    if not at_level.any():
+        return 0.0
+    return float(answers.answered[at_level].mean())

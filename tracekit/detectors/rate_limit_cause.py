@@ -40,9 +40,12 @@ from tracekit.detectors._limits import (
     APPLICATION,
     NETWORK,
     RECEIVE_WINDOW,
+    least_shift,
     limit_states,
+    state_seconds,
 )
 from tracekit.detectors._measure import (
+    answered_share_at,
     data_directions,
     flight_levels,
     min_rtt_s,
@@ -300,8 +303,28 @@ class RateLimitCause(Detector):
         # the rate there (a paced sender at the path's rate is busy with bandwidth).
         busy_total = float(net_seconds.sum())
         paced_share = float(net_seconds[paced].sum()) / busy_total if busy_total > 0 else 0.0
+        # Without the handshake's window scale, the flight bounds the shift from below: at
+        # that shift the windows are the smallest the capture allows, and the receive window's
+        # time the most it can have been.
+        least: int | None = None
+        most_rwnd = float(shares[L_RWND])
+        if not known:
+            least = least_shift(d, mss)
+            bound = limit_states(d, mss, False, rtt, least)
+            most_rwnd = max(most_rwnd, float(state_seconds(*bound)[RECEIVE_WINDOW]) / total)
         return self._verdict(
-            conn, direction, d, t0, t_end, edges, label, shares, rtt, path, known, paced_share
+            conn,
+            direction,
+            d,
+            t0,
+            t_end,
+            edges,
+            label,
+            shares,
+            rtt,
+            path,
+            paced_share,
+            (least, min(most_rwnd, 1.0)),
         )
 
     def _busy_labels(
@@ -347,7 +370,10 @@ class RateLimitCause(Detector):
         slow = (growth >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
         below_path = rate < cfg.bandwidth_fraction * path if path is not None else np.ones(n, bool)
         # Precedence, last assignment wins: the weakest evidence first.
-        label[(at_cap >= cfg.min_pinned_fraction) & lossless & (growth < cfg.growing_factor)] = (
+        # A cap the sender's buffer holds: each ACK at it is answered at once (the next data
+        # is ready). An application's write leaves those ACKs unanswered.
+        ready = lossless and answered_share_at(d, cap - mss) >= cfg.min_pinned_fraction
+        label[(at_cap >= cfg.min_pinned_fraction) & ready & (growth < cfg.growing_factor)] = (
             L_SNDBUF
         )
         label[paced & below_path & (retrans == 0)] = L_PACE
@@ -375,9 +401,13 @@ class RateLimitCause(Detector):
         shares: npt.NDArray[np.float64],
         rtt: float,
         path: float | None,
-        known: bool,
         paced_share: float,
+        scale: tuple[int | None, float],
     ) -> Finding:
+        """The finding. `scale`: the least window scale shift the capture allows (None when
+        the handshake gave it) and the most time the receive window can have held the sender."""
+        least, most_rwnd = scale
+        known = least is None
         name = DIRECTIONS[direction]
         kernel = {c: 0.0 for c in KERNEL_CLASSES}
         for code, share in enumerate(shares):
@@ -425,8 +455,10 @@ class RateLimitCause(Detector):
             + (
                 ""
                 if known
-                else " The window scale is unknown: only zero windows count as the "
-                "receive window's doing, so its share may be understated."
+                else " The window scale is unknown (the handshake is not in the capture): only "
+                "zero windows count as the receive window's doing above. The flight shows a "
+                f"shift of at least {least}; at that shift the receive window would have held "
+                f"the sender {most_rwnd:.0%} of the time, the most it can have."
             )
         )
         evidence: dict[str, Any] = {
@@ -449,6 +481,9 @@ class RateLimitCause(Detector):
             "rtt_s": rtt,
             "window_scale_known": known,
         }
+        if not known:
+            evidence["window_scale_least"] = least
+            evidence["receive_window_fraction_most"] = most_rwnd
         if path is not None:
             evidence["path_rate_bps"] = path
             evidence["bdp_bytes"] = float(bdp_bytes(path, rtt))

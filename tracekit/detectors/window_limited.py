@@ -23,6 +23,7 @@ import numpy as np
 from tracekit import physics, units
 from tracekit.detectors._measure import (
     achieved_rate_bps,
+    answered_share_at,
     findings_per_direction,
     flight_levels,
     min_rtt_s,
@@ -90,7 +91,11 @@ class WindowLimited(Detector):
         at_cap = (fl >= cap - mss) & (rwnd - fl >= cfg.min_cap_segments * mss)
         if at_rwnd.mean() >= cfg.min_pinned_fraction:
             limited_by, pinned, window = "receiver", at_rwnd, float(np.median(rwnd[at_rwnd]))
-        elif lossless and at_cap.mean() >= cfg.min_pinned_fraction:
+        elif (
+            lossless
+            and at_cap.mean() >= cfg.min_pinned_fraction
+            and answered_share_at(d, cap - mss) >= cfg.min_pinned_fraction
+        ):
             limited_by, pinned, window = "sender", at_cap, float(np.median(fl[at_cap]))
         else:
             return None
