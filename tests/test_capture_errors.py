@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,15 +47,52 @@ def test_directory(tmp_path: Path) -> None:
     assert problem(tmp_path) == "is a directory, not a capture file"
 
 
-def test_record_length_over_256_kib() -> None:
-    # The crafted file sets the second record's lengths to 300000 (craft.malformed_files).
-    assert problem(CRAFTED / "caplen_over_256k.pcap").endswith(
-        "captured length 300000 is over 256 KiB (262144)"
+def tshark_frames(path: Path) -> int:
+    """Frames tshark shows before it stops (it reports damage after printing them)."""
+    out = subprocess.run(
+        ["tshark", "-n", "-r", str(path), "-T", "fields", "-e", "frame.number"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return len(out.split())
+
+
+needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
+
+
+@needs_tshark
+def test_a_damaged_record_after_good_ones_is_read_up_to_there_as_wireshark_does() -> None:
+    # The crafted file sets the second record's lengths to 300000 (craft.malformed_files):
+    # tshark shows the first frame, then says the file is damaged.
+    path = CRAFTED / "caplen_over_256k.pcap"
+    capture = read_capture(path)
+    assert capture.stats.frames == tshark_frames(path) == 1
+    assert capture.stats.truncated_tail
+    assert capture.stats.warnings == (
+        "capture damaged after frame 1, read up to there: record 2 (byte 114): captured length "
+        "300000 is over 256 KiB (262144)",
     )
 
 
-def test_record_longer_than_its_original_length() -> None:
-    assert "is over the original length 10" in problem(CRAFTED / "caplen_over_origlen.pcap")
+def test_a_damaged_first_record_refuses_the_file(tmp_path: Path) -> None:
+    data = bytearray((CRAFTED / "caplen_over_256k.pcap").read_bytes())
+    struct.pack_into("<II", data, 24 + 8, 300_000, 300_000)  # the first record's lengths
+    path = tmp_path / "first.pcap"
+    path.write_bytes(bytes(data))
+    assert problem(path).endswith("captured length 300000 is over 256 KiB (262144)")
+
+
+@needs_tshark
+def test_record_longer_than_its_original_length_is_read_as_captured() -> None:
+    # Wireshark reads such a record (a writer's bug) with the bytes it holds.
+    path = CRAFTED / "caplen_over_origlen.pcap"
+    capture = read_capture(path)
+    assert capture.stats.frames == tshark_frames(path) == ZOO_FRAMES
+    assert capture.stats.warnings == (
+        "1 record claims an original length shorter than the bytes captured: read as "
+        "captured, as Wireshark reads them",
+    )
 
 
 def test_record_longer_than_the_snapshot_length_is_read_whole(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ the same files, cut into chunks as small as one record.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -115,7 +116,11 @@ def test_an_isn_learnt_late_starts_over_with_the_whole_capture(tmp_path: Path) -
 def test_a_corrupt_capture_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     out = tmp_path / "t.parquet"
     out.write_bytes(b"an earlier table")
-    bad = ROOT / "fixtures" / "crafted" / "caplen_over_256k.pcap"
+    # Damage in the first record: nothing to read up to, so the file is refused.
+    data = bytearray((ROOT / "fixtures" / "crafted" / "caplen_over_256k.pcap").read_bytes())
+    struct.pack_into("<II", data, 24 + 8, 300_000, 300_000)
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(bytes(data))
     with pytest.raises(CaptureError, match="256 KiB"):
         ingest_capture(bad, out, records_per_call=1)
     assert out.read_bytes() == b"an earlier table"

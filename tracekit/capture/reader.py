@@ -62,7 +62,6 @@ from tracekit.capture.records import (
     WALK_BLOCK_TRAILER,
     WALK_CAPLEN_BLOCK,
     WALK_CAPLEN_LIMIT,
-    WALK_CAPLEN_ORIGLEN,
     WALK_FULL,
     WALK_META,
     WALK_NEED_MORE,
@@ -172,6 +171,8 @@ class _Reader:
         # Records longer than their interface's snapshot length, and the lengths they exceeded.
         self.over_snaplen = 0
         self.snaplens_exceeded: set[int] = set()
+        # Records whose captured length passes their original length, read as captured.
+        self.over_origlen = 0
         # Whether any interface declared so far is of a link type the decoder reads, and the
         # link types of those that are not.
         self.known_iface = False
@@ -221,6 +222,12 @@ class _Reader:
             self.warnings.append(
                 f"{self.over_snaplen} {records} longer than the snapshot length ({lengths}) "
                 "read whole, as libpcap and Wireshark read them"
+            )
+        if self.over_origlen:
+            records = "record claims" if self.over_origlen == 1 else "records claim"
+            self.warnings.append(
+                f"{self.over_origlen} {records} an original length shorter than the bytes "
+                "captured: read as captured, as Wireshark reads them"
             )
         if self.source.cut_reason:
             self.truncated = True
@@ -281,7 +288,12 @@ class _Reader:
                 self._flush()
                 continue
             if status == WALK_META:
-                after = self._meta_block(pos)
+                try:
+                    after = self._meta_block(pos)
+                except CaptureError as damage:
+                    self._flush()
+                    self._damaged(damage)
+                    return
                 if after is not None:
                     pos = after
                     continue
@@ -289,7 +301,8 @@ class _Reader:
             # The records walked point into the buffer: decode them before it moves.
             self._flush()
             if status != WALK_NEED_MORE:
-                raise CaptureError(self.path, self._corruption(file_format, pos, status))
+                self._damaged(CaptureError(self.path, self._corruption(file_format, pos, status)))
+                return
             if self.source.eof:
                 if pos < self.n:
                     self._cut_tail(pos)
@@ -306,6 +319,13 @@ class _Reader:
         count, self.pending = self.pending, 0
         if count:
             self._count_over_snaplen(count)
+            # A record whose captured bytes pass its original length (a writer's bug) is read
+            # as captured, as Wireshark reads it: the bytes are there.
+            caplen, origlen = self.rec_caplen[:count], self.rec_origlen[:count]
+            short = caplen > origlen
+            if short.any():
+                self.over_origlen += int(np.count_nonzero(short))
+                origlen[short] = caplen[short]
             self._emit(count)
 
     def _count_over_snaplen(self, count: int) -> None:
@@ -331,6 +351,17 @@ class _Reader:
                 f"{unread} frames skipped: their interfaces are of unknown {label} {types}"
             )
 
+    def _damaged(self, damage: CaptureError) -> None:
+        """A record or block that cannot be read: the file is refused if nothing came before
+        it; otherwise it is read up to there, with a warning, as Wireshark reads it (it shows
+        the packets before and stops at the damage)."""
+        if self.frames == 0:
+            raise damage
+        self.truncated = True
+        self.warnings.append(
+            f"capture damaged after frame {self.frames}, read up to there: {damage.problem}"
+        )
+
     def _cut_tail(self, pos: int) -> None:
         offset = self.base + pos
         if self.frames == 0:
@@ -350,15 +381,10 @@ class _Reader:
         def field(at: int) -> int:
             return int(struct.unpack(order + "I", bytes(self.buf[pos + at : pos + at + 4]))[0])
 
-        caplen_at, origlen_at = (8, 12) if file_format == "pcap" else (20, 24)
+        caplen_at = 8 if file_format == "pcap" else 20
         if status == WALK_CAPLEN_LIMIT:
             caplen = field(caplen_at) if file_format == "pcap" or field(0) != 3 else field(8)
             return f"{where}: captured length {caplen} is over 256 KiB ({MAX_CAPLEN})"
-        if status == WALK_CAPLEN_ORIGLEN:
-            return (
-                f"{where}: captured length {field(caplen_at)} is over "
-                f"the original length {field(origlen_at)}"
-            )
         if status == WALK_BLOCK_LENGTH:
             return f"{where}: bad block length {field(4)}"
         if status == WALK_BLOCK_TRAILER:

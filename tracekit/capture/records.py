@@ -27,7 +27,6 @@ WALK_FULL = 0  # the output arrays are full
 WALK_NEED_MORE = 1  # the next record runs past the bytes in the buffer
 WALK_META = 2  # a pcapng section header or interface description block starts here
 WALK_CAPLEN_LIMIT = 3  # captured length over MAX_CAPLEN
-WALK_CAPLEN_ORIGLEN = 4  # captured length over the original length
 WALK_BLOCK_LENGTH = 6  # pcapng block length not a multiple of 4, too small or too large
 WALK_BLOCK_TRAILER = 7  # pcapng block's trailing length differs from its leading one
 WALK_BAD_IFACE = 8  # pcapng packet on an interface no IDB declared
@@ -98,8 +97,7 @@ def walk_pcap(
         origlen = _rd32(buf, pos + 12, big)
         if caplen > MAX_CAPLEN:
             return k, pos, WALK_CAPLEN_LIMIT
-        if caplen > origlen:
-            return k, pos, WALK_CAPLEN_ORIGLEN
+        # A captured length over the original one is read as captured (the reader counts it).
         if pos + PCAP_RECORD_HEADER + caplen > n:
             return k, pos, WALK_NEED_MORE
         out_ts[k] = _rd32(buf, pos, big) * 1_000_000_000 + _rd32(buf, pos + 4, big) * frac_ns
@@ -296,9 +294,6 @@ def walk_pcapng(
             origlen = _rd32(buf, pos + 24, big)
             if caplen > MAX_CAPLEN:
                 status = WALK_CAPLEN_LIMIT
-                break
-            if caplen > origlen:
-                status = WALK_CAPLEN_ORIGLEN
                 break
             if 28 + caplen + 4 > blen:
                 status = WALK_CAPLEN_BLOCK
