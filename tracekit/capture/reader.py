@@ -255,18 +255,11 @@ class _Reader:
 
     def _walk(self, file_format: str, pos: int) -> None:
         while True:
-            at = self.pending
+            at = self.pending  # the walk appends after the records not yet decoded
+            records = (self.rec_off[at:], self.rec_caplen[at:], self.rec_origlen[at:])
             if file_format == "pcap":
                 count, pos, status = walk_pcap(
-                    self.buf,
-                    self.n,
-                    pos,
-                    self.big,
-                    self.nanos,
-                    self.rec_off[at:],
-                    self.rec_caplen[at:],
-                    self.rec_origlen[at:],
-                    self.rec_ts[at:],
+                    self.buf, self.n, pos, self.big, self.nanos, *records, self.rec_ts[at:]
                 )
             else:
                 count, pos, status = walk_pcapng(
@@ -277,9 +270,7 @@ class _Reader:
                     self.state,
                     self.section,
                     self.iface_table,
-                    self.rec_off[at:],
-                    self.rec_caplen[at:],
-                    self.rec_origlen[at:],
+                    *records,
                     self.rec_ts[at:],
                     self.rec_iface[at:],
                 )

@@ -540,7 +540,12 @@ class AckAnswers:
 
 def ack_answers(d: Direction) -> AckAnswers:
     """Per ACK: whether the sender answered it with data before the next ACK (RFC 5681 3: ACKs
-    clock out data), how long it took, and what was sent and acknowledged then."""
+    clock out data), how long it took, and what was sent and acknowledged then. Computed once
+    per direction (the limits' turnaround and the send-buffer test share it)."""
+    return d.memo("ack_answers", lambda: _ack_answers(d))
+
+
+def _ack_answers(d: Direction) -> AckAnswers:
     acks, data = d.acks, d.data
     ack_frame = acks["frame"].to_numpy()
     data_frame = data["frame"].to_numpy()
