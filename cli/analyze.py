@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import click
 from cli import common
 from tracekit import units
 from tracekit.connections import ranked, records
+from tracekit.merge.clock import PathPhase
 
 # The finding that says what held a direction back: printed with its connection.
 VERDICT_KIND = "rate_limit_cause"
@@ -76,6 +78,21 @@ def analyze(
         )
 
 
+def _path_change(before: PathPhase, after: PathPhase) -> str:
+    """One line for a step of the path's minimal delays that the merge found."""
+
+    def shift(seconds: float) -> str:
+        return ("+" if seconds >= 0 else "-") + units.duration(abs(seconds))
+
+    return (
+        f"path change at {after.start_s:.3f} s: RTT {units.duration(before.rtt_s)} -> "
+        f"{units.duration(after.rtt_s)} (forward "
+        f"{shift(after.min_delay_fwd_s - before.min_delay_fwd_s)}, reverse "
+        f"{shift(after.min_delay_rev_s - before.min_delay_rev_s)}: both ways at once, a path "
+        "change, not clock skew)"
+    )
+
+
 def _two_vantage(result: object) -> None:
     """The merge's clock and fates, and the UDP streams, one line each."""
     merged = getattr(result, "merge", None)
@@ -94,6 +111,8 @@ def _two_vantage(result: object) -> None:
                     f"(+-{c.offset_bound_s * 1e3:.3f} ms), skew {c.skew_ppm:+.2f} ppm "
                     f"(directions disagree by {abs(c.skew_disagreement_ppm):.2f} ppm)"
                 )
+                for before, after in itertools.pairwise(c.phases):
+                    click.echo(_path_change(before, after))
             else:
                 # One direction only (a UDP stream): offset and one-way delay cannot be told
                 # apart, and skew is taken as 0 (ClockFit).

@@ -63,6 +63,40 @@ def test_offset_and_skew_from_both_directions() -> None:
     assert one_way.skew_ppm == 0.0
 
 
+@pytest.mark.parametrize(("before_s", "after_s"), [(0.010, 0.060), (0.060, 0.010)])
+def test_a_path_change_is_not_a_skew(before_s: float, after_s: float) -> None:
+    # The path's one-way delays step 6x both ways at 3 s (a reroute, a relay's new delay);
+    # the clocks run 50 ppm apart. The step must not pass for skew, whichever way it goes.
+    rng = np.random.default_rng(5)
+    t = np.sort(rng.uniform(0, 10, 20_000))
+    owd = np.where(t < 3.0, before_s, after_s)
+    offset, skew = 3.7, 50e-6
+    fwd = owd + rng.exponential(0.003, t.size)
+    rev = owd + rng.exponential(0.0002, t.size)
+    fit = fit_clocks(t, fwd + offset + skew * t, t, rev - offset - skew * t)
+    assert fit.skew_ppm == pytest.approx(50.0, abs=1.0)
+    assert fit.offset_s == pytest.approx(offset, abs=1e-5)
+    assert len(fit.phases) == 2
+    first, second = fit.phases
+    # Located within a bin of 4 base RTTs (80 ms) of the true step.
+    assert second.start_s == pytest.approx(3.0, abs=0.08)
+    assert first.rtt_s == pytest.approx(2 * before_s, rel=0.01)
+    assert second.rtt_s == pytest.approx(2 * after_s, rel=0.01)
+    # Queueing delay is measured above the floor of each phase.
+    assert fit.floor_fwd_s([1.0, 9.0]) == pytest.approx([before_s, after_s], abs=1e-4)
+
+
+def test_a_queue_that_grows_is_no_path_change() -> None:
+    # Only the data direction's floor rises (a standing queue building at the bottleneck):
+    # one phase, and no skew from it.
+    rng = np.random.default_rng(3)
+    t = np.sort(rng.uniform(0, 10, 20_000))
+    fwd = 0.010 + 0.002 * t + rng.exponential(0.001, t.size)
+    fit = fit_clocks(t, fwd, t, 0.010 + rng.exponential(0.0002, t.size))
+    assert len(fit.phases) == 1
+    assert abs(fit.skew_ppm) < 1.0
+
+
 def restamp(src: Path, dst: Path, offset_s: float, skew_ppm: float) -> None:
     """Copy a classic pcap, moving every timestamp t to t0 + (t - t0)(1 + skew) + offset."""
     data = bytearray(src.read_bytes())

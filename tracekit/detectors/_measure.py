@@ -174,6 +174,99 @@ def min_rtt_s(direction: Direction) -> float | None:
     return float(rtt.min()) if rtt.size else None
 
 
+@dataclass(frozen=True)
+class RttPhases:
+    """The base RTT of each path phase of one direction, and time counted in those RTTs.
+
+    A path that changes mid-transfer (a reroute, a satellite handover) has one base RTT per
+    phase. The phases come from the two-capture merge, which tells a step of both directions'
+    minimal delays from clock skew and from a queue (`tracekit.merge.clock.path_steps`); with
+    one capture, or a path that held, there is one phase and its RTT is the smallest sample.
+    """
+
+    starts_s: npt.NDArray[np.float64]  # when each phase after the first began
+    rtt_s: npt.NDArray[np.float64]  # each phase's smallest RTT sample (one more than starts_s)
+
+    @property
+    def count(self) -> int:
+        """How many phases."""
+        return int(self.rtt_s.size)
+
+    def phase(self, t_s: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The phase each time falls in."""
+        return np.searchsorted(self.starts_s, np.asarray(t_s, dtype=np.float64), side="right")
+
+    def at(self, t_s: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The base RTT of the phase each time falls in."""
+        return self.rtt_s[self.phase(t_s)]
+
+    def over(self, start_s: float, end_s: float) -> float:
+        """The base RTT of the phase that holds most of [start_s, end_s]."""
+        edges = np.r_[-np.inf, self.starts_s, np.inf]
+        held = np.clip(np.minimum(edges[1:], end_s) - np.maximum(edges[:-1], start_s), 0, None)
+        return float(self.rtt_s[int(np.argmax(held))] if held.any() else self.at(start_s))
+
+    def _knots(self) -> npt.NDArray[np.float64]:
+        # Warped time at each phase start: each phase's seconds count at rtt_0 / rtt_k.
+        scale = self.rtt_s[0] / self.rtt_s
+        return self.starts_s[0] + np.r_[0.0, np.cumsum(np.diff(self.starts_s) * scale[1:-1])]
+
+    def warp(self, t_s: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Time in which one RTT of every phase lasts as long as one of the first.
+
+        Windows of a fixed length in warped time are then a fixed number of round trips of the
+        phase they fall in. Within the first phase (and with one phase) time is unchanged.
+        """
+        t = np.asarray(t_s, dtype=np.float64)
+        if self.count < 2:
+            return t
+        k = self.phase(t)
+        later = k > 0
+        out = t.copy()
+        scale = self.rtt_s[0] / self.rtt_s
+        start, knot = self.starts_s[k[later] - 1], self._knots()[k[later] - 1]
+        out[later] = knot + (t[later] - start) * scale[k[later]]
+        return out
+
+    def unwarp(self, tau: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Seconds of a warped time (the inverse of `warp`)."""
+        x = np.asarray(tau, dtype=np.float64)
+        if self.count < 2:
+            return x
+        knots = self._knots()
+        k = np.searchsorted(knots, x, side="right")
+        later = k > 0
+        out = x.copy()
+        scale = self.rtt_s[0] / self.rtt_s
+        out[later] = (
+            self.starts_s[k[later] - 1] + (x[later] - knots[k[later] - 1]) / scale[k[later]]
+        )
+        return out
+
+
+def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
+    """The direction's base RTT per path phase (None without an RTT sample)."""
+    base = min_rtt_s(direction)
+    if base is None:
+        return None
+    clock = ctx.merge.clock if ctx.merge is not None else None
+    if clock is None or len(clock.phases) < 2:
+        return RttPhases(starts_s=np.zeros(0), rtt_s=np.array([base]))
+    starts = np.array([p.start_s for p in clock.phases[1:]], dtype=np.float64)
+    t = direction.rtt["t_s"].to_numpy()
+    rtt = direction.rtt["rtt_s"].to_numpy()
+    # A sample belongs to the phase its segment left in: an ACK soon after a step up still
+    # carries the round trip of data sent over the old path.
+    ok = rtt > 0
+    k = np.searchsorted(starts, t[ok] - rtt[ok], side="right")
+    lowest = np.full(starts.size + 1, np.inf)
+    np.minimum.at(lowest, k, rtt[ok])
+    # A phase without a sample of its own takes the merge's round trip of the path there.
+    fallback = np.array([p.rtt_s for p in clock.phases], dtype=np.float64)
+    lowest = np.where(np.isfinite(lowest), lowest, fallback)
+    return RttPhases(starts_s=starts, rtt_s=lowest)
+
+
 # --- rates from the ACKs -----------------------------------------------------------------------
 
 

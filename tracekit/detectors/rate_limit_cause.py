@@ -45,11 +45,12 @@ from tracekit.detectors._limits import (
     state_seconds,
 )
 from tracekit.detectors._measure import (
+    RttPhases,
     answered_share_at,
     data_directions,
     flight_levels,
-    min_rtt_s,
     path_rate_bps,
+    rtt_phases,
     segment_size_bytes,
 )
 from tracekit.detectors.base import AnalysisContext, Detector
@@ -267,10 +268,13 @@ class RateLimitCause(Detector):
             "acks", conn, direction
         ):
             return None
-        rtt = min_rtt_s(d)
+        phases = rtt_phases(ctx, d)
         mss = segment_size_bytes(d.segments)
-        if rtt is None or mss == 0:
+        if phases is None or mss == 0:
             return None
+        # The smallest RTT of any phase scales the limit rules; the first phase's is the unit
+        # of the windows, which `phases.warp` stretches to the RTT of each later phase.
+        rtt, rtt0 = float(phases.rtt_s.min()), float(phases.rtt_s[0])
         known = bool(ctx.series.window_known.get((conn, direction), False))
         run_start, run_end, run_state = limit_states(d, mss, known, rtt)
         if run_start.size == 0:
@@ -279,17 +283,18 @@ class RateLimitCause(Detector):
         if t_end <= t0:
             return None
         path = path_rate_bps(d)
-        length = max(cfg.phase_rtts * rtt, (t_end - t0) / cfg.max_windows_count)
-        n = int(np.floor((t_end - t0) / length)) + 1
-        window, paced = self._busy_labels(d, t0, t_end, length, n, rtt, mss, path, known)
+        tau0, tau_end = (float(x) for x in phases.warp(np.array([t0, t_end])))
+        length = max(cfg.phase_rtts * rtt0, (tau_end - tau0) / cfg.max_windows_count)
+        n = int(np.floor((tau_end - tau0) / length)) + 1
+        window, paced = self._busy_labels(d, (tau0, tau_end), length, n, phases, mss, path, known)
         # Each window's share of each state (the runs cut at the window edges), and its label:
         # the state with the most time; busy (network) time takes the window's busy label.
-        edges = t0 + length * np.arange(n + 1, dtype=np.float64)
+        edges = phases.unwarp(tau0 + length * np.arange(n + 1, dtype=np.float64))
         edges[-1] = max(edges[-1], t_end)
         seconds = _state_seconds_per_window(run_start, run_end, run_state, edges)
         top = np.argmax(seconds, axis=1)
         label = np.where(top == APPLICATION, L_APP, np.where(top == RECEIVE_WINDOW, L_RWND, window))
-        label = _merge_short(label, max(1, int(np.ceil(cfg.min_phase_rtts * rtt / length))))
+        label = _merge_short(label, max(1, int(np.ceil(cfg.min_phase_rtts * rtt0 / length))))
         # Shares of the whole time: the runs' exact durations for the kernel's classes, and
         # the busy (network) time split by the labels of the windows it fell in.
         total = t_end - t0
@@ -321,7 +326,7 @@ class RateLimitCause(Detector):
             edges,
             label,
             shares,
-            rtt,
+            phases,
             path,
             paced_share,
             (least, min(most_rwnd, 1.0)),
@@ -330,40 +335,49 @@ class RateLimitCause(Detector):
     def _busy_labels(
         self,
         d: Any,
-        t0: float,
-        t_end: float,
+        span: tuple[float, float],
         length: float,
         n: int,
-        rtt: float,
+        phases: RttPhases,
         mss: int,
         path: float | None,
         known: bool,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Per window, what held the busy time (slow start, congestion, bandwidth, pacing or
-        the sender's buffer), and whether its segments left paced."""
+        the sender's buffer), and whether its segments left paced.
+
+        Windows are `length` long in warped time (`RttPhases.warp`), `span` its first and last.
+        """
         cfg = self.config
+        t0, t_end = span
+        warp = phases.warp
         data = d.data
-        dt = data["t_s"].to_numpy()
+        dt = warp(data["t_s"].to_numpy())
         resent = kind_mask(data, "retransmission", "partial_retransmission")
         sent, retrans = _window_sums(dt, resent, t0, length, n)
         any_loss_before = np.cumsum(retrans) - retrans > 0
         top, rwnd, has_rwnd = flight_levels(d)
         cap = float(np.percentile(top, 95)) if top.size else 0.0
         counted, _, capped, flight_max, _ = _flight_windows(
-            d.flight["t_s"].to_numpy(), has_rwnd, top, rwnd, t0, length, n, mss, cap, known
+            warp(d.flight["t_s"].to_numpy()), has_rwnd, top, rwnd, t0, length, n, mss, cap, known
         )
         at_cap = capped / np.maximum(counted, 1)
-        acks = d.acks[d.acks["t_s"] >= t0]
+        ack_t = warp(d.acks["t_s"].to_numpy())
+        acks = d.acks[ack_t >= t0]
         line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
         gain = np.diff(line, prepend=line[0]) if line.size else line
-        _, delivered = _window_sums(acks["t_s"].to_numpy(), gain, t0, length, n)
-        width = np.full(n, length)
-        width[-1] = max(t_end - (t0 + (n - 1) * length), rtt)
+        _, delivered = _window_sums(ack_t[ack_t >= t0], gain, t0, length, n)
+        # Rates need each window's seconds; the last window lasts at least one RTT.
+        if phases.count < 2:
+            width = np.full(n, length)
+            width[-1] = max(t_end - (t0 + (n - 1) * length), float(phases.rtt_s[0]))
+        else:
+            bounds = phases.unwarp(np.r_[t0 + length * np.arange(n), t_end])
+            width = np.diff(bounds)
+            width[-1] = max(width[-1], float(phases.rtt_s[-1]))
         rate = delivered * 8 / width
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        paced = _paced_windows(
-            dt, d.acks["t_s"].to_numpy(), t0, length, n, cfg.paced_answered_fraction
-        )
+        paced = _paced_windows(dt, ack_t, t0, length, n, cfg.paced_answered_fraction)
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
@@ -399,7 +413,7 @@ class RateLimitCause(Detector):
         edges: npt.NDArray[np.float64],
         label: npt.NDArray[np.int64],
         shares: npt.NDArray[np.float64],
-        rtt: float,
+        phases: RttPhases,
         path: float | None,
         paced_share: float,
         scale: tuple[int | None, float],
@@ -408,6 +422,18 @@ class RateLimitCause(Detector):
         the handshake gave it) and the most time the receive window can have held the sender."""
         least, most_rwnd = scale
         known = least is None
+        # The RTT quoted is that of the path phase holding most of the transfer; a path that
+        # changed lists each phase's.
+        rtt = phases.over(t0, t_end)
+        rtt_text = units.duration(rtt)
+        if phases.count > 1:
+            rtt_text = ", then ".join(
+                [units.duration(float(phases.rtt_s[0]))]
+                + [
+                    f"{units.duration(float(r))} from {units.duration(float(a) - t0)}"
+                    for a, r in zip(phases.starts_s, phases.rtt_s[1:], strict=True)
+                ]
+            )
         name = DIRECTIONS[direction]
         kernel = {c: 0.0 for c in KERNEL_CLASSES}
         for code, share in enumerate(shares):
@@ -436,7 +462,7 @@ class RateLimitCause(Detector):
         summary = (
             f"{name} limited by {cause_name} {share_text} of the transfer"
             + (f"; {others}" if others else "")
-            + f": {units.rate(achieved)}{path_text}, RTT {units.duration(rtt)}"
+            + f": {units.rate(achieved)}{path_text}, RTT {rtt_text}"
         )
         phases_text = "; ".join(
             f"{LABELS[int(lab)].replace('_', ' ')} {units.duration(a - t0)}-"
@@ -450,8 +476,8 @@ class RateLimitCause(Detector):
             f"{kernel['receive_window']:.0%}, network {kernel['network']:.0%} (busy "
             f"otherwise: slow start {shares[L_SLOW]:.0%}, congestion {shares[L_CONG]:.0%}, "
             f"bandwidth {shares[L_BW]:.0%}, pacing {shares[L_PACE]:.0%}, sender buffer "
-            f"{shares[L_SNDBUF]:.0%}). Phases, in round trips of "
-            f"{units.duration(rtt)}, from the first data segment: {phases_text}."
+            f"{shares[L_SNDBUF]:.0%}). Phases, in round trips of {rtt_text}, from the first "
+            f"data segment: {phases_text}."
             + (
                 ""
                 if known
@@ -481,6 +507,9 @@ class RateLimitCause(Detector):
             "rtt_s": rtt,
             "window_scale_known": known,
         }
+        if phases.count > 1:
+            evidence["path_phase_starts_s"] = tuple(float(x) for x in phases.starts_s)
+            evidence["path_phase_rtts_s"] = tuple(float(x) for x in phases.rtt_s)
         if not known:
             evidence["window_scale_least"] = least
             evidence["receive_window_fraction_most"] = most_rwnd

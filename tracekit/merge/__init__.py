@@ -220,16 +220,16 @@ def _unused_rules(
 def _delay(
     conn: np.ndarray, direction: np.ndarray, t: np.ndarray, owd: np.ndarray, clock: ClockFit | None
 ) -> pd.DataFrame:
-    floor = clock.min_delay_fwd_s if clock else 0.0
     order = np.argsort(t, kind="stable")
+    floor = clock.floor_fwd_s(t[order]) if clock else 0.0
     return pd.DataFrame(
         {
             "conn": conn[order].astype(np.int32),
             "dir": direction[order].astype(np.uint8),
             "t_s": t[order],
             "owd_s": owd[order],
-            # After the skew is removed the floor is flat: the minimal delay, propagation and
-            # serialization; what is above it waited in a queue.
+            # After the skew is removed the floor is flat within each path phase: the minimal
+            # delay, propagation and serialization; what is above it waited in a queue.
             "queue_s": np.maximum(owd[order] - floor, 0.0),
         }
     )

@@ -21,6 +21,7 @@ as the minimal round-trip time; that band is the offset's uncertainty.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +95,153 @@ def lower_line(x: npt.ArrayLike, y: npt.ArrayLike) -> LowerLine:
     )
 
 
+# Path changes. A change of route (a satellite handover, a reroute, a relay's new delay) moves
+# both directions' minimum one-way delays the same way; a skew moves them opposite ways (+skew
+# forward, -skew reverse); a queue moves only the direction it is in. So a step is called where
+# the floors of both directions, each the least delay over several bins before and after, moved
+# the same way by a good part of the round trip.
+# Bins of 4 base RTTs: each holds at least a round's worth of packets both ways, so its least
+# delay is the floor of that round whatever the path's scale (a LAN's 50 us or a satellite's
+# 600 ms).
+STEP_BIN_RTTS = 4.0
+# And at least 16 packets of each direction on average: the least of that many is a floor.
+STEP_BIN_PACKETS = 16
+# The floor before and after a candidate step is the least over 8 bins (32 base RTTs): long
+# enough for a queue to drain at least once in slow start or congestion avoidance (Reno or
+# CUBIC halve or cut the window at each loss, which empties a buffer of up to a BDP), short
+# enough to see a step of a few seconds' phase on a path of 100 ms.
+STEP_SPAN_BINS = 8
+# Both floors must move by a quarter of the base RTT or more, the same way: less changes no
+# window or rate estimate by more than a quarter, while clock drift over 32 RTTs (100 ppm of
+# 32 RTTs is 0.3% of one RTT) and capture jitter, against floors that are minima of many
+# packets, stay far below it.
+STEP_MIN_RTT_FRACTION = 0.25
+# A step is at least twice the wobble of the floors it separates (see path_steps).
+STEP_NOISE_FACTOR = 2.0
+# At most this many bins over a capture (a 10 s LAN transfer at 50 us would make 50,000): the
+# bins then widen, which only makes a step's time coarser.
+MAX_STEP_BINS = 20_000
+
+
+@njit(cache=True)
+def _bin_minima(
+    t: np.ndarray, y: np.ndarray, t0: float, width: float, n: int
+) -> np.ndarray:  # pragma: no cover - numba
+    """The least y in each of n bins of `width` from t0 (inf where a bin is empty)."""
+    out = np.full(n, np.inf)
+    for i in range(t.size):
+        k = int((t[i] - t0) / width)
+        if 0 <= k < n and y[i] < out[k]:
+            out[k] = y[i]
+    return out
+
+
+@dataclass(frozen=True)
+class PathPhase:
+    """A stretch of the capture over which the path's minimal delays held still."""
+
+    start_s: float
+    end_s: float
+    min_delay_fwd_s: float
+    min_delay_rev_s: float
+
+    @property
+    def rtt_s(self) -> float:
+        """The phase's base round-trip time: the two minimal one-way delays."""
+        return self.min_delay_fwd_s + self.min_delay_rev_s
+
+    def to_dict(self) -> dict[str, float]:
+        """Plain numbers for JSON."""
+        return {
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "rtt_s": self.rtt_s,
+            "min_delay_fwd_s": self.min_delay_fwd_s,
+            "min_delay_rev_s": self.min_delay_rev_s,
+        }
+
+
+def _windowed_min(values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """At each boundary k between bins (1..n-1): the least value over the `span` bins before
+    it and over the `span` bins from it (inf where none)."""
+    n = values.size
+    padded = np.r_[np.full(span, np.inf), values, np.full(span, np.inf)]
+    windows = np.lib.stride_tricks.sliding_window_view(padded, span).min(axis=1)
+    # windows[j] is the least of padded[j:j + span] = values[j - span: j].
+    k = np.arange(1, n)
+    return windows[k], windows[k + span]
+
+
+def _wobble(bins: np.ndarray) -> float:
+    """How far a stretch's per-bin floors sit above its least: their median minus their min."""
+    seen = bins[np.isfinite(bins)]
+    return float(np.median(seen) - seen.min()) if seen.size else np.inf
+
+
+def path_steps(
+    fx: np.ndarray, fy: np.ndarray, rx: np.ndarray, ry: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """Times (s) where both directions' delay floors stepped the same way, and the bin width.
+
+    Forward delays (fx, fy) and reverse delays (rx, ry) as fit_clocks takes them: whatever the
+    offset and skew, a step of the path moves both floors together.
+    """
+    lo = float(min(fx.min(), rx.min()))
+    span_s = float(max(fx.max(), rx.max())) - lo
+    if span_s <= 0:
+        return np.zeros(0), 0.0
+    # The base RTT: the least sum of the two floors within coarse bins (offset and, within a
+    # bin, skew cancel in the sum).
+    coarse = max(span_s / 200, 1e-9)
+    n = int(span_s / coarse) + 1
+    rtt = _bin_minima(fx, fy, lo, coarse, n) + _bin_minima(rx, ry, lo, coarse, n)
+    rtt = rtt[np.isfinite(rtt)]
+    if rtt.size == 0 or rtt.min() <= 0:
+        return np.zeros(0), 0.0
+    base = float(rtt.min())
+    # A bin holds a floor only if it holds packets: on a LAN, where the RTT is shorter than a
+    # host's turn to send, 4 RTTs may hold none, so bins also hold STEP_BIN_PACKETS of the
+    # sparser direction on average.
+    sparse = min(fx.size, rx.size)
+    width = max(STEP_BIN_RTTS * base, span_s * STEP_BIN_PACKETS / sparse, span_s / MAX_STEP_BINS)
+    n = int(span_s / width) + 1
+    if n < 2 * STEP_SPAN_BINS:
+        return np.zeros(0), width
+    f_bins = _bin_minima(fx, fy, lo, width, n)
+    r_bins = _bin_minima(rx, ry, lo, width, n)
+    f_before, f_after = _windowed_min(f_bins, STEP_SPAN_BINS)
+    r_before, r_after = _windowed_min(r_bins, STEP_SPAN_BINS)
+    with np.errstate(invalid="ignore"):
+        jf, jr = f_after - f_before, r_after - r_before
+    seen = np.isfinite(jf) & np.isfinite(jr)
+    jf, jr = np.where(seen, jf, 0.0), np.where(seen, jr, 0.0)
+    sign = np.sign(jf)
+    step = (sign != 0) & (sign == np.sign(jr))
+    step &= np.minimum(np.abs(jf), np.abs(jr)) >= STEP_MIN_RTT_FRACTION * base
+    # And each direction's step stands out of its own noise: twice the wobble of that
+    # direction's per-bin floors on either side (their median above their least). A LAN's
+    # floors wobble by whole RTTs with the hosts' scheduling and the capture clock's tick; a
+    # queue's swings are in one direction's floors only.
+    for p in np.flatnonzero(step):
+        for bins, jump in ((f_bins, jf[p]), (r_bins, jr[p])):
+            wobble = max(
+                _wobble(bins[max(p + 1 - STEP_SPAN_BINS, 0) : p + 1]),
+                _wobble(bins[p + 1 : p + 1 + STEP_SPAN_BINS]),
+            )
+            step[p] &= abs(jump) >= STEP_NOISE_FACTOR * wobble
+    if not step.any():
+        return np.zeros(0), width
+    # Runs of boundaries that straddle one step: an upward step at bin s shows at boundaries
+    # s..s+span-1 (the windows after it all above), a downward one at s-span+1..s.
+    k = np.flatnonzero(step)
+    breaks = np.flatnonzero((np.diff(k) > 1) | (np.diff(sign[k]) != 0)) + 1
+    times = []
+    for run in np.split(k, breaks):
+        at = run[0] if sign[run[0]] > 0 else run[-1]
+        times.append(lo + (at + 1) * width)  # position p is the boundary before bin p + 1
+    return np.asarray(times, dtype=np.float64), width
+
+
 @dataclass(frozen=True)
 class ClockFit:
     """The receiver's clock against the sender's, and how far to trust it.
@@ -116,13 +264,24 @@ class ClockFit:
     min_delay_rev_s: float | None
     forward: LowerLine
     reverse: LowerLine | None
+    # The stretches between path changes (path_steps), in time order; one when the path held.
+    phases: tuple[PathPhase, ...] = ()
+
+    def floor_fwd_s(self, t_s: npt.ArrayLike) -> FloatArray:
+        """The minimal forward delay of the path phase each sender-clock time falls in."""
+        t = np.asarray(t_s, dtype=np.float64)
+        if len(self.phases) < 2:
+            return np.full(t.shape, self.min_delay_fwd_s)
+        starts = np.array([p.start_s for p in self.phases[1:]])
+        floors = np.array([p.min_delay_fwd_s for p in self.phases])
+        return floors[np.searchsorted(starts, t, side="right")]
 
     def to_sender_s(self, receiver_s: npt.ArrayLike) -> FloatArray:
         """Receiver-clock times (s since the sender capture's origin) on the sender's clock."""
         r = np.asarray(receiver_s, dtype=np.float64)
         return (r - self.offset_s) / (1.0 + self.skew_ppm * 1e-6)
 
-    def to_dict(self) -> dict[str, float | bool | None]:
+    def to_dict(self) -> dict[str, float | bool | list[dict[str, float]] | None]:
         """Plain numbers for JSON and the report."""
         return {
             "offset_s": self.offset_s,
@@ -135,6 +294,7 @@ class ClockFit:
             "min_delay_rev_s": self.min_delay_rev_s,
             "forward_samples": self.forward.samples,
             "reverse_samples": self.reverse.samples if self.reverse else 0,
+            "path_phases": [p.to_dict() for p in self.phases],
         }
 
 
@@ -152,7 +312,6 @@ def fit_clocks(
     sender capture's first packet. Without reverse samples neither is known: the skew is taken
     as 0 and the offset as the smallest delay.
     """
-    fwd = lower_line(fwd_t_s, fwd_delay_s)
     have_rev = rev_t_s is not None and rev_delay_s is not None and np.size(rev_t_s) > 0
     if not have_rev:
         # One direction cannot tell skew from a queue that grows for the whole capture (a UDP
@@ -169,24 +328,48 @@ def fit_clocks(
             min_delay_rev_s=None,
             forward=LowerLine(slope=0.0, intercept=float(fy.min()), samples=int(fx.size)),
             reverse=None,
+            phases=(),
         )
     # Placed at their sender-clock arrival time, the reverse delays are min_rev (1 + skew) -
     # offset - skew * t: the receiver-clock send time would carry the offset into the slope's
     # lever arm (50 ppm times a 3.7 s offset is 185 us), the arrival time only a delay's worth.
     rx, ry = np.asarray(rev_t_s, dtype=np.float64), np.asarray(rev_delay_s, dtype=np.float64)
-    rev = lower_line(rx, ry)
     fx, fy = np.asarray(fwd_t_s, dtype=np.float64), np.asarray(fwd_delay_s, dtype=np.float64)
-    # The skew comes from the direction whose floor is better defined: the smaller mean height
-    # of its samples above its line. The data direction queues at the bottleneck for the whole
-    # transfer when it is short; averaging both slopes would carry that queue's growth into
-    # the skew (50 ppm on the lab's clean capture), the ACK direction rarely queues.
-    fwd_height = float(np.mean(fy - fwd.at(fx)))
-    rev_height = float(np.mean(ry - rev.at(rx)))
-    skew = fwd.slope if fwd_height <= rev_height else -rev.slope
-    # Both floors again at that slope: the highest line of that slope under each direction.
-    fwd_floor = float(np.min(fy - skew * fx))
-    rev_floor = float(np.min(ry + skew * rx))
+    steps, guard = path_steps(fx, fy, rx, ry)
+    edges = np.r_[-np.inf, steps, np.inf]
+    # Each stretch between steps is fitted alone, a bin's width clear of each step (the step
+    # falls somewhere in the bin); the clocks are one, so the stretches' skews are one skew,
+    # each weighted by its span squared (a slope's error falls as 1 / span).
+    parts = []
+    for lo, hi in itertools.pairwise(edges):
+        f = (fx >= lo + guard) & (fx < hi - guard)
+        r = (rx >= lo + guard) & (rx < hi - guard)
+        if f.sum() >= 2 and r.sum() >= 2:
+            parts.append((fx[f], fy[f], rx[r], ry[r]))
+    if not parts:
+        steps, parts = np.zeros(0), [(fx, fy, rx, ry)]
+    fits = [_two_way(*part) for part in parts]
+    spans = np.array([max(np.ptp(p[0]), np.ptp(p[2])) for p in parts])
+    weights = spans**2 if spans.sum() > 0 else np.ones(len(parts))
+    skew = float(np.average([fit[0] for fit in fits], weights=weights))
+    # Both floors again at that skew: the highest line of that slope under each direction,
+    # per stretch. The offset is the longest stretch's (a change that moves one direction only
+    # is a change of asymmetry, which the captures cannot tell from an offset).
+    floors = [(float(np.min(p[1] - skew * p[0])), float(np.min(p[3] + skew * p[2]))) for p in parts]
+    main = int(np.argmax(spans))
+    fwd_floor, rev_floor = floors[main]
     offset = (fwd_floor - rev_floor) / 2
+    bounds = np.r_[min(fx.min(), rx.min()), steps, max(fx.max(), rx.max())]
+    phases = tuple(
+        PathPhase(
+            start_s=float(bounds[k]),
+            end_s=float(bounds[k + 1]),
+            min_delay_fwd_s=ff - offset,
+            min_delay_rev_s=rf + offset,
+        )
+        for k, (ff, rf) in enumerate(floors)
+    )
+    _, fwd, rev = fits[main]
     return ClockFit(
         offset_s=offset,
         skew_ppm=skew * 1e6,
@@ -197,4 +380,20 @@ def fit_clocks(
         min_delay_rev_s=rev_floor + offset,
         forward=fwd,
         reverse=rev,
+        phases=phases,
     )
+
+
+def _two_way(
+    fx: np.ndarray, fy: np.ndarray, rx: np.ndarray, ry: np.ndarray
+) -> tuple[float, LowerLine, LowerLine]:
+    """The skew of one stretch of steady path, and its two lower lines."""
+    fwd = lower_line(fx, fy)
+    rev = lower_line(rx, ry)
+    # The skew comes from the direction whose floor is better defined: the smaller mean height
+    # of its samples above its line. The data direction queues at the bottleneck for the whole
+    # transfer when it is short; averaging both slopes would carry that queue's growth into
+    # the skew (50 ppm on the lab's clean capture), the ACK direction rarely queues.
+    fwd_height = float(np.mean(fy - fwd.at(fx)))
+    rev_height = float(np.mean(ry - rev.at(rx)))
+    return (fwd.slope if fwd_height <= rev_height else -rev.slope), fwd, rev
