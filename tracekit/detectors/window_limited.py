@@ -26,8 +26,8 @@ from tracekit.detectors._measure import (
     answered_share_at,
     findings_per_direction,
     flight_levels,
-    min_rtt_s,
     path_rate_bps,
+    rtt_phases,
     segment_size_bytes,
 )
 from tracekit.detectors.base import AnalysisContext, Detector
@@ -78,9 +78,12 @@ class WindowLimited(Detector):
         # is only claimed for a direction without retransmissions.
         lossless = not d.segments["kind"].isin(["retransmission", "partial_retransmission"]).any()
         mss = segment_size_bytes(d.segments)
-        rtt = min_rtt_s(d)
-        if mss == 0 or rtt is None:
+        phases = rtt_phases(ctx, d)
+        if mss == 0 or phases is None:
             return None
+        # The round trip of the path phase that holds most of the flight.
+        flight_t = d.flight["t_s"].to_numpy()
+        rtt = phases.over(float(flight_t[0]), float(flight_t[-1]))
         fl, rwnd, known = flight_levels(d)
         if fl.size < cfg.min_data_segments:
             return None

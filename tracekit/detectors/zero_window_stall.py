@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tracekit import units
-from tracekit.detectors._measure import findings_per_direction, min_rtt_s, segment_size_bytes
+from tracekit.detectors._measure import findings_per_direction, rtt_phases, segment_size_bytes
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import kind_mask
@@ -53,9 +53,9 @@ class ZeroWindowStall(Detector):
         win = acks["win_bytes"].to_numpy()
         if not (win == 0).any():
             return None
-        rtt = min_rtt_s(d)
+        phases = rtt_phases(ctx, d)
         mss = segment_size_bytes(d.segments)
-        if rtt is None or mss == 0:
+        if phases is None or mss == 0:
             return None
         t = acks["t_s"].to_numpy()
         known = bool(ctx.series.window_known.get((conn, direction), False))
@@ -63,11 +63,13 @@ class ZeroWindowStall(Detector):
         shut = win == 0
         reopened = win >= mss if known else win > 0
         starts, ends = _stalls(t, shut, reopened)
-        long = (ends - starts) >= self.config.min_stall_rtts * rtt
+        # Each stall in round trips of the path phase it began in.
+        long = (ends - starts) >= self.config.min_stall_rtts * phases.at(starts)
         if not long.any():
             return None
         starts, ends = starts[long], ends[long]
         durations = ends - starts
+        rtt = float(phases.at(starts[int(np.argmax(durations))]))
         data = d.data
         probe = kind_mask(d.segments, "window_probe")
         probe_t = d.segments["t_s"].to_numpy()[probe]
