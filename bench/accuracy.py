@@ -82,6 +82,11 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
     "snaplen_truncated": lambda f, d: bool(_of(f, "snaplen_truncated")),
     "super_segments": lambda f, d: any(bool(c.get("tso")) for c in d["connections"][:1]),
     "sndbuf_limited": lambda f, d: _cause(f, "sender_buffer"),
+    # The merge found a step of the path's minimal delays (a path change, not clock skew).
+    "delay_step": lambda f, d: (
+        len(((d.get("two_vantage") or {}).get("clock") or {}).get("path_phases") or ()) > 1
+    ),
+    "reverse_ack_drops": lambda f, d: bool(_of(f, "ack_loss")),
 }
 
 
@@ -165,6 +170,16 @@ def score_one(folder: Path) -> dict[str, Any]:
         configured = truth["path"].get("bottleneck_buffer_bytes")
         if estimate and configured:
             row["buffer_ratio"] = estimate / configured
+    clock = (doc.get("two_vantage") or {}).get("clock") or {}
+    if "delay_step" in labels["expected"] and clock:
+        # Both captures read one clock: the truth is skew 0.
+        row["skew_ppm"] = clock["skew_ppm"]
+    lost = _of(findings, "ack_loss")
+    if "reverse_acks" in truth["drops"]:
+        row["reverse_acks"] = {
+            "found": lost[0]["evidence"]["acks_lost_packets"] if lost else 0,
+            "counter": truth["drops"]["reverse_acks"],
+        }
     for kind, counter in (("network_drop", "network"), ("receiver_drop", "receiver")):
         found = _of(findings, kind)
         if found:
@@ -262,8 +277,15 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(f"\nbuffer estimate / configured buffer: within 1.5x in {inside} of {len(ratios)}")
         for name, x in ratios:
             print(f"  {name}: {x:.2f}")
-    for counter in ("network", "receiver"):
-        drops = [(r["scenario"], r[f"{counter}_drops"]) for r in rows if f"{counter}_drops" in r]
+    skews = [(r["scenario"], r["skew_ppm"]) for r in rows if "skew_ppm" in r]
+    if skews:
+        inside = sum(abs(x) <= 50 for _, x in skews)
+        print(f"\npath changes on one clock: skew within 50 ppm of 0 in {inside} of {len(skews)}")
+        for name, x in skews:
+            print(f"  {name}: {x:+.2f} ppm")
+    for counter in ("network", "receiver", "reverse_acks"):
+        key = counter if counter == "reverse_acks" else f"{counter}_drops"
+        drops = [(r["scenario"], r[key]) for r in rows if key in r]
         if drops:
             exact = sum(d["found"] == d["counter"] for _, d in drops)
             print(f"\n{counter} drops equal to the counter in {exact} of {len(drops)}")

@@ -194,12 +194,24 @@ def test_too_few_or_too_short_bursts_are_quiet(tmp_path: Path) -> None:
     assert detect(short, tmp_path / "short.pcap") == []
 
 
-def test_bursts_barely_above_the_path_rate_are_quiet(tmp_path: Path) -> None:
-    # Back to back at 50 Mbit/s into 30: bursts, but not twice the path's rate.
+def test_bursts_count_by_the_queue_they_build(tmp_path: Path) -> None:
+    # Back to back at 50 Mbit/s into 30: each 30-packet train queues 30 (1 - 30/50) = 12
+    # packets (eq. 1 with M = 0), past the 8 of the shortest train surely no ACK clock's.
     pkts = trains(4, 30, send_bps=50e6, path_bps=30e6)
     slow = lab_captures.context(write(tmp_path / "slow.pcap", pkts))
-    assert run(slow) == []
-    assert len(run(slow, min_rate_factor=1.5)) == 1
+    (f,) = run(slow)
+    assert f.evidence["burst_to_bottleneck_ratio"] == pytest.approx(50 / 30, rel=0.1)
+    assert run(slow, min_queue_packets=13) == []
+    # 18-packet trains at the same rate queue 7.2: quiet.
+    short = trains(4, 18, send_bps=50e6, path_bps=30e6)
+    assert detect(short, tmp_path / "short.pcap") == []
+
+
+def test_trains_within_the_rate_estimates_error_are_quiet(tmp_path: Path) -> None:
+    # 200-packet trains at 1.1x the path: they would queue 18 packets, but a rate only 10%
+    # above the estimate is within its error (a sender paced near the path's rate).
+    pkts = trains(4, 200, send_bps=33e6, path_bps=30e6, rtt_s=0.02)
+    assert detect(pkts, tmp_path / "near.pcap") == []
 
 
 def test_median_length_by_counting_matches_numpy() -> None:

@@ -8,6 +8,7 @@ time must be within 10 points of the kernel's, and its class the one the kernel 
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,11 @@ import pytest
 from crafting import CLIENT, SERVER, tcp, write
 from lab_captures import CAPTURES, context, lab_findings, truth
 
+from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors.rate_limit_cause import KERNEL_CLASSES, LABELS, RateLimitCause
 from tracekit.findings import Finding, Severity
+from tracekit.pipeline import analyze
 
 TCP_SCENARIOS = sorted(
     p.name for p in CAPTURES.iterdir() if (p / "truth.json").exists() and p.name != "udp_loss"
@@ -169,3 +172,21 @@ def test_the_least_shift_never_passes_the_handshakes(name: str) -> None:
     assert least <= true_shift
     # These transfers filled the receiver's window at times, so the bound reaches the shift.
     assert least == true_shift
+
+
+@pytest.mark.parametrize("name", ["delay_step_20_120ms", "delay_step_120_20ms"])
+def test_each_path_phase_quotes_its_own_rtt(name: str) -> None:
+    # The relay's delay steps 6x both ways mid-transfer: the verdict counts its windows in
+    # round trips of each phase and quotes each phase's RTT, within 5% of the relay's.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    schedule = json.loads((folder / "truth.json").read_text())["path"]["delay_schedule"]
+    (step,) = schedule["steps"]
+    truth_rtts = (
+        (schedule["initial_fwd_ms"] + schedule["initial_rev_ms"]) / 1e3,
+        step["rtt_ms"] / 1e3,
+    )
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (verdict,) = [f for f in doc["findings"] if f["kind"] == "rate_limit_cause"]
+    assert verdict["evidence"]["path_phase_rtts_s"] == pytest.approx(truth_rtts, rel=0.05)

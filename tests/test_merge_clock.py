@@ -156,3 +156,26 @@ def test_restamped_lab_capture(tmp_path: Path, scenario: str) -> None:
     # Once the clocks agree, the one-way delay's floor is the relay's configured delay.
     floor = m.delay["owd_s"].min()
     assert floor == pytest.approx(truth["path"]["one_way_delay_fwd_ms"] / 1000, abs=200e-6)
+
+
+@pytest.mark.parametrize("name", ["delay_step_20_120ms", "delay_step_120_20ms"])
+def test_a_relay_delay_step_on_one_clock(name: str) -> None:
+    # Both captures read one kernel clock while the relay's delay steps 6x both ways: the
+    # truth is skew 0 and one path change, at the relay's step.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    truth = json.loads((folder / "truth.json").read_text())
+    schedule = truth["path"]["delay_schedule"]
+    (step,) = schedule["steps"]
+    sender = build_connections(read_capture(folder / "sender.pcap.zst"))
+    receiver = build_connections(read_capture(folder / "receiver.pcap.zst"))
+    m = merge(sender, receiver)
+    assert m.clock is not None
+    assert abs(m.clock.skew_ppm) < 50.0
+    before, after = m.clock.phases
+    origin_s = sender.packets.column("ts_ns").to_numpy().min() / 1e9
+    # The first frame that waited the new delays left the relay toward the receiver then.
+    stepped_s = step["first_frames"]["m0->m1"]["received_epoch_s"] - origin_s
+    assert after.start_s == pytest.approx(stepped_s, abs=4 * min(before.rtt_s, after.rtt_s))
+    rtt_before = (schedule["initial_fwd_ms"] + schedule["initial_rev_ms"]) / 1e3
+    assert before.rtt_s == pytest.approx(rtt_before, rel=0.05)
+    assert after.rtt_s == pytest.approx(step["rtt_ms"] / 1e3, rel=0.05)

@@ -224,6 +224,15 @@ DELAY_COLUMNS: tuple[Column, ...] = (
     ),
 )
 
+# Pure ACKs the receiver sent (no payload, no SYN, FIN or RST), each whether it reached the
+# sender's capture: the way back, as exact as the data's fates.
+REVERSE_ACK_COLUMNS: tuple[Column, ...] = (
+    Column("conn", pa.int32(), "", "connection in the sender capture"),
+    Column("dir", pa.uint8(), "", "direction of the data the ACK acknowledges: 0 a2b, 1 b2a"),
+    Column("t_s", pa.float64(), "s", "departure at the receiver, on the sender's clock"),
+    Column("arrived", pa.bool_(), "", "the sender's capture holds it"),
+)
+
 
 def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema of a declared table."""
@@ -255,6 +264,11 @@ TABLES: tuple[tuple[str, str, tuple[Column, ...]], ...] = (
         TRANSMISSION_COLUMNS,
     ),
     ("delay", "one-way and queueing delay of packets seen at both ends", DELAY_COLUMNS),
+    (
+        "reverse acks",
+        "pure ACKs in the receiver capture, and whether each reached the sender's capture",
+        REVERSE_ACK_COLUMNS,
+    ),
 )
 
 

@@ -255,10 +255,11 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     starts = np.array([p.start_s for p in clock.phases[1:]], dtype=np.float64)
     t = direction.rtt["t_s"].to_numpy()
     rtt = direction.rtt["rtt_s"].to_numpy()
-    # A sample belongs to the phase its segment left in: an ACK soon after a step up still
-    # carries the round trip of data sent over the old path.
-    ok = rtt > 0
-    k = np.searchsorted(starts, t[ok] - rtt[ok], side="right")
+    # A sample belongs to a phase only if its segment left and its ACK came back within it: a
+    # round trip that straddles a step went one way on each path.
+    k = np.searchsorted(starts, t, side="right")
+    ok = (rtt > 0) & (np.searchsorted(starts, t - rtt, side="right") == k)
+    k = k[ok]
     lowest = np.full(starts.size + 1, np.inf)
     np.minimum.at(lowest, k, rtt[ok])
     # A phase without a sample of its own takes the merge's round trip of the path there.

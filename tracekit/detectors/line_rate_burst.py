@@ -24,6 +24,7 @@ from tracekit.detectors._measure import (
     length_counts,
     lost_data,
     packet_basis,
+    path_rate_bps,
     queues_at_start_bytes,
     wire_directions,
 )
@@ -102,9 +103,14 @@ class LineRateBurst(Detector):
         # A gap up to 1.5 packet times at the line rate is still back to back: timers and the
         # capture clock add jitter of a fraction of a packet time (121 us at 100 Mbit/s).
         max_gap_factor: float = 1.5
-        # Far above the path: at twice the bottleneck rate at least half of every burst
-        # queues (eq. 1, N_b (f - s) / f), where a paced sender's trains do not queue at all.
-        min_rate_factor: float = 2.0
+        # Faster than the path by more than its rate estimate's error (ACK dispersion and
+        # packet pairs are good to about 10%): a sender paced at the path's rate stays out.
+        min_rate_factor: float = 1.25
+        # A train counts by the queue it builds at the bottleneck, N_b (f - s) / f packets
+        # (eq. 1 with M = 0), whatever its rate ratio: at least the 8 packets of the shortest
+        # train that is surely no ACK clock's (min_burst_packets at twice the path's rate),
+        # where an ACK releases 2-3 segments (RFC 3465, L = 2) that queue 1-2.
+        min_queue_packets: float = 8.0
         # A pattern, not one event: a single burst after an idle spell or the initial window
         # is what every unpaced TCP does once (RFC 5681 4.1); three make a habit.
         min_bursts_count: int = 3
@@ -173,6 +179,11 @@ class LineRateBurst(Detector):
             }
         )
         bottleneck = float(np.nanmedian(delivered)) if np.isfinite(delivered).any() else np.nan
+        # A burst's ACKs come back no faster than the bottleneck serves, and slower where it
+        # idled or a loss held the ACK line: the path's packet-pair rate bounds it from below.
+        pairs = path_rate_bps(ser)
+        if pairs is not None:
+            bottleneck = np.fmax(bottleneck, pairs * (payload + overhead) / payload)
         if not np.isfinite(bottleneck):
             return None
         # What already waited at the bottleneck when each lossy burst began (eq. 1 assumes an
@@ -184,7 +195,9 @@ class LineRateBurst(Detector):
             t[first[lossy]], end[first[lossy]], payload, acks, base_rtt, bottleneck
         )
         table["ahead"] = ahead
-        fast = table[table["rate_bps"] >= cfg.min_rate_factor * bottleneck]
+        rate = table["rate_bps"].to_numpy()
+        queue = table["packets"].to_numpy() * (1 - bottleneck / rate)
+        fast = table[(rate >= cfg.min_rate_factor * bottleneck) & (queue >= cfg.min_queue_packets)]
         if len(fast) < cfg.min_bursts_count:
             return None
         duration = t[-1] - t[0]

@@ -13,7 +13,8 @@ capture: its packets go sender capture -> receiver capture; the other direction'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +36,17 @@ from tracekit.merge.match import (
     parse_map,
     receiver_in_sender_terms,
 )
-from tracekit.schema import FATE_NONE, FATES, PROTO_TCP, TH_ACK, WRAP
+from tracekit.schema import (
+    FATE_NONE,
+    FATES,
+    PROTO_TCP,
+    REVERSE_ACK_COLUMNS,
+    TH_ACK,
+    TH_FIN,
+    TH_RST,
+    TH_SYN,
+    WRAP,
+)
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
@@ -86,6 +97,9 @@ class Merge:
     - `sender_fate`, `receiver_fate`: the fate code (index in schema.FATES, FATE_NONE where not
       judged) of each row of the sender's and the receiver's packet tables.
     - `data_dir`: per sender connection, the direction judged (0 a2b, 1 b2a).
+    - `reverse_acks`: the receiver's pure ACKs sent while the sender's capture ran, each with
+      whether the sender's capture holds it (schema.REVERSE_ACK_COLUMNS): ACKs lost on the
+      way back, counted as exactly as data losses.
     - `unused_map_rules`: the NAT rules (`SENDER_ADDR=RECEIVER_ADDR`) that rewrote no
       connection found in both captures: a mistyped address, or a NAT that is not there.
     """
@@ -98,6 +112,9 @@ class Merge:
     receiver_fate: np.ndarray
     data_dir: np.ndarray
     unused_map_rules: tuple[str, ...] = ()
+    reverse_acks: pd.DataFrame = dataclasses.field(
+        default_factory=lambda: pd.DataFrame({c.name: [] for c in REVERSE_ACK_COLUMNS})
+    )
 
     @property
     def matched(self) -> int:
@@ -188,6 +205,8 @@ def merge(
         duplicate=duplicate,
     )
     delay = _delay(s_conn[s_row[f]], s_dir[s_row[f]], t_s[f], to_sender(t_r[f]) - t_s[f], clock)
+    span_s = (int(s_ts.max()) - origin_ns) / 1e9 if n_s else 0.0
+    reverse = _reverse_acks(rcv, r_row, r_ts, origin_ns, data_dir_s, to_sender, clock, span_s)
     return Merge(
         connections=cm,
         clock=clock,
@@ -197,6 +216,46 @@ def merge(
         receiver_fate=receiver_fate if n_r else np.zeros(0, np.uint8),
         data_dir=data_dir_s,
         unused_map_rules=_unused_rules(sender.table, pairs, addr_map or {}),
+        reverse_acks=reverse,
+    )
+
+
+def _reverse_acks(
+    rcv: pd.DataFrame,
+    matched_rows: np.ndarray,
+    r_ts: np.ndarray,
+    origin_ns: int,
+    data_dir_s: np.ndarray,
+    to_sender: Callable[[np.ndarray], np.ndarray],
+    clock: ClockFit | None,
+    span_s: float,
+) -> pd.DataFrame:
+    """The receiver's pure ACKs (schema.REVERSE_ACK_COLUMNS), each found or not at the sender.
+
+    Only ACKs that left after the sender's capture began and would have reached it before it
+    ended count (sent on the sender's clock, plus the way back's minimal delay): one sent
+    outside that span says nothing about the path.
+    """
+    c = rcv["conn"].to_numpy()
+    flags = rcv["flags"].to_numpy()
+    pure = (
+        rcv["tcp"].to_numpy()
+        & (rcv["dir"].to_numpy() != data_dir_s[c])
+        & (rcv["len"].to_numpy() == 0)
+        & ((flags & TH_ACK) != 0)
+        & ((flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
+    )
+    rows = rcv["row"].to_numpy()[pure]
+    t = to_sender((r_ts[rows] - origin_ns) / 1e9)
+    back = clock.min_delay_rev_s if clock is not None and clock.min_delay_rev_s else 0.0
+    inside = (t >= 0) & (t + back <= span_s)
+    return pd.DataFrame(
+        {
+            "conn": c[pure][inside].astype(np.int32),
+            "dir": (data_dir_s[c[pure]][inside]).astype(np.uint8),
+            "t_s": t[inside],
+            "arrived": np.isin(rows[inside], matched_rows),
+        }
     )
 
 
