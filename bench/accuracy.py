@@ -87,6 +87,7 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
         len(((d.get("two_vantage") or {}).get("clock") or {}).get("path_phases") or ()) > 1
     ),
     "reverse_ack_drops": lambda f, d: bool(_of(f, "ack_loss")),
+    "cross_traffic": lambda f, d: bool(_of(f, "competing_traffic")),
 }
 
 
@@ -180,6 +181,9 @@ def score_one(folder: Path) -> dict[str, Any]:
             "found": lost[0]["evidence"]["acks_lost_packets"] if lost else 0,
             "counter": truth["drops"]["reverse_acks"],
         }
+    competing = _of(findings, "competing_traffic")
+    if competing and "cross_traffic" in truth:
+        row["competing_share_error"] = _competing_error(competing[0], truth)
     for kind, counter in (("network_drop", "network"), ("receiver_drop", "receiver")):
         found = _of(findings, kind)
         if found:
@@ -188,6 +192,37 @@ def score_one(folder: Path) -> dict[str, Any]:
                 "counter": truth["drops"][counter],
             }
     return row
+
+
+def _competing_error(finding: dict[str, Any], truth: dict[str, Any]) -> float:
+    """The largest difference between a flow's share in the finding and the relay's count of
+    what the bottleneck delivered per flow over the same span (its half-second bins)."""
+    bins = truth["cross_traffic"]["bins"]
+    fields = bins["fields"]
+    origin = truth["capture"]["counts"]["sender"]["first_epoch_s"]
+    start, end = finding["start_s"], finding["end_s"]
+    got: dict[str, float] = {}
+    for row in bins["rows"]:
+        t = row[0] - origin
+        if t + bins["bin_s"] > start and t < end:
+            for name in truth["cross_traffic"]["flows"]:
+                got[name] = got.get(name, 0.0) + row[fields.index(f"{name}_bytes")]
+    total = sum(got.values())
+    flows = truth["cross_traffic"]["flows"]
+    by_name = {
+        f"{flows[n]['bottleneck']['src']} -> {flows[n]['bottleneck']['dst']}": n
+        for n in flows
+        if n != "test"
+    }
+    ev = finding["evidence"]
+    names = [x.rsplit(" ", 1)[0] for x in ev["competing_flows"].split("; ")]
+    errors = [abs(ev["own_share_fraction"] - got["test"] / total)]
+    errors += [
+        abs(share - got[by_name[n]] / total)
+        for n, share in zip(names, ev["competing_share_fractions"], strict=True)
+        if n in by_name
+    ]
+    return max(errors)
 
 
 def main() -> None:
@@ -277,6 +312,17 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(f"\nbuffer estimate / configured buffer: within 1.5x in {inside} of {len(ratios)}")
         for name, x in ratios:
             print(f"  {name}: {x:.2f}")
+    shares = [
+        (r["scenario"], r["competing_share_error"]) for r in rows if "competing_share_error" in r
+    ]
+    if shares:
+        inside = sum(x <= 0.10 for _, x in shares)
+        print(
+            f"\ncompeting traffic: every flow's share within 10 points of the relay's count in "
+            f"{inside} of {len(shares)}"
+        )
+        for name, x in shares:
+            print(f"  {name}: largest error {x * 100:.1f} points")
     skews = [(r["scenario"], r["skew_ppm"]) for r in rows if "skew_ppm" in r]
     if skews:
         inside = sum(abs(x) <= 50 for _, x in skews)

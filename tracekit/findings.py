@@ -222,6 +222,10 @@ _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _COUNT = {"type": "integer", "minimum": 0}
 
 
+# The keys of each path phase in the clock's JSON (tracekit.merge.clock.PathPhase.to_dict).
+_PHASE_KEYS = ("start_s", "end_s", "rtt_s", "min_delay_fwd_s", "min_delay_rev_s")
+
+
 def _two_vantage_schema() -> dict[str, Any]:
     """With --receiver: the clock fit (tracekit.merge.clock) and each transmission's fate."""
     return {
@@ -234,7 +238,21 @@ def _two_vantage_schema() -> dict[str, Any]:
                 "first packet, skew in ppm; null when no connection was in both captures",
                 "type": ["object", "null"],
                 "required": ["offset_s", "skew_ppm"],
-                "properties": {"offset_s": {"type": "number"}, "skew_ppm": {"type": "number"}},
+                "properties": {
+                    "offset_s": {"type": "number"},
+                    "skew_ppm": {"type": "number"},
+                    "path_phases": {
+                        "description": "stretches between path changes (both directions' "
+                        "minimal one-way delays stepped the same way), in time order; one "
+                        "when the path held",
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": list(_PHASE_KEYS),
+                            "properties": {k: {"type": "number"} for k in _PHASE_KEYS},
+                        },
+                    },
+                },
             },
             "fates": {
                 "type": "object",

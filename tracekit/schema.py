@@ -233,6 +233,21 @@ REVERSE_ACK_COLUMNS: tuple[Column, ...] = (
     Column("arrived", pa.bool_(), "", "the sender's capture holds it"),
 )
 
+# Packets of the receiver capture's other flows (in no connection of the sender's capture)
+# that arrived at the receiving host: the traffic that shared the last hop, and so the
+# bottleneck in front of it, with the transfers under test.
+COMPETING_COLUMNS: tuple[Column, ...] = (
+    Column("conn", pa.int32(), "", "connection in the receiver capture"),
+    Column("t_s", pa.float64(), "s", "arrival, on the sender's clock"),
+    Column(
+        "wire_bytes",
+        pa.uint32(),
+        "bytes",
+        "payload plus UDP or TCP (with its timestamps option when the flow uses it), IP and "
+        "Ethernet headers: what a bottleneck qdisc counts",
+    ),
+)
+
 
 def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema of a declared table."""
@@ -268,6 +283,11 @@ TABLES: tuple[tuple[str, str, tuple[Column, ...]], ...] = (
         "reverse acks",
         "pure ACKs in the receiver capture, and whether each reached the sender's capture",
         REVERSE_ACK_COLUMNS,
+    ),
+    (
+        "competing",
+        "packets of the receiver capture's other flows that arrived at the receiving host",
+        COMPETING_COLUMNS,
     ),
 )
 

@@ -12,7 +12,7 @@ the lowest to the highest seen counts as sent (as a UDPmon receiver assumes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,6 +78,10 @@ class UdpStream:
     empty (`burst_packets`); with one capture, from the first datagram, f from the loss ratio.
     `queue_at_first_loss_bytes` measures the same buffer from the one-way delay instead: the
     queueing delay of the last datagram before the first loss times the bottleneck's rate.
+    `competing_share` is the share of the bytes that reached the same host, from the stream's
+    first arrival to the first loss, that other flows carried: eq. 1 takes one stream into an
+    empty queue, so where others put more than one of the stream's frames into that span the
+    buffer is not estimated, and the loss is set against that load instead.
     """
 
     conn: int
@@ -96,6 +100,7 @@ class UdpStream:
     buffer_bytes: float | None
     burst_packets: int | None = None
     queue_at_first_loss_bytes: float | None = None
+    competing_share: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for JSON and the text output (not the per-number table)."""
@@ -115,6 +120,7 @@ class UdpStream:
             "buffer_bytes": self.buffer_bytes,
             "burst_packets": self.burst_packets,
             "queue_at_first_loss_bytes": self.queue_at_first_loss_bytes,
+            "competing_share": self.competing_share,
         }
 
 
@@ -126,6 +132,10 @@ class _Seen:
     numbers: np.ndarray
     ts_ns: np.ndarray
     frame_bytes: float
+    # Every other packet of the same capture toward the stream's destination host: arrival
+    # times (sorted) and bytes (payload plus headers, roughly as a queue counts them).
+    others_ts_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    others_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
@@ -149,6 +159,14 @@ def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
     a, b = table.column("a").to_pylist(), table.column("b").to_pylist()
     out = []
     key = conn * 2 + direction
+    # Every packet's destination host and size, for the traffic that shared a stream's path.
+    all_conn = pk.column("conn").to_numpy().astype(np.int64)
+    all_dir = pk.column("dir").to_numpy().astype(np.int64)
+    hosts = np.asarray([e.rsplit(":", 1)[0] for e in a + b], dtype=object)
+    n_conn = len(a)
+    dest = np.where(all_dir == 0, all_conn + n_conn, all_conn)  # index into hosts: b, else a
+    all_ts = pk.column("ts_ns").to_numpy()
+    all_bytes = pk.column("payload_bytes").to_numpy().astype(np.float64) + _OVERHEAD_BYTES[4]
     for k in np.unique(key):  # one iteration per stream, not per packet
         sel = key == k
         nums = numbers[sel]
@@ -162,7 +180,21 @@ def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
         c, d = int(k // 2), int(k % 2)
         ends = (a[c], b[c]) if d == 0 else (b[c], a[c])
         overhead = _OVERHEAD_BYTES.get(int(version[c]), _OVERHEAD_BYTES[4])
-        out.append(_Seen(c, d, ends, nums, ts[sel], float(np.median(size[sel])) + overhead))
+        host = ends[1].rsplit(":", 1)[0]
+        other = (hosts[dest] == host) & ((all_conn != c) | (all_dir != d))
+        order = np.argsort(all_ts[other], kind="stable")
+        out.append(
+            _Seen(
+                c,
+                d,
+                ends,
+                nums,
+                ts[sel],
+                float(np.median(size[sel])) + overhead,
+                all_ts[other][order],
+                all_bytes[other][order],
+            )
+        )
     return out
 
 
@@ -264,8 +296,23 @@ def analyze_stream(
             queued = float(queue[last_ok[-1]]) * s_rate / 8
     if f_rate is None and s_rate is not None and ratio is not None:
         f_rate = s_rate * ratio
+    # What other flows brought to the same host from the first arrival to the first loss:
+    # eq. 1 takes the queue as this stream's alone, an error of every byte they put in it.
+    competing = 0.0
+    if first is not None and received.others_ts_ns.size:
+        # Up to the arrival of the first datagram numbered after the first lost one.
+        after = int(np.searchsorted(got_nums, sent_order[first]))
+        lo = got_ts.min()
+        hi = got_ts[after] if after < got_nums.size else got_ts.max()
+        inside = np.searchsorted(received.others_ts_ns, [lo, hi], side="left")
+        theirs = float(received.others_bytes[inside[0] : inside[1]].sum())
+        mine = float(((got_ts >= lo) & (got_ts <= hi)).sum()) * frame
+        competing = theirs / (theirs + mine) if theirs + mine > 0 else 0.0
+        shared = theirs > frame
+    else:
+        shared = False
     buffer = None
-    if burst is not None and f_rate and s_rate and f_rate > s_rate:
+    if burst is not None and f_rate and s_rate and f_rate > s_rate and not shared:
         buffer = float(physics.buffer_from_burst_bytes(burst, 0, f_rate, s_rate, frame))
     return UdpStream(
         conn=conn,
@@ -284,6 +331,7 @@ def analyze_stream(
         buffer_bytes=buffer,
         burst_packets=burst,
         queue_at_first_loss_bytes=queued,
+        competing_share=competing,
     )
 
 

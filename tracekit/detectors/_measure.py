@@ -268,6 +268,95 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     return RttPhases(starts_s=starts, rtt_s=lowest)
 
 
+# --- traffic that shared the path ---------------------------------------------------------------
+
+# A flow competes when it carried at least one full segment per round trip of the transfer on
+# average: the least rate a congestion window reacts to (RFC 5681 counts the window in
+# segments), on any path from a LAN to a satellite hop.
+COMPETING_MIN_RTT_RATE_PACKETS = 1.0
+# The bottleneck was busy when all the flows together arrived at 80% of its rate or more (as
+# rate_limit_cause judges the ACKs; the rate estimate is good to about 10%).
+COMPETING_BUSY_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class Competition:
+    """What else arrived at the receiving host while one direction's data did."""
+
+    start_s: float  # the direction's first and last arrival at the receiver, sender's clock
+    end_s: float
+    rtt_s: float
+    names: tuple[str, ...]  # the competing flows, busiest first
+    shares: npt.NDArray[np.float64]  # each one's share of the bytes that arrived
+    own_share: float
+    arrival_bps: float  # all of them together, wire bytes
+    path_bps: float | None  # the path's packet-pair rate, as wire bytes
+    busy: bool  # together they kept the bottleneck busy
+    own_t_s: npt.NDArray[np.float64]
+    own_wire_bytes: npt.NDArray[np.int64]
+    others: pd.DataFrame  # the competing flows' rows of Merge.competing in the span
+
+
+def competition(
+    ctx: AnalysisContext,
+    conn: int,
+    direction: int,
+    d: Direction,
+    min_rtt_rate_packets: float = COMPETING_MIN_RTT_RATE_PACKETS,
+    busy_fraction: float = COMPETING_BUSY_FRACTION,
+) -> Competition | None:
+    """The flows of the receiver's capture that competed with this direction (Merge.competing),
+    or None without a receiver capture, without such flows, or without an RTT."""
+    merged = ctx.merge
+    if merged is None or merged.competing.empty:
+        return None
+    tx = merged.transmissions
+    mine = tx[(tx["conn"] == conn) & (tx["dir"] == direction)]
+    t = mine["receiver_t_s"].to_numpy()
+    ok = np.isfinite(t)
+    phases = rtt_phases(ctx, d)
+    if ok.sum() < 2 or phases is None:
+        return None
+    row = ctx.connections.iloc[conn]
+    # Ethernet, IP, TCP (with timestamps where the connection uses them), as Merge.competing
+    # counts the other flows' headers: what a bottleneck queue counts.
+    header = 14 + (40 if int(row["ip_version"]) == 6 else 20) + 20 + 12 * bool(row["ts_ok"])
+    t = t[ok]
+    length = mine["len"].to_numpy()[ok].astype(np.int64)
+    wire = length + header
+    start, end = float(t.min()), float(t.max())
+    if end <= start:
+        return None
+    rtt = phases.over(start, end)
+    others = merged.competing
+    during = others[(others["t_s"] >= start) & (others["t_s"] <= end)]
+    per_flow = during.groupby("conn")["wire_bytes"].sum()
+    full = int(np.median(length)) + header
+    per_flow = per_flow[per_flow >= min_rtt_rate_packets * full * (end - start) / rtt]
+    if per_flow.empty:
+        return None
+    per_flow = per_flow.sort_values(ascending=False)
+    own = float(wire.sum())
+    total = own + float(per_flow.sum())
+    arrival = total * 8 / (end - start)
+    payload_path = path_rate_bps(d)
+    path = payload_path * full / (full - header) if payload_path is not None else None
+    return Competition(
+        start_s=start,
+        end_s=end,
+        rtt_s=rtt,
+        names=tuple(merged.competing_names.get(int(c), f"connection {c}") for c in per_flow.index),
+        shares=per_flow.to_numpy(dtype=np.float64) / total,
+        own_share=own / total,
+        arrival_bps=arrival,
+        path_bps=path,
+        busy=path is not None and arrival >= busy_fraction * path,
+        own_t_s=t,
+        own_wire_bytes=wire,
+        others=during[during["conn"].isin(per_flow.index)],
+    )
+
+
 # --- rates from the ACKs -----------------------------------------------------------------------
 
 

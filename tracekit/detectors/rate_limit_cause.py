@@ -45,8 +45,10 @@ from tracekit.detectors._limits import (
     state_seconds,
 )
 from tracekit.detectors._measure import (
+    Competition,
     RttPhases,
     answered_share_at,
+    competition,
     data_directions,
     flight_levels,
     path_rate_bps,
@@ -330,6 +332,7 @@ class RateLimitCause(Detector):
             path,
             paced_share,
             (least, min(most_rwnd, 1.0)),
+            competition(ctx, conn, direction, d),
         )
 
     def _busy_labels(
@@ -417,6 +420,7 @@ class RateLimitCause(Detector):
         path: float | None,
         paced_share: float,
         scale: tuple[int | None, float],
+        competing: Competition | None = None,
     ) -> Finding:
         """The finding. `scale`: the least window scale shift the capture allows (None when
         the handshake gave it) and the most time the receive window can have held the sender."""
@@ -459,10 +463,19 @@ class RateLimitCause(Detector):
         if top_class == "network" and cause_name != "network":
             share_text += f" (network {kernel['network']:.0%})"
         path_text = f" of a {units.rate(path)} path" if path is not None else ""
+        # A network-limited transfer whose bottleneck other flows kept busy was limited by
+        # the traffic it competed with: the verdict names it (competing_traffic has more).
+        shared = competing is not None and competing.busy and top_class == "network"
+        rivals = ""
+        if shared and competing is not None:
+            rivals = ", ".join(
+                f"{n} ({x:.0%})" for n, x in zip(competing.names, competing.shares, strict=True)
+            )
         summary = (
             f"{name} limited by {cause_name} {share_text} of the transfer"
             + (f"; {others}" if others else "")
             + f": {units.rate(achieved)}{path_text}, RTT {rtt_text}"
+            + (f"; competing with {rivals}" if rivals else "")
         )
         phases_text = "; ".join(
             f"{LABELS[int(lab)].replace('_', ' ')} {units.duration(a - t0)}-"
@@ -478,6 +491,13 @@ class RateLimitCause(Detector):
             f"bandwidth {shares[L_BW]:.0%}, pacing {shares[L_PACE]:.0%}, sender buffer "
             f"{shares[L_SNDBUF]:.0%}). Phases, in round trips of {rtt_text}, from the first "
             f"data segment: {phases_text}."
+            + (
+                f" Other traffic shared the bottleneck and kept it busy: {rivals} of the bytes "
+                f"that reached the receiving host, the transfer {competing.own_share:.0%} (see "
+                "competing_traffic)."
+                if rivals and competing is not None
+                else ""
+            )
             + (
                 ""
                 if known
@@ -510,6 +530,8 @@ class RateLimitCause(Detector):
         if phases.count > 1:
             evidence["path_phase_starts_s"] = tuple(float(x) for x in phases.starts_s)
             evidence["path_phase_rtts_s"] = tuple(float(x) for x in phases.rtt_s)
+        if shared and competing is not None:
+            evidence["competing_share_fraction"] = 1.0 - competing.own_share
         if not known:
             evidence["window_scale_least"] = least
             evidence["receive_window_fraction_most"] = most_rwnd

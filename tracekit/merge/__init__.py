@@ -37,6 +37,7 @@ from tracekit.merge.match import (
     receiver_in_sender_terms,
 )
 from tracekit.schema import (
+    COMPETING_COLUMNS,
     FATE_NONE,
     FATES,
     PROTO_TCP,
@@ -100,6 +101,10 @@ class Merge:
     - `reverse_acks`: the receiver's pure ACKs sent while the sender's capture ran, each with
       whether the sender's capture holds it (schema.REVERSE_ACK_COLUMNS): ACKs lost on the
       way back, counted as exactly as data losses.
+    - `competing`: the packets of the receiver capture's other flows (in no connection of
+      the sender's) that arrived at the receiving host, on the sender's clock
+      (schema.COMPETING_COLUMNS): the traffic that shared the path's last hop;
+      `competing_names` names each of those flows (`a -> b tcp`, toward the receiving host).
     - `unused_map_rules`: the NAT rules (`SENDER_ADDR=RECEIVER_ADDR`) that rewrote no
       connection found in both captures: a mistyped address, or a NAT that is not there.
     """
@@ -115,6 +120,10 @@ class Merge:
     reverse_acks: pd.DataFrame = dataclasses.field(
         default_factory=lambda: pd.DataFrame({c.name: [] for c in REVERSE_ACK_COLUMNS})
     )
+    competing: pd.DataFrame = dataclasses.field(
+        default_factory=lambda: pd.DataFrame({c.name: [] for c in COMPETING_COLUMNS})
+    )
+    competing_names: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
     @property
     def matched(self) -> int:
@@ -207,6 +216,7 @@ def merge(
     delay = _delay(s_conn[s_row[f]], s_dir[s_row[f]], t_s[f], to_sender(t_r[f]) - t_s[f], clock)
     span_s = (int(s_ts.max()) - origin_ns) / 1e9 if n_s else 0.0
     reverse = _reverse_acks(rcv, r_row, r_ts, origin_ns, data_dir_s, to_sender, clock, span_s)
+    competing, competing_names = _competing(receiver, cm, data_dir_s, origin_ns, to_sender)
     return Merge(
         connections=cm,
         clock=clock,
@@ -217,7 +227,56 @@ def merge(
         data_dir=data_dir_s,
         unused_map_rules=_unused_rules(sender.table, pairs, addr_map or {}),
         reverse_acks=reverse,
+        competing=competing,
+        competing_names=competing_names,
     )
+
+
+def _competing(
+    receiver: Connections,
+    cm: ConnectionMatch,
+    data_dir_s: np.ndarray,
+    origin_ns: int,
+    to_sender: Callable[[np.ndarray], np.ndarray],
+) -> tuple[pd.DataFrame, dict[int, str]]:
+    """Arrivals of the receiver capture's unmatched flows at the hosts that received the data
+    of a matched connection (schema.COMPETING_COLUMNS), and each flow's name."""
+    table = receiver.table
+    pairs = cm.pairs
+    if pairs.empty or not cm.receiver_only:
+        return pd.DataFrame({c.name: [] for c in COMPETING_COLUMNS}), {}
+    a = np.asarray(table.column("a").to_pylist(), dtype=object)
+    b = np.asarray(table.column("b").to_pylist(), dtype=object)
+    host = np.vectorize(lambda end: end.rsplit(":", 1)[0], otypes=[object])
+    # The receiving hosts: the data's destination of every matched connection.
+    to_b = (data_dir_s[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()) == 0
+    conn_r = pairs["conn_r"].to_numpy()
+    hosts = set(host(np.where(to_b, b[conn_r], a[conn_r])).tolist())
+    others = np.asarray(cm.receiver_only, dtype=np.int64)
+    # Per other flow, the direction toward a receiving host (a2b when b is one).
+    toward = np.full(table.num_rows, -1, dtype=np.int64)
+    toward[others[np.isin(host(b[others]), list(hosts))]] = 0
+    toward[others[np.isin(host(a[others]), list(hosts))]] = 1
+    pk = receiver.packets
+    conn = pk.column("conn").to_numpy().astype(np.int64)
+    keep = (conn >= 0) & (toward[np.maximum(conn, 0)] == pk.column("dir").to_numpy())
+    conn = conn[keep]
+    proto = pk.column("proto").to_numpy()[keep]
+    ip = np.where(table.column("ip_version").to_numpy()[conn] == 6, 40, 20)
+    timestamps = table.column("ts_ok").to_numpy()[conn]
+    transport = np.where(proto == PROTO_TCP, 20 + 12 * timestamps, 8)
+    wire = pk.column("payload_bytes").to_numpy()[keep].astype(np.int64) + transport + ip + 14
+    t = to_sender((pk.column("ts_ns").to_numpy()[keep] - origin_ns) / 1e9)
+    proto_of = table.column("proto").to_numpy()
+    names = {
+        int(c): (f"{a[c]} -> {b[c]}" if toward[c] == 0 else f"{b[c]} -> {a[c]}")
+        + (" tcp" if proto_of[c] == PROTO_TCP else " udp")
+        for c in np.unique(conn)
+    }
+    frame = pd.DataFrame(
+        {"conn": conn.astype(np.int32), "t_s": t, "wire_bytes": wire.astype(np.uint32)}
+    )
+    return frame, names
 
 
 def _reverse_acks(
