@@ -296,7 +296,10 @@ class RateLimitCause(Detector):
         seconds = _state_seconds_per_window(run_start, run_end, run_state, edges)
         top = np.argmax(seconds, axis=1)
         label = np.where(top == APPLICATION, L_APP, np.where(top == RECEIVE_WINDOW, L_RWND, window))
-        label = _merge_short(label, max(1, int(np.ceil(cfg.min_phase_rtts * rtt0 / length))))
+        # A phase lasts min_phase_rtts round trips of its own path phase (warped time), the
+        # last window only as much of one as the transfer filled.
+        last = (tau_end - (tau0 + (n - 1) * length)) / length
+        label = _merge_short(label, cfg.min_phase_rtts * rtt0 / length, min(max(last, 0.0), 1.0))
         # Shares of the whole time: the runs' exact durations for the kernel's classes, and
         # the busy (network) time split by the labels of the windows it fell in.
         total = t_end - t0
@@ -574,19 +577,26 @@ def _state_seconds_per_window(
     return out
 
 
-def _merge_short(label: npt.NDArray[np.int64], min_windows: int) -> npt.NDArray[np.int64]:
+def _merge_short(
+    label: npt.NDArray[np.int64], min_windows: float, last_window: float = 1.0
+) -> npt.NDArray[np.int64]:
     """Phases shorter than `min_windows` windows join a neighbour: the one before, or the one
-    after for the first phase; repeated until every phase is long enough or one is left."""
+    after for the first phase; repeated until every phase is long enough or one is left. The
+    last window counts for `last_window` of one: the transfer ended inside it."""
     label = label.copy()
+    weight = np.ones(label.size)
+    weight[-1] = last_window
+    ends = np.cumsum(weight)
     while True:
         starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
-        lengths = np.diff(np.r_[starts, label.size])
+        stops = np.r_[starts[1:], label.size]
+        lengths = ends[stops - 1] - np.r_[0.0, ends][starts]
         short = np.flatnonzero(lengths < min_windows)
         if short.size == 0 or starts.size == 1:
             return label
         # The shortest phase goes first; ties to the earliest.
         p = int(short[np.argmin(lengths[short])])
-        lo, hi = starts[p], starts[p] + lengths[p]
+        lo, hi = starts[p], stops[p]
         if p > 0 and (p == starts.size - 1 or lengths[p - 1] >= lengths[p + 1]):
             label[lo:hi] = label[lo - 1]
         else:
