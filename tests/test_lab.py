@@ -121,3 +121,27 @@ def test_a_sweep_point_is_stored_compressed_with_its_kernel_account(tmp_path: Pa
     assert doc["tcp_info_samples"]["rows"]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
     assert f"tksw{os.getpid()}" not in listed.stdout
+
+
+def test_receiver_gro_with_the_capture_on_the_last_hop(tmp_path: Path) -> None:
+    from fixtures.lab.sweep import GRID
+
+    # GRO on the receiver's veth, the receiver capture on the middle's veth toward it.
+    point = dataclasses.replace(
+        GRID["gro_receiver_50m"], transfer_bytes=1_500_000, relay_max_late_ms=None
+    )
+    doc = run_scenario(point, tmp_path)
+    assert doc["capture"]["receiver_device"] == "m1"
+    receiver = doc["receiver"]
+    assert receiver["gro"]["generic-receive-offload"] == "on"
+    assert receiver["gro"]["gro_flush_timeout"] == point.receiver_gro_flush_us * 1000
+    # The last hop holds the wire's frames; r0 saw GRO's merged packets of the same bytes.
+    received = read_frames(tmp_path / point.name / "receiver.pcap")
+    data = received.from_sender & (received.payload_bytes > 0)
+    assert received.payload_bytes[data].max() <= 1448
+    host = receiver["host_capture"]
+    assert host["payload_bytes"] == int(received.payload_bytes[data].sum())
+    assert host["records_above_mss"] > 0 and host["data_records"] < int(data.sum())
+    # One ACK per merged packet: more than the two segments an ACK covers without GRO.
+    assert receiver["segments_per_ack"] > 2
+    assert namespaces_of(os.getpid()) == []
