@@ -88,6 +88,7 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
     ),
     "reverse_ack_drops": lambda f, d: bool(_of(f, "ack_loss")),
     "cross_traffic": lambda f, d: bool(_of(f, "competing_traffic")),
+    "stretch_acks": lambda f, d: bool(_of(f, "stretch_acks")),
 }
 
 
@@ -181,6 +182,11 @@ def score_one(folder: Path) -> dict[str, Any]:
             "found": lost[0]["evidence"]["acks_lost_packets"] if lost else 0,
             "counter": truth["drops"]["reverse_acks"],
         }
+    payload_rate = truth["path"].get("bottleneck_payload_rate_bps")
+    verdict_path = (_verdict(findings) or {}).get("evidence", {}).get("path_rate_bps")
+    if "stretch_acks" in labels["expected"] and payload_rate and verdict_path:
+        # The path rate against the bottleneck's payload rate, with stretch ACKs.
+        row["stretch_path_ratio"] = verdict_path / payload_rate
     competing = _of(findings, "competing_traffic")
     if competing and "cross_traffic" in truth:
         row["competing_share_error"] = _competing_error(competing[0], truth)
@@ -323,6 +329,15 @@ def report(rows: list[dict[str, Any]]) -> None:
         )
         for name, x in shares:
             print(f"  {name}: largest error {x * 100:.1f} points")
+    stretch = [(r["scenario"], r["stretch_path_ratio"]) for r in rows if "stretch_path_ratio" in r]
+    if stretch:
+        inside = sum(abs(x - 1) <= 0.03 for _, x in stretch)
+        print(
+            f"\nstretch ACKs: the path rate within 3% of the bottleneck's payload rate in "
+            f"{inside} of {len(stretch)}"
+        )
+        for name, x in stretch:
+            print(f"  {name}: {x:.3f}")
     skews = [(r["scenario"], r["skew_ppm"]) for r in rows if "skew_ppm" in r]
     if skews:
         inside = sum(abs(x) <= 50 for _, x in skews)

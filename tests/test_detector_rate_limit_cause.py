@@ -174,7 +174,9 @@ def test_the_least_shift_never_passes_the_handshakes(name: str) -> None:
     assert least == true_shift
 
 
-@pytest.mark.parametrize("name", ["delay_step_20_120ms", "delay_step_120_20ms"])
+@pytest.mark.parametrize(
+    "name", ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
+)
 def test_each_path_phase_quotes_its_own_rtt(name: str) -> None:
     # The relay's delay steps 6x both ways mid-transfer: the verdict counts its windows in
     # round trips of each phase and quotes each phase's RTT, within 5% of the relay's.

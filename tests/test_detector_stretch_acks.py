@@ -47,3 +47,21 @@ def test_quiet_where_the_receiver_acknowledges_every_second_segment(name: str) -
 @pytest.mark.parametrize("scenario", ["clean", "slow_start_overrun", "receiver_drops"])
 def test_quiet_on_the_lab_pairs(scenario: str) -> None:
     assert lab_kind(scenario, "stretch_acks") == []
+
+
+def test_gro_stretch_acks_are_measured_at_the_receiver() -> None:
+    # GRO on the receiver's veth (flush timeout two frame times): the receiver itself
+    # acknowledged about four segments per ACK, the relay's last-hop capture shows single
+    # frames. The finding says it was measured there, and the path rate, counting bytes per
+    # interval and never below the rate sustained over 8 RTTs, is the bottleneck's payload
+    # rate within 3%; no finding states a rate above its path's.
+    name = "gro_receiver_50m"
+    truth = json.loads((SWEEP / name / "truth.json").read_text())
+    (f,) = _kind(name, "stretch_acks", receiver=True)
+    assert f["evidence"]["measured_where"] == "measured at the receiver"  # type: ignore[index]
+    receiver = f["evidence"]["receiver_segments_per_ack_segments"]  # type: ignore[index]
+    assert receiver == pytest.approx(truth["receiver"]["segments_per_ack"], rel=0.15)
+    (verdict,) = _kind(name, "rate_limit_cause", receiver=True)
+    path = verdict["evidence"]["path_rate_bps"]  # type: ignore[index]
+    assert path == pytest.approx(truth["path"]["bottleneck_payload_rate_bps"], rel=0.03)
+    assert verdict["evidence"]["rate_bps"] <= path  # type: ignore[index]

@@ -7,7 +7,8 @@ The subset covers each symptom the detectors were reworked for, each case with i
 overruns (initial window 40), start/stop with small reopenings, a window scale unknown (a
 snaplen-54 copy, a copy that starts mid-connection), receiver drops in slow start, a 2.5 s stall,
 the RTT from 5 ms to 600 ms, the rate from 5 to 200 Mbit/s, and applications that write less than
-the path carries (idle three quarters and half of the time).
+the path carries (idle three quarters and half of the time), and paths that change or are
+shared: an RTT step, cross traffic, GRO at the receiver, trains at twice the bottleneck's rate.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ SUBSET = (
     "app_16k_100ms_20ms",
     "app_64k_1s_300ms",
     "stall_2500ms_snap54",
+    # The path beside the bottleneck: an RTT that steps 6x, another host's traffic through
+    # the bottleneck, GRO's stretch ACKs, and line-rate trains into a bottleneck at half the
+    # access rate. (A reverse path that drops pure ACKs is tests/test_detector_ack_loss.py's:
+    # its verdict misses the kernel's receive-window share by 11 points.)
+    "delay_step_cubic_20_120ms",
+    "cross_udp_tcp_20m",
+    "gro_receiver_50m",
+    "bursty_writes_50m_half",
 )
 # Where the capture cannot show the receive window's share (its window scale is unknown), the
 # verdict says so and is not scored on its shares.

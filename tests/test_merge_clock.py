@@ -158,7 +158,9 @@ def test_restamped_lab_capture(tmp_path: Path, scenario: str) -> None:
     assert floor == pytest.approx(truth["path"]["one_way_delay_fwd_ms"] / 1000, abs=200e-6)
 
 
-@pytest.mark.parametrize("name", ["delay_step_20_120ms", "delay_step_120_20ms"])
+@pytest.mark.parametrize(
+    "name", ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
+)
 def test_a_relay_delay_step_on_one_clock(name: str) -> None:
     # Both captures read one kernel clock while the relay's delay steps 6x both ways: the
     # truth is skew 0 and one path change, at the relay's step.

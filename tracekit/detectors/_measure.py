@@ -418,12 +418,48 @@ def packet_pair_rate_samples_bps(
     return advanced[good] * 8 / dt_ack[good]
 
 
+# A path carries at least what it delivered over this many round trips without a loss: long
+# enough that ACK compression or a delayed ACK at either end moves the rate by a few percent
+# at most, short enough to hold inside the clean stretches of a lossy transfer.
+SUSTAINED_RTTS = 8.0
+
+
+def sustained_delivery_bps(direction: Direction, rtts: float = SUSTAINED_RTTS) -> float | None:
+    """The highest payload rate the ACK line advanced at over `rtts` smallest RTTs with no
+    duplicate ACK or SACK block inside (no loss recovery: the line then counts exactly what
+    arrived). Bytes acknowledged, not ACKs, so stretch ACKs do not slow it. None: no such
+    stretch."""
+    rtt = min_rtt_s(direction)
+    acks = direction.acks
+    if rtt is None or len(acks) < 2:
+        return None
+    t = acks["t_s"].to_numpy()
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy()).astype(np.float64)
+    troubled = acks["dupack"].to_numpy() | np.isin(t, direction.sacks["t_s"].to_numpy())
+    span = rtts * rtt
+    # For each ACK, the first ACK at least `span` later; the stretch between them is clean
+    # when no troubled ACK lies in it.
+    j = np.searchsorted(t, t + span, side="left")
+    ok = j < t.size
+    i = np.flatnonzero(ok)
+    j = j[ok]
+    before = np.r_[0, np.cumsum(troubled)]
+    clean = (before[j + 1] - before[i]) == 0
+    if not clean.any():
+        return None
+    i, j = i[clean], j[clean]
+    rates = (line[j] - line[i]) * 8 / (t[j] - t[i])
+    return float(rates.max())
+
+
 def path_rate_bps(direction: Direction, min_samples_count: int = 3) -> float | None:
-    """The path's bottleneck rate: the median packet-pair sample; None with too few samples."""
+    """The path's bottleneck rate: the median packet-pair sample, and never below the rate it
+    sustained over a few RTTs (`sustained_delivery_bps`); None with too few samples."""
     samples = packet_pair_rate_samples_bps(direction)
     if samples.size < min_samples_count:
         return None
-    return float(np.median(samples))
+    sustained = sustained_delivery_bps(direction)
+    return max(float(np.median(samples)), sustained or 0.0)
 
 
 def ack_line_rate_bps(
