@@ -132,10 +132,13 @@ class _Seen:
     numbers: np.ndarray
     ts_ns: np.ndarray
     frame_bytes: float
-    # Every other packet of the same capture toward the stream's destination host: arrival
-    # times (sorted) and bytes (payload plus headers, roughly as a queue counts them).
-    others_ts_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    others_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # Every packet of the same capture toward the stream's destination host, this stream's
+    # included: arrival times (sorted) and the running sum of their bytes (payload plus UDP,
+    # IPv4 and Ethernet headers, roughly as a queue counts them); and this stream's own bytes
+    # per datagram, counted the same way.
+    host_ts_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_bytes_cum: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    own_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
@@ -159,14 +162,21 @@ def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
     a, b = table.column("a").to_pylist(), table.column("b").to_pylist()
     out = []
     key = conn * 2 + direction
-    # Every packet's destination host and size, for the traffic that shared a stream's path.
+    # Every packet by destination host, then time, with the running sum of its bytes: each
+    # stream then finds what reached its host over any span in two searches, whatever the
+    # number of streams (a capture of thousands of calls).
+    _, host_of_end = np.unique(
+        np.asarray([e.rsplit(":", 1)[0] for e in a + b], dtype=object), return_inverse=True
+    )
+    n_conn = len(a)
     all_conn = pk.column("conn").to_numpy().astype(np.int64)
     all_dir = pk.column("dir").to_numpy().astype(np.int64)
-    hosts = np.asarray([e.rsplit(":", 1)[0] for e in a + b], dtype=object)
-    n_conn = len(a)
-    dest = np.where(all_dir == 0, all_conn + n_conn, all_conn)  # index into hosts: b, else a
+    dest = host_of_end[np.where(all_dir == 0, all_conn + n_conn, all_conn)]  # b, else a
     all_ts = pk.column("ts_ns").to_numpy()
-    all_bytes = pk.column("payload_bytes").to_numpy().astype(np.float64) + _OVERHEAD_BYTES[4]
+    by_host = np.lexsort((all_ts, dest))
+    host_sorted, ts_sorted = dest[by_host], all_ts[by_host]
+    payload_all = pk.column("payload_bytes").to_numpy().astype(np.float64)
+    cum = np.r_[0.0, np.cumsum(payload_all[by_host] + _OVERHEAD_BYTES[4])]
     for k in np.unique(key):  # one iteration per stream, not per packet
         sel = key == k
         nums = numbers[sel]
@@ -180,9 +190,8 @@ def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
         c, d = int(k // 2), int(k % 2)
         ends = (a[c], b[c]) if d == 0 else (b[c], a[c])
         overhead = _OVERHEAD_BYTES.get(int(version[c]), _OVERHEAD_BYTES[4])
-        host = ends[1].rsplit(":", 1)[0]
-        other = (hosts[dest] == host) & ((all_conn != c) | (all_dir != d))
-        order = np.argsort(all_ts[other], kind="stable")
+        host = host_of_end[(c + n_conn) if d == 0 else c]
+        lo, hi = np.searchsorted(host_sorted, [host, host + 1])
         out.append(
             _Seen(
                 c,
@@ -191,8 +200,9 @@ def _streams(conns: Connections, layout: Layout) -> list[_Seen]:
                 nums,
                 ts[sel],
                 float(np.median(size[sel])) + overhead,
-                all_ts[other][order],
-                all_bytes[other][order],
+                ts_sorted[lo:hi],
+                cum[lo : hi + 1],
+                size[sel] + _OVERHEAD_BYTES[4],
             )
         )
     return out
@@ -299,18 +309,19 @@ def analyze_stream(
     # What other flows brought to the same host from the first arrival to the first loss:
     # eq. 1 takes the queue as this stream's alone, an error of every byte they put in it.
     competing = 0.0
-    if first is not None and received.others_ts_ns.size:
+    shared = False
+    if first is not None and received.host_ts_ns.size:
         # Up to the arrival of the first datagram numbered after the first lost one.
         after = int(np.searchsorted(got_nums, sent_order[first]))
         lo = got_ts.min()
         hi = got_ts[after] if after < got_nums.size else got_ts.max()
-        inside = np.searchsorted(received.others_ts_ns, [lo, hi], side="left")
-        theirs = float(received.others_bytes[inside[0] : inside[1]].sum())
-        mine = float(((got_ts >= lo) & (got_ts <= hi)).sum()) * frame
-        competing = theirs / (theirs + mine) if theirs + mine > 0 else 0.0
+        inside = np.searchsorted(received.host_ts_ns, [lo, hi], side="right")
+        everything = float(received.host_bytes_cum[inside[1]] - received.host_bytes_cum[inside[0]])
+        within = (received.ts_ns > lo) & (received.ts_ns <= hi)
+        mine = float(received.own_bytes[within].sum())
+        theirs = max(everything - mine, 0.0)
+        competing = theirs / everything if everything > 0 else 0.0
         shared = theirs > frame
-    else:
-        shared = False
     buffer = None
     if burst is not None and f_rate and s_rate and f_rate > s_rate and not shared:
         buffer = float(physics.buffer_from_burst_bytes(burst, 0, f_rate, s_rate, frame))

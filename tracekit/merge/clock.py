@@ -340,14 +340,15 @@ def fit_clocks(
     # Each stretch between steps is fitted alone, a bin's width clear of each step (the step
     # falls somewhere in the bin); the clocks are one, so the stretches' skews are one skew,
     # each weighted by its span squared (a slope's error falls as 1 / span).
-    parts = []
-    for lo, hi in itertools.pairwise(edges):
+    parts, kept = [], []
+    for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
         f = (fx >= lo + guard) & (fx < hi - guard)
         r = (rx >= lo + guard) & (rx < hi - guard)
         if f.sum() >= 2 and r.sum() >= 2:
             parts.append((fx[f], fy[f], rx[r], ry[r]))
+            kept.append(k)
     if not parts:
-        steps, parts = np.zeros(0), [(fx, fy, rx, ry)]
+        steps, parts, kept = np.zeros(0), [(fx, fy, rx, ry)], [0]
     fits = [_two_way(*part) for part in parts]
     spans = np.array([max(np.ptp(p[0]), np.ptp(p[2])) for p in parts])
     weights = spans**2 if spans.sum() > 0 else np.ones(len(parts))
@@ -359,15 +360,18 @@ def fit_clocks(
     main = int(np.argmax(spans))
     fwd_floor, rev_floor = floors[main]
     offset = (fwd_floor - rev_floor) / 2
+    # A stretch too short to fit (fewer than two packets a way) is no phase of its own: the
+    # phase before it runs on over it.
     bounds = np.r_[min(fx.min(), rx.min()), steps, max(fx.max(), rx.max())]
+    ends = [*(bounds[k] for k in kept[1:]), bounds[-1]]
     phases = tuple(
         PathPhase(
-            start_s=float(bounds[k]),
-            end_s=float(bounds[k + 1]),
+            start_s=float(bounds[k] if i else bounds[0]),
+            end_s=float(end),
             min_delay_fwd_s=ff - offset,
             min_delay_rev_s=rf + offset,
         )
-        for k, (ff, rf) in enumerate(floors)
+        for i, (k, end, (ff, rf)) in enumerate(zip(kept, ends, floors, strict=True))
     )
     _, fwd, rev = fits[main]
     return ClockFit(
