@@ -262,9 +262,11 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     k = k[ok]
     lowest = np.full(starts.size + 1, np.inf)
     np.minimum.at(lowest, k, rtt[ok])
-    # A phase without a sample of its own takes the merge's round trip of the path there.
+    # A phase without a sample of its own takes the merge's round trip of the path there, and
+    # failing that (clocks a hostile capture makes run backwards) the direction's least RTT.
     fallback = np.array([p.rtt_s for p in clock.phases], dtype=np.float64)
     lowest = np.where(np.isfinite(lowest), lowest, fallback)
+    lowest = np.where(np.isfinite(lowest) & (lowest > 0), lowest, base)
     return RttPhases(starts_s=starts, rtt_s=lowest)
 
 
