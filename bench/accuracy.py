@@ -231,6 +231,23 @@ def _competing_error(finding: dict[str, Any], truth: dict[str, Any]) -> float:
     return max(errors)
 
 
+def _tolerance(
+    rows: list[dict[str, Any]],
+    key: str,
+    inside: Callable[[float], bool],
+    title: str,
+    show: Callable[[float], str],
+) -> None:
+    """One evidence check over the scenarios that have it: how many are within tolerance, and
+    each scenario's value."""
+    found = [(r["scenario"], r[key]) for r in rows if key in r]
+    if not found:
+        return
+    print(f"\n{title} in {sum(inside(x) for _, x in found)} of {len(found)}")
+    for name, x in found:
+        print(f"  {name}: {show(x)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", type=Path, default=SWEEP)
@@ -318,32 +335,27 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(f"\nbuffer estimate / configured buffer: within 1.5x in {inside} of {len(ratios)}")
         for name, x in ratios:
             print(f"  {name}: {x:.2f}")
-    shares = [
-        (r["scenario"], r["competing_share_error"]) for r in rows if "competing_share_error" in r
-    ]
-    if shares:
-        inside = sum(x <= 0.10 for _, x in shares)
-        print(
-            f"\ncompeting traffic: every flow's share within 10 points of the relay's count in "
-            f"{inside} of {len(shares)}"
-        )
-        for name, x in shares:
-            print(f"  {name}: largest error {x * 100:.1f} points")
-    stretch = [(r["scenario"], r["stretch_path_ratio"]) for r in rows if "stretch_path_ratio" in r]
-    if stretch:
-        inside = sum(abs(x - 1) <= 0.03 for _, x in stretch)
-        print(
-            f"\nstretch ACKs: the path rate within 3% of the bottleneck's payload rate in "
-            f"{inside} of {len(stretch)}"
-        )
-        for name, x in stretch:
-            print(f"  {name}: {x:.3f}")
-    skews = [(r["scenario"], r["skew_ppm"]) for r in rows if "skew_ppm" in r]
-    if skews:
-        inside = sum(abs(x) <= 50 for _, x in skews)
-        print(f"\npath changes on one clock: skew within 50 ppm of 0 in {inside} of {len(skews)}")
-        for name, x in skews:
-            print(f"  {name}: {x:+.2f} ppm")
+    _tolerance(
+        rows,
+        "competing_share_error",
+        lambda x: x <= 0.10,
+        "competing traffic: every flow's share within 10 points of the relay's count",
+        lambda x: f"largest error {x * 100:.1f} points",
+    )
+    _tolerance(
+        rows,
+        "stretch_path_ratio",
+        lambda x: abs(x - 1) <= 0.03,
+        "stretch ACKs: the path rate within 3% of the bottleneck's payload rate",
+        lambda x: f"{x:.3f}",
+    )
+    _tolerance(
+        rows,
+        "skew_ppm",
+        lambda x: abs(x) <= 50,
+        "path changes on one clock: skew within 50 ppm of 0",
+        lambda x: f"{x:+.2f} ppm",
+    )
     for counter in ("network", "receiver", "reverse_acks"):
         key = counter if counter == "reverse_acks" else f"{counter}_drops"
         drops = [(r["scenario"], r[key]) for r in rows if key in r]
