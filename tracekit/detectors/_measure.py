@@ -312,8 +312,7 @@ def competition(
     merged = ctx.merge
     if merged is None or merged.competing.empty:
         return None
-    tx = merged.transmissions
-    mine = tx[(tx["conn"] == conn) & (tx["dir"] == direction)]
+    mine = merged.transmissions_of(conn, direction)
     t = mine["receiver_t_s"].to_numpy()
     ok = np.isfinite(t)
     phases = rtt_phases(ctx, d)

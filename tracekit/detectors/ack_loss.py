@@ -47,14 +47,14 @@ class AckLoss(Detector):
         merged = ctx.merge
         if merged is None or merged.reverse_acks.empty:
             return
-        acks = merged.reverse_acks
-        tx = merged.transmissions
-        for (conn, direction), rows in acks.groupby(["conn", "dir"], observed=True):
+        for (conn, direction), where in sorted(merged.reverse_ack_rows.items()):
+            rows = merged.reverse_acks.iloc[where]
             lost = ~rows["arrived"].to_numpy()
             if lost.sum() < self.config.min_lost_packets:
                 continue
-            mine = tx[(tx["conn"] == conn) & (tx["dir"] == direction)]
-            yield self._finding(int(conn), int(direction), rows, lost, mine)
+            yield self._finding(
+                conn, direction, rows, lost, merged.transmissions_of(conn, direction)
+            )
 
     def _finding(
         self,

@@ -116,8 +116,7 @@ class SlowStartOverrun(Detector):
         (receiver_drop speaks), and eq. 1 does not apply."""
         if ctx.merge is None:
             return False
-        tx = ctx.merge.transmissions
-        mine = tx[(tx["conn"] == ser.conn) & (tx["dir"] == ser.direction)]
+        mine = ctx.merge.transmissions_of(ser.conn, ser.direction)
         if mine.empty:
             return False
         t = mine["sender_t_s"].to_numpy(dtype=np.float64)

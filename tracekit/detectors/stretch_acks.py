@@ -72,12 +72,8 @@ class StretchAcks(Detector):
         receiver_side = None
         merged = ctx.merge
         if merged is not None and not merged.reverse_acks.empty:
-            mine = merged.reverse_acks
-            mine = mine[(mine["conn"] == conn) & (mine["dir"] == direction)]
-            tx = merged.transmissions
-            delivered = int(
-                tx[(tx["conn"] == conn) & (tx["dir"] == direction)]["receiver_t_s"].notna().sum()
-            )
+            mine = merged.reverse_acks_of(conn, direction)
+            delivered = int(merged.transmissions_of(conn, direction)["receiver_t_s"].notna().sum())
             if len(mine) and delivered:
                 receiver_side = delivered / len(mine)
                 # The receiver acknowledged as RFC 5681 asks; the way back lost the rest,

@@ -124,6 +124,12 @@ class Merge:
         default_factory=lambda: pd.DataFrame({c.name: [] for c in COMPETING_COLUMNS})
     )
     competing_names: Mapping[int, str] = dataclasses.field(default_factory=dict)
+    # Row positions of each (conn, dir) in transmissions and in reverse_acks, grouped once: a
+    # detector asks per direction, and a capture may hold thousands of connections.
+    transmission_rows: Mapping[tuple[int, int], np.ndarray] = dataclasses.field(
+        default_factory=dict
+    )
+    reverse_ack_rows: Mapping[tuple[int, int], np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def matched(self) -> int:
@@ -137,6 +143,16 @@ class Merge:
             tx = tx[tx["conn"] == conn]
         found = tx["fate"].value_counts()
         return {name: int(found.get(name, 0)) for name in FATES}
+
+    def transmissions_of(self, conn: int, direction: int) -> pd.DataFrame:
+        """The transmissions of one connection's direction."""
+        rows = self.transmission_rows.get((conn, direction), np.zeros(0, dtype=np.int64))
+        return self.transmissions.iloc[rows]
+
+    def reverse_acks_of(self, conn: int, direction: int) -> pd.DataFrame:
+        """The receiver's pure ACKs of one connection's direction (`reverse_acks`)."""
+        rows = self.reverse_ack_rows.get((conn, direction), np.zeros(0, dtype=np.int64))
+        return self.reverse_acks.iloc[rows]
 
     def sender_packets(self, packets: pa.Table) -> pa.Table:
         """The sender's packet table with the fate column (schema.FATE_PACKET_COLUMNS)."""
@@ -229,7 +245,22 @@ def merge(
         reverse_acks=reverse,
         competing=competing,
         competing_names=competing_names,
+        transmission_rows=_rows_by_direction(transmissions),
+        reverse_ack_rows=_rows_by_direction(reverse),
     )
+
+
+def _rows_by_direction(table: pd.DataFrame) -> dict[tuple[int, int], np.ndarray]:
+    """Row positions per (conn, dir), in table order."""
+    if table.empty:
+        return {}
+    key = table["conn"].to_numpy().astype(np.int64) * 2 + table["dir"].to_numpy()
+    order = np.argsort(key, kind="stable")
+    keys, first = np.unique(key[order], return_index=True)
+    return {
+        (int(k) // 2, int(k) % 2): rows
+        for k, rows in zip(keys, np.split(order, first[1:]), strict=True)
+    }
 
 
 def _competing(
