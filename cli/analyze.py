@@ -125,13 +125,15 @@ def _two_vantage(result: object) -> None:
     for stream in getattr(result, "udp", ()):
         d = stream.to_dict()
         buffer = f", buffer {d['buffer_bytes']:,.0f} bytes (eq. 1)" if d["buffer_bytes"] else ""
+        # A stream only the receiver's capture holds is numbered by that capture's connection.
+        where = " (receiver capture)" if d["conn_of_capture"] == "receiver" else ""
         if not d["buffer_bytes"] and d["competing_share"] > 0:
             buffer = (
                 f"; other flows carried {d['competing_share']:.0%} of what reached its host up "
                 "to the first loss, so the queue was not this stream's alone (no eq. 1 buffer)"
             )
         click.echo(
-            f"udp stream {d['conn']} {d['direction']}: {d['received_packets']} of "
+            f"udp stream {d['conn']} {d['direction']}{where}: {d['received_packets']} of "
             f"{d['sent_packets']} received, first loss at index {d['first_loss_index']}, "
             f"{d['loss_ratio_after_first']:.1%} lost after it, "
             f"{len(d['lost_blocks'])} lost blocks{buffer}"

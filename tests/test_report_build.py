@@ -200,3 +200,15 @@ def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_p
     assert not any("more connections" in note for note in everything.notes)
     with pytest.raises(ValueError):
         ReportConfig(max_connections=5, max_listed_connections=2)
+
+
+def test_a_udp_stream_only_the_receiver_capture_holds_is_drawn() -> None:
+    # Another host's numbered UDP stream through the same bottleneck: it is in the receiver's
+    # capture only, numbered by that capture's connections. Its view names its own endpoints,
+    # from the relay's record of the flow, not a sender connection of the same number.
+    sweep = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "cross_udp_tcp_20m"
+    truth = json.loads((sweep / "truth.json").read_text())
+    udp = truth["cross_traffic"]["flows"]["cross_udp"]["bottleneck"]
+    analysis = analyze_paths(sweep / "sender.pcap.zst", sweep / "receiver.pcap.zst")
+    titles = [v.title for v in build_report(analysis, ("s", "r")).connections]
+    assert f"UDP stream 1 (receiver capture): {udp['src']} -> {udp['dst']}" in titles

@@ -290,6 +290,19 @@ def _udp_stream_schema() -> dict[str, Any]:
             "buffer_bytes": _NUMBER_OR_NULL,
             "lost_blocks": {"type": "array", "items": {"type": "array", "items": _COUNT}},
             "lost_numbers": {"type": "array", "items": _COUNT},
+            "competing_share": {
+                "description": "share of what reached the stream's host from its first "
+                "arrival to its first loss that other flows carried; over one frame of theirs, "
+                "no eq. 1 buffer is given",
+                "type": "number",
+            },
+            "source": {"type": "string"},
+            "destination": {"type": "string"},
+            "conn_of_capture": {
+                "description": "the capture whose connection `conn` is: the receiver's for a "
+                "stream only it holds",
+                "enum": ["sender", "receiver"],
+            },
         },
     }
 

@@ -101,6 +101,10 @@ class UdpStream:
     burst_packets: int | None = None
     queue_at_first_loss_bytes: float | None = None
     competing_share: float = 0.0
+    # Source and destination, and the capture whose connection `conn` numbers: the sender's,
+    # or the receiver's for a stream only the receiver's capture holds (another host's).
+    endpoints: tuple[str, str] = ("", "")
+    numbered_in: str = "sender"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for JSON and the text output (not the per-number table)."""
@@ -121,6 +125,9 @@ class UdpStream:
             "burst_packets": self.burst_packets,
             "queue_at_first_loss_bytes": self.queue_at_first_loss_bytes,
             "competing_share": self.competing_share,
+            "source": self.endpoints[0],
+            "destination": self.endpoints[1],
+            "conn_of_capture": self.numbered_in,
         }
 
 
@@ -235,7 +242,13 @@ def _in_runs(values: np.ndarray, runs: list[tuple[int, int]]) -> np.ndarray:
 
 
 def analyze_stream(
-    received: _Seen, sent: _Seen | None, *, conn: int, direction: int, block_min: int = 10
+    received: _Seen,
+    sent: _Seen | None,
+    *,
+    conn: int,
+    direction: int,
+    block_min: int = 10,
+    numbered_in: str = "sender",
 ) -> UdpStream:
     """Received against sent for one stream; sent None: every number from first to last seen."""
     got_nums, first_at = np.unique(received.numbers, return_index=True)
@@ -343,6 +356,8 @@ def analyze_stream(
         burst_packets=burst,
         queue_at_first_loss_bytes=queued,
         competing_share=competing,
+        endpoints=(sent or received).endpoints,
+        numbered_in=numbered_in,
     )
 
 
@@ -370,8 +385,13 @@ def udp_streams(
     out = []
     for r in _streams(receiver, layout):
         s = by_ends.get(r.endpoints)
-        conn, direction = (s.conn, s.direction) if s else (r.conn, r.direction)
-        out.append(analyze_stream(r, s, conn=conn, direction=direction))
+        if s is not None:
+            out.append(analyze_stream(r, s, conn=s.conn, direction=s.direction))
+        else:
+            # Only the receiver's capture holds it: numbered by that capture's connection.
+            out.append(
+                analyze_stream(r, None, conn=r.conn, direction=r.direction, numbered_in="receiver")
+            )
     return out
 
 

@@ -355,12 +355,11 @@ def _merge_plots(
     return (combined, owd)
 
 
-def _udp_view(stream: UdpStream, conns: pd.DataFrame) -> ConnectionView:
+def _udp_view(stream: UdpStream) -> ConnectionView:
     """A numbered UDP stream: arrival time against datagram number, losses marked (fig. 2)."""
     arr = stream.arrivals
     got = arr[~arr["lost"]]
     lost = arr[arr["lost"]]
-    row = conns.loc[stream.conn]
     plot = Plot(
         "Arrival time against datagram number (lost datagrams at 0)",
         "datagram number",
@@ -383,6 +382,9 @@ def _udp_view(stream: UdpStream, conns: pd.DataFrame) -> ConnectionView:
             ),
         ),
     )
+    source, destination = stream.endpoints
+    # A stream only the receiver's capture holds is numbered by that capture's connections.
+    where = " (receiver capture)" if stream.numbered_in == "receiver" else ""
     first = stream.first_loss_index
     facts = (
         ("sent / received", f"{stream.sent_count} / {stream.received_count}"),
@@ -395,7 +397,7 @@ def _udp_view(stream: UdpStream, conns: pd.DataFrame) -> ConnectionView:
         ("blocks lost", str(len(stream.blocks))),
     )
     return ConnectionView(
-        title=f"UDP stream {stream.conn}: {row['a']} -> {row['b']}",
+        title=f"UDP stream {stream.conn}{where}: {source} -> {destination}",
         facts=facts,
         plots=(plot,),
     )
@@ -496,7 +498,7 @@ def build_report(
             )
         )
 
-    views += [_udp_view(stream, conns) for stream in analysis.udp]
+    views += [_udp_view(stream) for stream in analysis.udp]
     counts = pd.Series([f.conn for f in analysis.findings], dtype="int64").value_counts()
     # Listed: the drawn ones and those with findings, then the busiest; in connection order.
     first = set(shown) | {int(c) for c in counts.index}
