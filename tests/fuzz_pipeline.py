@@ -111,7 +111,53 @@ def seeds() -> dict[str, bytes]:
             out[f"lab-{folder.name}-pair"] = pair_input(s, r)
     for path in sorted((ROOT / "fixtures" / "kernel").glob("*.pcap")):
         out[f"kernel-{path.name}"] = _cut_pcap(path.read_bytes(), SEED_RECORDS)
+    # Pairs whose path is shared or thinned: pure ACKs lost on the way back, stretch ACKs,
+    # and another host's numbered UDP stream in the receiver's capture only (its first
+    # records and those from the stream's start, where the two flows meet).
+    sweep = ROOT / "fixtures" / "sweep"
+    for name in ("ack_drops_3of4", "gro_receiver_50m", "cross_udp_tcp_20m"):
+        sender = _zstd(sweep / name / "sender.pcap.zst")
+        receiver = _zstd(sweep / name / "receiver.pcap.zst")
+        s = _cut_pcap(sender, SEED_RECORDS)
+        r = _cut_pcap(receiver, SEED_RECORDS)
+        if name == "cross_udp_tcp_20m":
+            r = _cut_pcap(receiver, SEED_RECORDS // 2) + _records_from(
+                receiver, _first_udp(receiver), SEED_RECORDS // 2
+            )
+        out[f"sweep-{name}-pair"] = pair_input(s, r)
     return out
+
+
+def _zstd(path: Path) -> bytes:
+    import zstandard
+
+    with path.open("rb") as stream:
+        return zstandard.ZstdDecompressor().stream_reader(stream).read()
+
+
+def _record_offsets(data: bytes) -> list[int]:
+    """Where each record of a little-endian classic pcap starts."""
+    pos, out = PCAP_HEADER_BYTES, []
+    while pos + 16 <= len(data):
+        out.append(pos)
+        (caplen,) = struct.unpack("<I", data[pos + 8 : pos + 12])
+        pos += 16 + caplen
+    return out
+
+
+def _first_udp(data: bytes) -> int:
+    """The index of the first record that carries UDP over IPv4 on Ethernet (protocol 17)."""
+    for i, pos in enumerate(_record_offsets(data)):
+        if data[pos + 16 + 23 : pos + 16 + 24] == b"\x11":
+            return i
+    return 0
+
+
+def _records_from(data: bytes, first: int, count: int) -> bytes:
+    """`count` records from record `first` on, without the file header."""
+    offsets = [*_record_offsets(data), len(data)]
+    first = min(first, len(offsets) - 1)
+    return data[offsets[first] : offsets[min(first + count, len(offsets) - 1)]]
 
 
 def write_seeds(corpus: Path) -> int:
