@@ -292,7 +292,7 @@ class Competition:
     shares: npt.NDArray[np.float64]  # each one's share of the bytes that arrived
     own_share: float
     arrival_bps: float  # all of them together, wire bytes
-    path_bps: float | None  # the path's packet-pair rate, as wire bytes
+    path_bps: float | None  # the path's rate (path_rate_bps), as wire bytes
     busy: bool  # together they kept the bottleneck busy
     own_t_s: npt.NDArray[np.float64]
     own_wire_bytes: npt.NDArray[np.int64]
