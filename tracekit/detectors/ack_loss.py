@@ -47,8 +47,10 @@ class AckLoss(Detector):
         merged = ctx.merge
         if merged is None or merged.reverse_acks.empty:
             return
-        for (conn, direction), where in sorted(merged.reverse_ack_rows.items()):
-            rows = merged.reverse_acks.iloc[where]
+        acks = merged.reverse_acks
+        keys = np.unique(acks["conn"].to_numpy().astype(np.int64) * 2 + acks["dir"].to_numpy())
+        for conn, direction in zip((keys // 2).tolist(), (keys % 2).tolist(), strict=True):
+            rows = merged.reverse_acks_of(conn, direction)
             lost = ~rows["arrived"].to_numpy()
             if lost.sum() < self.config.min_lost_packets:
                 continue

@@ -146,13 +146,11 @@ class Merge:
 
     def transmissions_of(self, conn: int, direction: int) -> pd.DataFrame:
         """The transmissions of one connection's direction."""
-        rows = self.transmission_rows.get((conn, direction), np.zeros(0, dtype=np.int64))
-        return self.transmissions.iloc[rows]
+        return _of(self.transmissions, self.transmission_rows, conn, direction)
 
     def reverse_acks_of(self, conn: int, direction: int) -> pd.DataFrame:
         """The receiver's pure ACKs of one connection's direction (`reverse_acks`)."""
-        rows = self.reverse_ack_rows.get((conn, direction), np.zeros(0, dtype=np.int64))
-        return self.reverse_acks.iloc[rows]
+        return _of(self.reverse_acks, self.reverse_ack_rows, conn, direction)
 
     def sender_packets(self, packets: pa.Table) -> pa.Table:
         """The sender's packet table with the fate column (schema.FATE_PACKET_COLUMNS)."""
@@ -248,6 +246,19 @@ def merge(
         transmission_rows=_rows_by_direction(transmissions),
         reverse_ack_rows=_rows_by_direction(reverse),
     )
+
+
+def _of(
+    table: pd.DataFrame,
+    grouped: Mapping[tuple[int, int], np.ndarray],
+    conn: int,
+    direction: int,
+) -> pd.DataFrame:
+    """One direction's rows of a table, from its grouping (or by a scan, for a Merge made
+    without one)."""
+    if not grouped and not table.empty:
+        return table[(table["conn"] == conn) & (table["dir"] == direction)]
+    return table.iloc[grouped.get((conn, direction), np.zeros(0, dtype=np.int64))]
 
 
 def _rows_by_direction(table: pd.DataFrame) -> dict[tuple[int, int], np.ndarray]:
