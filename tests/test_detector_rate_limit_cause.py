@@ -192,3 +192,26 @@ def test_each_path_phase_quotes_its_own_rtt(name: str) -> None:
     ).to_dict()
     (verdict,) = [f for f in doc["findings"] if f["kind"] == "rate_limit_cause"]
     assert verdict["evidence"]["path_phase_rtts_s"] == pytest.approx(truth_rtts, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "name", ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
+)
+def test_no_verdict_phase_is_shorter_than_two_rtts_of_its_path_phase(name: str) -> None:
+    # Windows start afresh at each path change, so no window mixes the two paths' round
+    # trips, and every phase of the verdict lasts at least min_phase_rtts (3) round trips of
+    # the path phase it starts in, the relay's 20 or 120 ms. (A cause that held across the
+    # change is one phase of the verdict.)
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    schedule = json.loads((folder / "truth.json").read_text())["path"]["delay_schedule"]
+    (step,) = schedule["steps"]
+    first_ms = schedule["initial_fwd_ms"] + schedule["initial_rev_ms"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (verdict,) = [f for f in doc["findings"] if f["kind"] == "rate_limit_cause"]
+    ev = verdict["evidence"]
+    (change,) = ev["path_phase_starts_s"]
+    starts, ends = np.array(ev["phase_starts_s"]), np.array(ev["phase_ends_s"])
+    rtt = np.where(starts < change, first_ms, step["rtt_ms"]) / 1e3
+    assert ((ends - starts) >= 2 * rtt).all()

@@ -19,7 +19,7 @@ Two rates come from the spacing of ACKs, and they answer different questions:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -186,6 +186,9 @@ class RttPhases:
 
     starts_s: npt.NDArray[np.float64]  # when each phase after the first began
     rtt_s: npt.NDArray[np.float64]  # each phase's smallest RTT sample (one more than starts_s)
+    # Warped time added before each later phase, so that it starts on a window edge (cumulative;
+    # empty: none).
+    pad_s: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def count(self) -> int:
@@ -207,9 +210,11 @@ class RttPhases:
         return float(self.rtt_s[int(np.argmax(held))] if held.any() else self.at(start_s))
 
     def _knots(self) -> npt.NDArray[np.float64]:
-        # Warped time at each phase start: each phase's seconds count at rtt_0 / rtt_k.
+        # Warped time at each phase start: each phase's seconds count at rtt_0 / rtt_k, and
+        # each later phase may start a little later still (`pad_s`, see `aligned`).
         scale = self.rtt_s[0] / self.rtt_s
-        return self.starts_s[0] + np.r_[0.0, np.cumsum(np.diff(self.starts_s) * scale[1:-1])]
+        knots = self.starts_s[0] + np.r_[0.0, np.cumsum(np.diff(self.starts_s) * scale[1:-1])]
+        return knots + self.pad_s if self.pad_s.size else knots
 
     def warp(self, t_s: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Time in which one RTT of every phase lasts as long as one of the first.
@@ -229,7 +234,8 @@ class RttPhases:
         return out
 
     def unwarp(self, tau: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Seconds of a warped time (the inverse of `warp`)."""
+        """Seconds of a warped time (the inverse of `warp`); a warped time in the padding
+        before a phase is that phase's start."""
         x = np.asarray(tau, dtype=np.float64)
         if self.count < 2:
             return x
@@ -241,7 +247,23 @@ class RttPhases:
         out[later] = (
             self.starts_s[k[later] - 1] + (x[later] - knots[k[later] - 1]) / scale[k[later]]
         )
-        return out
+        # No phase runs past the next one's start: the padding between them is no time.
+        ends = np.r_[self.starts_s, np.inf]
+        return np.minimum(out, ends[k])
+
+    def aligned(self, origin: float, length: float) -> RttPhases:
+        """The same phases with each later one starting on a window edge of warped time
+        (`origin` plus whole `length`s): no window then holds two phases' round trips."""
+        if self.count < 2:
+            return self
+        pad = np.zeros(self.count - 1)
+        plain = RttPhases(starts_s=self.starts_s, rtt_s=self.rtt_s)._knots()
+        for i, knot in enumerate(plain):
+            at = knot + (pad[i - 1] if i else 0.0)
+            pad[i] = (pad[i - 1] if i else 0.0) + (
+                origin + np.ceil((at - origin) / length) * length - at
+            )
+        return RttPhases(starts_s=self.starts_s, rtt_s=self.rtt_s, pad_s=pad)
 
 
 def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
@@ -423,13 +445,14 @@ def packet_pair_rate_samples_bps(
 # enough that ACK compression or a delayed ACK at either end moves the rate by a few percent
 # at most, short enough to hold inside the clean stretches of a lossy transfer.
 SUSTAINED_RTTS = 8.0
+SUSTAINED_PERCENTILE = 90
 
 
 def sustained_delivery_bps(direction: Direction, rtts: float = SUSTAINED_RTTS) -> float | None:
-    """The highest payload rate the ACK line advanced at over `rtts` smallest RTTs with no
-    duplicate ACK or SACK block inside (no loss recovery: the line then counts exactly what
-    arrived). Bytes acknowledged, not ACKs, so stretch ACKs do not slow it. None: no such
-    stretch."""
+    """The payload rate the ACK line advanced at over `rtts` smallest RTTs with no duplicate
+    ACK or SACK block inside (no loss recovery: the line then counts exactly what arrived), in
+    a tenth of such stretches or more. Bytes acknowledged, not ACKs, so stretch ACKs do not
+    slow it. None: no such stretch."""
     rtt = min_rtt_s(direction)
     acks = direction.acks
     if rtt is None or len(acks) < 2:
@@ -450,7 +473,10 @@ def sustained_delivery_bps(direction: Direction, rtts: float = SUSTAINED_RTTS) -
         return None
     i, j = i[clean], j[clean]
     rates = (line[j] - line[i]) * 8 / (t[j] - t[i])
-    return float(rates.max())
+    # Held in a tenth of the clean stretches at least, not in one: a single stretch can hold a
+    # path change's transient (data still in flight on a longer old path arriving with the new
+    # path's) or a burst of compressed ACKs.
+    return float(np.percentile(rates, SUSTAINED_PERCENTILE))
 
 
 def path_rate_bps(direction: Direction, min_samples_count: int = 3) -> float | None:

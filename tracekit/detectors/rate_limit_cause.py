@@ -287,6 +287,10 @@ class RateLimitCause(Detector):
         path = path_rate_bps(d)
         tau0, tau_end = (float(x) for x in phases.warp(np.array([t0, t_end])))
         length = max(cfg.phase_rtts * rtt0, (tau_end - tau0) / cfg.max_windows_count)
+        if phases.count > 1:
+            # Each path phase starts on a window edge: no window mixes two phases' RTTs.
+            phases = phases.aligned(tau0, length)
+            tau_end = float(phases.warp(np.array([t_end]))[0])
         n = int(np.floor((tau_end - tau0) / length)) + 1
         window, paced = self._busy_labels(d, (tau0, tau_end), length, n, phases, mss, path, known)
         # Each window's share of each state (the runs cut at the window edges), and its label:
@@ -296,10 +300,16 @@ class RateLimitCause(Detector):
         seconds = _state_seconds_per_window(run_start, run_end, run_state, edges)
         top = np.argmax(seconds, axis=1)
         label = np.where(top == APPLICATION, L_APP, np.where(top == RECEIVE_WINDOW, L_RWND, window))
-        # A phase lasts min_phase_rtts round trips of its own path phase (warped time), the
-        # last window only as much of one as the transfer filled.
-        last = (tau_end - (tau0 + (n - 1) * length)) / length
-        label = _merge_short(label, cfg.min_phase_rtts * rtt0 / length, min(max(last, 0.0), 1.0))
+        # A phase lasts min_phase_rtts round trips of its own path phase: each window counts
+        # for the share of it that real time filled (the last one, and the one before each
+        # path phase's start, only partly; the padding between phases not at all).
+        if phases.count < 2:
+            weight = np.ones(n)
+            weight[-1] = min(max((tau_end - (tau0 + (n - 1) * length)) / length, 0.0), 1.0)
+        else:
+            full = length * phases.at(edges[:-1]) / rtt0
+            weight = np.clip(np.diff(edges) / full, 0.0, 1.0)
+        label = _merge_short(label, cfg.min_phase_rtts * rtt0 / length, weight)
         # Shares of the whole time: the runs' exact durations for the kernel's classes, and
         # the busy (network) time split by the labels of the windows it fell in.
         total = t_end - t0
@@ -381,7 +391,8 @@ class RateLimitCause(Detector):
             bounds = phases.unwarp(np.r_[t0 + length * np.arange(n), t_end])
             width = np.diff(bounds)
             width[-1] = max(width[-1], float(phases.rtt_s[-1]))
-        rate = delivered * 8 / width
+        # The padding between path phases is a window of no time, and carries nothing.
+        rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
         paced = _paced_windows(dt, ack_t, t0, length, n, cfg.paced_answered_fraction)
         lossless = not resent.any()
@@ -578,14 +589,12 @@ def _state_seconds_per_window(
 
 
 def _merge_short(
-    label: npt.NDArray[np.int64], min_windows: float, last_window: float = 1.0
+    label: npt.NDArray[np.int64], min_windows: float, weight: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int64]:
     """Phases shorter than `min_windows` windows join a neighbour: the one before, or the one
-    after for the first phase; repeated until every phase is long enough or one is left. The
-    last window counts for `last_window` of one: the transfer ended inside it."""
+    after for the first phase; repeated until every phase is long enough or one is left. Each
+    window counts for its `weight` of one (the share of it the transfer filled)."""
     label = label.copy()
-    weight = np.ones(label.size)
-    weight[-1] = last_window
     ends = np.cumsum(weight)
     while True:
         starts = np.flatnonzero(np.r_[True, label[1:] != label[:-1]])
