@@ -69,19 +69,27 @@ def test_a_killed_ingest_leaves_temporaries_the_next_one_removes(tmp_path: Path)
     out = tmp_path / "out" / "t.parquet"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     main = "from cli.main import main; main()"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", main, "ingest", str(capture), "-o", str(out)],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while (
-        proc.poll() is None and time.monotonic() < deadline and not list(out.parent.glob(".*.tmp"))
-    ):
-        time.sleep(0.001)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    left = list(out.parent.glob(".*.tmp"))
+    # The kill can land just after the temporary was renamed into place (a loaded machine
+    # wakes the poll late): then the run is made again, up to three times.
+    for _ in range(3):
+        out.unlink(missing_ok=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", main, "ingest", str(capture), "-o", str(out)],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while (
+            proc.poll() is None
+            and time.monotonic() < deadline
+            and not list(out.parent.glob(".*.tmp"))
+        ):
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        left = list(out.parent.glob(".*.tmp"))
+        if left or not out.exists():
+            break
     assert left, f"the run was not caught writing (exit status {proc.returncode})"
     # Not ours to remove: other names, other outputs' temporaries, a temporary being written.
     others = [out.parent / ".t.parquet.notours.tmp", out.parent / ".u.parquet.0123abcd.tmp"]
