@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -177,24 +176,17 @@ def test_empty_and_gappy_traces_draw_without_errors(browser: Browser, tmp_path: 
 
 @pytest.mark.slow
 def test_five_million_packet_report_fits_the_budget(tmp_path: Path) -> None:
-    # The budget: a 5 M-packet capture gives a report under 25 MB that finishes loading
-    # (every plot of its connection painted) in headless Chromium in under 3 s. Other work on
-    # the machine's two cores only ever adds time, so the browser runs at raised priority (root
-    # only), after a warm-up page, and the best of three loads counts.
+    # A 5 M-packet capture gives a report under 25 MB that finishes loading, every plot of its
+    # connection painted, in headless Chromium. How long that takes is the machine's and is
+    # measured in bench/report.py (median and range of its turns), not asserted here.
     report = synthetic_report(5_000_000)
     n_raw = sum(len(t) for v in report.connections for p in v.plots for t in p.traces)
     assert n_raw > 5_000_000
     path = write(report, tmp_path / "big.html")
     assert path.stat().st_size < 25_000_000
-    priority = -10 if os.geteuid() == 0 else 0
-    ready_ms = []
-    with Browser(priority=priority) as browser:
-        # A first page pays for the browser's own start (fonts, caches): not the report's cost.
-        browser.open(write(small_report(), tmp_path / "warm.html"), READY, "true", scale=0.1)
-        for _ in range(3):
-            result = browser.open(path, READY, STATUS, timeout=60, scale=0.25)
-            assert result.console_errors == [] and result.exceptions == []
-            status = json.loads(result.value)
-            assert len(status["plots"]) == 5
-            ready_ms.append(status["readyMs"])
-    assert min(ready_ms) < 3_000, ready_ms
+    with Browser() as browser:
+        result = browser.open(path, READY, STATUS, timeout=60, scale=0.25)
+    assert result.console_errors == [] and result.exceptions == []
+    status = json.loads(result.value)
+    assert len(status["plots"]) == 5
+    assert status["readyMs"] > 0
