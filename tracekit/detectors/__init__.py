@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
+import threading
 from collections.abc import Iterable, Mapping
 
 from tracekit.detectors.base import AnalysisContext, Detector, DetectorError, check_detector
@@ -63,9 +65,22 @@ def discover(package: str) -> tuple[type[Detector], ...]:
     return tuple(found[kind] for kind in sorted(found))
 
 
+# Discovery reads every detector's source (check_detector), and CPython 3.11's parser is not
+# safe to enter from several threads at once ("AST constructor recursion depth mismatch"):
+# analyses in threads (Dask workers) discover once, under a lock, and share the result, which
+# never changes within a process.
+_DISCOVERY = threading.Lock()
+
+
+@functools.cache
+def _discovered() -> tuple[type[Detector], ...]:
+    return discover(__name__)
+
+
 def all_detectors() -> tuple[type[Detector], ...]:
     """Every detector of tracekit, sorted by kind."""
-    return discover(__name__)
+    with _DISCOVERY:
+        return _discovered()
 
 
 def run_detectors(
