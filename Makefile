@@ -30,8 +30,14 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
+# mypy reads the package as it installs: cli/ is tracekit.cli (pyproject.toml's package-dir),
+# which mypy cannot follow, so it checks a tree of links laid out as the install is.
+MYPY_TREE := build/mypy
 typecheck:
-	$(PYTHON) -m mypy
+	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)/tracekit
+	ln -s $(CURDIR)/tracekit/* $(MYPY_TREE)/tracekit/
+	ln -s $(CURDIR)/cli $(MYPY_TREE)/tracekit/cli
+	cd $(MYPY_TREE) && $(PYTHON) -m mypy --config-file $(CURDIR)/pyproject.toml -p tracekit
 
 test: install-test lint typecheck
 	$(PYTHON) -m pytest -n 2 -q

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "fixtures" / "captures"
-MAIN = "from cli.main import main; main()"
+MAIN = "from tracekit.cli.main import main; main()"
 
 
 def make_corpus(folder: Path, copies: int) -> int:

@@ -188,8 +188,8 @@ TSHARK_FIELDS = (
 
 
 def compile_installed_sources() -> None:
-    """Write the byte-code of the tracekit and cli packages the `tracekit` command runs."""
-    code = "import cli, tracekit; print(cli.__path__[0]); print(tracekit.__path__[0])"
+    """Write the byte-code of the tracekit package (and its CLI) the `tracekit` command runs."""
+    code = "import tracekit.cli as c, tracekit as t; print(c.__path__[0]); print(t.__path__[0])"
     folders = run(sys.executable, "-c", code).stdout.split()
     run(sys.executable, "-m", "compileall", "-q", *folders)
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import click
+from tracekit.cli import common
 
-from cli import common
 from tracekit import units
 from tracekit.connections import ranked, records
 from tracekit.merge.clock import PathPhase

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
+from tracekit.cli import common
 
-from cli import common
 from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_batch
 from tracekit.check.inputs import find_inputs
 from tracekit.merge import parse_map

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
+from tracekit.cli import common
+from tracekit.cli.status import ExitStatus
 
-from cli import common
-from cli.status import ExitStatus
 from tracekit import detectors
 from tracekit.check.baseline import load_baseline
 from tracekit.check.inputs import CaptureInput, find_inputs

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+from tracekit.cli import common
 
-from cli import common
 from tracekit.connections import records
 
 # (header, key, formatter) of the text table.

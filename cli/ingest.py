@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from tracekit.cli import common
 
-from cli import common
 from tracekit.paths import printable
 from tracekit.table_io import connections_path, write_packet_table
 

@@ -10,22 +10,22 @@ import traceback
 from typing import Any
 
 import click
+from tracekit.cli.memory import retain_freed_memory
+from tracekit.cli.status import ExitStatus
 
-from cli.memory import retain_freed_memory
-from cli.status import ExitStatus
 from tracekit.errors import TracekitError
 from tracekit.paths import printable
 
 # name -> "module:attribute" of a click command; one line per command.
 COMMANDS: dict[str, str] = {
-    "analyze": "cli.analyze:analyze",
-    "batch": "cli.batch:batch",
-    "check": "cli.check:check",
-    "flows": "cli.flows:flows",
-    "ingest": "cli.ingest:ingest",
-    "plan": "cli.plan:plan",
-    "report": "cli.report:report",
-    "tsg": "cli.tsg:tsg",
+    "analyze": "tracekit.cli.analyze:analyze",
+    "batch": "tracekit.cli.batch:batch",
+    "check": "tracekit.cli.check:check",
+    "flows": "tracekit.cli.flows:flows",
+    "ingest": "tracekit.cli.ingest:ingest",
+    "plan": "tracekit.cli.plan:plan",
+    "report": "tracekit.cli.report:report",
+    "tsg": "tracekit.cli.tsg:tsg",
 }
 # Each command's short help (its docstring's first sentence), so that `tracekit --help` lists
 # the commands without importing them (numba, pandas, plotly: a second and more). A test

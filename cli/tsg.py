@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import click
+from tracekit.cli import common
 
-from cli import common
 from tracekit.paths import printable
 from tracekit.pipeline import vantage
 from tracekit.series_export import DEFAULT_MAX_CONNECTIONS, SERIES, export_series

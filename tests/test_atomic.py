@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit.atomic import replacing
 
 ROOT = Path(__file__).resolve().parent.parent

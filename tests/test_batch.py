@@ -20,8 +20,8 @@ import pytest
 from check_crafting import SPORT, transfer
 from click.testing import CliRunner
 from crafting import CLIENT, SERVER
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit import detectors
 from tracekit.batch import BatchConfig, file_key, run_batch
 from tracekit.detectors import AnalysisContext, Detector
@@ -112,7 +112,7 @@ def test_a_killed_run_leaves_only_whole_files_and_resumes(tmp_path: Path) -> Non
     for i in range(20):
         shutil.copy(one, root / f"r{i:02}.pcap")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    main = "from cli.main import main; main()"
+    main = "from tracekit.cli.main import main; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", main, "batch", str(root), "-o", str(out), "-j", "1"],
         env=env,

@@ -15,14 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
-from cli.main import cli
+from tracekit.cli.main import cli
 
 REPO = Path(__file__).parent.parent
 # Lab pairs that each take a worker a few tenths of a second.
 SCENARIOS = ("bursty_sender", "network_drops", "paced_sender", "receiver_drops", "window_limited")
 INPUTS = len(SCENARIOS)
-MAIN = "from cli.main import main; main()"
+MAIN = "from tracekit.cli.main import main; main()"
 
 
 @pytest.fixture

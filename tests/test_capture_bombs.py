@@ -44,7 +44,7 @@ class Run:
 
 def tracekit(*args: str, timeout: float = TIMEOUT) -> Run:
     """The `tracekit` console script in a child process, with that child's own peak RSS."""
-    code = "import sys; from cli.main import main; sys.argv[0] = 'tracekit'; main()"
+    code = "import sys; from tracekit.cli.main import main; sys.argv[0] = 'tracekit'; main()"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
         child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=out, stderr=err)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from check_crafting import transfer
 from click.testing import CliRunner
+from tracekit.cli.main import cli
+from tracekit.cli.status import ExitStatus
 
-from cli.main import cli
-from cli.status import ExitStatus
 from tracekit import detectors
 from tracekit.detectors import AnalysisContext, Detector
 from tracekit.findings import Finding, Severity

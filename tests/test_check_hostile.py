@@ -16,9 +16,9 @@ import pytest
 from check_crafting import transfer
 from click.testing import CliRunner
 from test_merge_match import CLIENT, NAT, _clean, exchange
+from tracekit.cli.main import cli
+from tracekit.cli.status import ExitStatus
 
-from cli.main import cli
-from cli.status import ExitStatus
 from tracekit.check import verdict
 
 TRACEKIT = str(Path(sys.executable).parent / "tracekit")

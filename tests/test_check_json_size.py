@@ -8,8 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from many_connections import write_connections
-
-from cli.main import cli
+from tracekit.cli.main import cli
 
 
 def test_quiet_connections_are_compact_and_still_a_baseline(tmp_path: Path) -> None:

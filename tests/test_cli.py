@@ -10,8 +10,7 @@ from click.testing import CliRunner
 from crafting import write
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-
-from cli.main import COMMANDS, SHORT_HELP, cli
+from tracekit.cli.main import COMMANDS, SHORT_HELP, cli
 
 
 def test_every_registered_command_loads_and_has_help() -> None:
@@ -43,7 +42,7 @@ def test_the_command_list_says_what_each_command_says_of_itself() -> None:
 def test_help_imports_no_command() -> None:
     code = (
         "import sys; sys.argv = ['tracekit', '--help']\n"
-        "from cli.main import main\n"
+        "from tracekit.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = sorted(m for m in ('numba', 'pandas', 'plotly', 'pyarrow') if m in sys.modules)\n"
         "print('HEAVY', heavy)"
@@ -119,8 +118,7 @@ def test_every_command_has_its_page(name: str) -> None:
 
 def test_analyze_lists_the_busiest_connections_and_counts_the_rest(tmp_path: Path) -> None:
     from crafting import CLIENT, SERVER, tcp
-
-    from cli.analyze import MAX_LISTED
+    from tracekit.cli.analyze import MAX_LISTED
 
     packets = [tcp(0.001 * i, CLIENT, SERVER, 20000 + i, 80, "S", 0) for i in range(60)]
     packets += [  # connection 60 carries data
@@ -145,8 +143,8 @@ CLEAN = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "clea
 
 
 def _entry_point(*args: str) -> subprocess.CompletedProcess[str]:
-    """The `tracekit` console script, as installed (cli.main:main), with pipes for output."""
-    code = "import sys; from cli.main import main; sys.argv[0] = 'tracekit'; main()"
+    """The `tracekit` console script as installed (tracekit.cli.main:main), output piped."""
+    code = "import sys; from tracekit.cli.main import main; sys.argv[0] = 'tracekit'; main()"
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
     )

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from crafting import CLIENT, SERVER, tcp, write
-
-from cli.main import cli
+from tracekit.cli.main import cli
 
 
 @pytest.fixture(scope="module")

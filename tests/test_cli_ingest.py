@@ -9,8 +9,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 from click.testing import CliRunner
 from crafting import CLIENT, SERVER, tcp, write
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit.connections import packet_schema
 from tracekit.schema import FATES
 from tracekit.table_io import read_connections

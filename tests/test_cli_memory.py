@@ -12,7 +12,7 @@ import pytest
 PROBE = textwrap.dedent(
     """
     import numpy as np
-    from cli.memory import retain_freed_memory
+    from tracekit.cli.memory import retain_freed_memory
 
     def in_heap(a):
         address = a.ctypes.data

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit.paths import printable
 
 REPO = Path(__file__).resolve().parent.parent
 CLEAN = REPO / "fixtures" / "captures" / "clean"
-MAIN = "import sys; from cli.main import main; sys.argv[0] = 'tracekit'; main()"
+MAIN = "import sys; from tracekit.cli.main import main; sys.argv[0] = 'tracekit'; main()"
 
 
 def tracekit(*args: str | bytes, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:

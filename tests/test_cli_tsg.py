@@ -9,8 +9,7 @@ import pandas as pd
 from click.testing import CliRunner
 from crafting import transfer, write
 from many_connections import write_connections
-
-from cli.main import cli
+from tracekit.cli.main import cli
 
 
 def test_export_csv_and_parquet(tmp_path: Path) -> None:

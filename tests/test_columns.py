@@ -64,7 +64,7 @@ def test_ingest_and_flows_never_import_pandas(tmp_path: Path) -> None:
     probe = textwrap.dedent(
         f"""
         import sys
-        from cli.main import cli
+        from tracekit.cli.main import cli
         for args in (["ingest", {str(capture)!r}, "-o", {str(tmp_path / "t.parquet")!r}],
                      ["flows", {str(capture)!r}]):
             try:

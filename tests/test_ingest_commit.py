@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from many_connections import write_connections
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit import table_io
 from tracekit.connections import packet_schema
 from tracekit.errors import TracekitError
@@ -68,7 +68,7 @@ def test_a_killed_ingest_leaves_temporaries_the_next_one_removes(tmp_path: Path)
     capture = write_connections(tmp_path / "many.pcap", 50_000)
     out = tmp_path / "out" / "t.parquet"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    main = "from cli.main import main; main()"
+    main = "from tracekit.cli.main import main; main()"
     # The kill can land just after the temporary was renamed into place (a loaded machine
     # wakes the poll late): then the run is made again, up to three times.
     for _ in range(3):

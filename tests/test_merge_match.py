@@ -249,8 +249,8 @@ def test_offset_and_skew_of_crafted_clocks(tmp_path: Path) -> None:
 def test_ingest_takes_the_nat_map_and_refuses_it_alone(tmp_path: Path) -> None:
     import pandas as pd
     from click.testing import CliRunner
+    from tracekit.cli.main import cli
 
-    from cli.main import cli
     from tracekit.schema import FATE_NONE, FATES
 
     segs, acks = _clean(2)
@@ -276,8 +276,7 @@ def test_check_takes_the_nat_map_from_a_manifest(tmp_path: Path) -> None:
     import json
 
     from click.testing import CliRunner
-
-    from cli.main import cli
+    from tracekit.cli.main import cli
 
     # Bytes 2001-3000 are resent at 0.3 s and the receiver captures both copies: a receiver
     # drop, which check can count only once it has matched the receiver's connection.
@@ -307,8 +306,7 @@ def test_batch_applies_the_nat_map_to_every_pair_and_redoes_pairs_for_new_rules(
 
     import pandas as pd
     from click.testing import CliRunner
-
-    from cli.main import cli
+    from tracekit.cli.main import cli
 
     # The first copy of bytes 1001-2000 is lost between the capture points: a network drop,
     # which only the merge of the two captures can tell.

@@ -36,7 +36,7 @@ SECONDS_LIMIT = 20.0
 # The child's address-space cap: above what numba and numpy map at start, far under what a
 # bin per RTT of decades asks for.
 ADDRESS_SPACE_CAP = 3 * GIB
-CLI = "from cli.main import main; main()"
+CLI = "from tracekit.cli.main import main; main()"
 
 
 def _cap_address_space() -> None:

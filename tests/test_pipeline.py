@@ -8,8 +8,8 @@ from pathlib import Path
 import jsonschema
 from click.testing import CliRunner
 from crafting import CLIENT, SERVER, tcp, write
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit.pipeline import analyze_paths
 
 SCHEMA = json.loads(

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from cli.main import cli
-from cli.plan import DURATION, RATE, SIZE
+from tracekit.cli.main import cli
+from tracekit.cli.plan import DURATION, RATE, SIZE
 
 
 def run(*args: str) -> tuple[int, str]:

@@ -10,8 +10,8 @@ import pytest
 from browser import Browser, chromium_available, png_pixels
 from click.testing import CliRunner
 from crafting import CLIENT, SERVER, tcp, transfer, write
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit.pipeline import analyze_paths
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.model import Report

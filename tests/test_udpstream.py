@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
+from tracekit.cli.main import cli
 
-from cli.main import cli
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.errors import TracekitError
