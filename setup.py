@@ -1,9 +1,11 @@
-"""Builds tracekit._aot, the read and connection kernels compiled ahead of time (tracekit.kernels).
+"""Builds tracekit.core._aot: the read and connection kernels, compiled ahead of time
+(tracekit.core.kernels).
 
 Everything else about the package is in pyproject.toml. When the build cannot be made (no C
 compiler, no numba.pycc), tracekit installs without it and numba compiles the kernels on first use.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,9 +14,14 @@ from setuptools import setup
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 ext_modules = []
 try:
-    from tracekit.aot_build import compiler
+    from tracekit.core.aot_build import compiler
 
-    ext_modules.append(compiler().distutils_extension(optional=True))
+    extension = compiler().distutils_extension(optional=True)
+    # numba.pycc names its C sources by absolute path, which setuptools refuses when it builds a
+    # wheel (`pip install .`, not -e): the same files, relative to this folder, compile alike.
+    here = Path(__file__).resolve().parent
+    extension.sources = [os.path.relpath(s, here) for s in extension.sources]
+    ext_modules.append(extension)
 except Exception as exc:  # any failure leaves the numba path, which always works
     print(f"tracekit: building without ahead-of-time kernels: {exc}", file=sys.stderr)
 

@@ -5,7 +5,8 @@ per connection, not per packet. This script:
 1. records one (unless --reuse finds it): N connections, each sending 20 kB, one after another
    over the loopback of a network namespace of its own, tcpdump -s 128 on it;
 2. times `tracekit analyze`, `tracekit report` and `tcptrace -n -G` (all xplot graphs) on it,
-   best of --runs, and prints connections/s for each and the ratio to tcptrace -G.
+   taking turns --runs times, and prints the median and range of each one's seconds and of its
+   per-turn ratio to tcptrace -G.
 Results also go to bench/data/connections-results.json.
 
 Needs root (the namespace, removed on the way out). Usage:
@@ -27,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 sys.path[:0] = [str(ROOT / "bench")]
 
-from report import best  # noqa: E402
+import statistics  # noqa: E402
+
+from report import spread, turns  # noqa: E402
 
 NS = "tkbench-conns"
 PORT = 5201
@@ -90,7 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=3000)
     parser.add_argument("--reuse", action="store_true", help="keep an existing capture")
-    parser.add_argument("--runs", type=int, default=3, help="runs per tool; the fastest counts")
+    parser.add_argument("--runs", type=int, default=5, help="turns of the three tools")
     args = parser.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     capture = DATA / "short-connections.pcap"
@@ -103,17 +106,33 @@ def main() -> None:
         [tracekit, "flows", "--json", str(capture)], check=True, capture_output=True, text=True
     )
     n = len(json.loads(flows.stdout))
-    seconds = {
-        "tracekit analyze": best([tracekit, "analyze", str(capture)], args.runs),
-        "tracekit report": best([tracekit, "report", str(capture), "-o", "report.html"], args.runs),
-        "tcptrace -n -G": best(["tcptrace", "-n", "-G", str(capture)], args.runs),
+    seconds = turns(
+        {
+            "tracekit analyze": [tracekit, "analyze", str(capture)],
+            "tracekit report": [tracekit, "report", str(capture), "-o", "report.html"],
+            "tcptrace -n -G": ["tcptrace", "-n", "-G", str(capture)],
+        },
+        args.runs,
+    )
+    peer = seconds["tcptrace -n -G"]
+    results = {
+        "connections": n,
+        "turns": args.runs,
+        "seconds": {tool: spread(s) for tool, s in seconds.items()},
+        "ratio_to_tcptrace_G": {
+            tool: spread([p / t for t, p in zip(s, peer, strict=True)])
+            for tool, s in seconds.items()
+        },
     }
-    results = {"connections": n, "seconds": seconds}
     (DATA / "connections-results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"{capture.name}: {n} connections")
+    print(f"{capture.name}: {n} connections, {args.runs} turns (median, range)")
     for tool, s in seconds.items():
-        ratio = seconds["tcptrace -n -G"] / s
-        print(f"{tool:18} {s:8.2f} s {n / s:10,.0f} connections/s {ratio:8.1f}x tcptrace -G")
+        mid = statistics.median(s)
+        ratio = results["ratio_to_tcptrace_G"][tool]
+        print(
+            f"{tool:18} {mid:8.2f} s ({min(s):.2f}-{max(s):.2f}) {n / mid:10,.0f} connections/s"
+            f" {ratio['median']:6.1f}x tcptrace -G ({ratio['range'][0]}-{ratio['range'][1]})"
+        )
 
 
 if __name__ == "__main__":

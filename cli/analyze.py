@@ -4,78 +4,178 @@ from __future__ import annotations
 
 import itertools
 import json
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from tracekit.cli import common
 
 from tracekit import units
 from tracekit.connections import ranked, records
+from tracekit.findings import Finding, Severity
 from tracekit.merge.clock import PathPhase
+from tracekit.report.verdict import (
+    at_least,
+    evidence_rows,
+    hidden_counts,
+    severity_order,
+    verdicts,
+    when,
+)
 
-# The finding that says what held a direction back: printed with its connection.
-VERDICT_KIND = "rate_limit_cause"
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Connection lines printed: those with findings, then the busiest (a load test's capture has
 # tens of thousands of connections, which `tracekit flows` and `--json` give in full).
 MAX_LISTED = 50
 
+# Explanations and advice are wrapped to this width under `-v`.
+_WIDTH = 100
+
 
 @click.command()
 @common.capture_argument
 @common.analysis_options
+@common.config_option
+@common.selection_options
 @click.option("--json", "as_json", is_flag=True, help="Print connections and findings as JSON.")
+@click.option(
+    "--min-severity",
+    type=click.Choice([s.value for s in Severity]),
+    default=None,
+    help="List findings at or above this severity; the others are counted "
+    "[default: warning; info with -v].",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Explain each finding: its explanation, evidence and advice; list info findings too.",
+)
 def analyze(
     capture: Path,
     receiver: Path | None,
     maps: tuple[str, ...],
     udp_seq_offset: int,
     udp_seq_width: int,
+    config_file: Path | None,
+    conn: int | None,
+    from_s: float | None,
+    to_s: float | None,
     as_json: bool,
+    min_severity: str | None,
+    verbose: bool,
 ) -> None:
     """Explain what held the transfers in CAPTURE back: connections and findings.
 
-    The JSON document is {"connections": [...], "findings": [...]}; its schema is
-    docs/analyze.schema.json. Findings are explained in docs/findings.md.
+    Each connection comes with its verdict (what held it back and for how long, its worst
+    finding, the change to make); the findings follow, the most severe first. The JSON document
+    is {"connections": [...], "findings": [...]}; its schema is docs/analyze.schema.json.
+    Findings are explained in docs/findings.md. --connection, --from and --to limit the
+    analysis to one connection and a time window; each connection and finding comes with a
+    Wireshark display filter that selects its packets.
     """
-    result = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
+    selection = common.selection(conn, from_s, to_s)
+    configs = common.detector_configs(config_file)
+    result = common.run_analysis(
+        capture, receiver, maps, udp_seq_offset, udp_seq_width, configs=configs, selection=selection
+    )
     common.require_merge(result, capture, receiver)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    table = result.sender.connections.table
-    # Connection numbers are the table's row numbers.
-    shown = ranked(table, {f.conn for f in result.findings}, MAX_LISTED)
-    # Each connection's verdict (what held each direction back, for how long) comes with it;
-    # the other findings follow, the most severe first.
-    verdicts = {(f.conn, f.direction): f.summary for f in result.findings if f.kind == VERDICT_KIND}
+    default = Severity.INFO if verbose else Severity.WARNING
+    floor = Severity(min_severity) if min_severity else default
+    wireshark = result.wireshark_filter if verbose else None
+    click.echo("\n".join(_connection_lines(result.connection_table(), result.findings, wireshark)))
+    _two_vantage(result)
+    if not result.findings:
+        click.echo("no findings")
+    shown, hidden = at_least(severity_order(result.findings), floor)
+    for f in shown:
+        click.echo(_finding_line(f))
+        if verbose:
+            click.echo(_explained(f))
+            click.echo(f"    wireshark: {result.wireshark_filter(f.conn, f.start_s, f.end_s)}")
+    if hidden:
+        lowest = min(f.severity.rank for f in hidden)
+        how = (
+            "-v shows them, or --min-severity info"
+            if lowest == Severity.INFO.rank and not verbose and min_severity is None
+            else f"--min-severity {list(Severity)[lowest].value} shows them"
+        )
+        click.echo(f"{hidden_counts(hidden)} hidden: {how}")
+
+
+def _connection_lines(
+    table: pa.Table,
+    findings: list[Finding],
+    wireshark: Callable[[int], str] | None = None,
+) -> list[str]:
+    """Each listed connection, then its verdict: what held each direction back and for how
+    long, its worst finding, and the change to make. Troubled connections come first (the
+    worst severity first), then the busiest. `wireshark` gives a connection's display filter,
+    printed under it."""
+    judged = verdicts(findings)
+    # A selection keeps some rows only: connection numbers are found, not taken as positions.
+    position = {int(c): i for i, c in enumerate(table.column("conn").to_pylist())}
+    chosen = ranked(table, set(judged), MAX_LISTED)
+    listed = records(table.take([position[c] for c in chosen]))
+    listed.sort(
+        key=lambda r: (
+            -judged[r["conn"]].severity.rank if r["conn"] in judged else 1,
+            -(r["bytes_a2b"] + r["bytes_b2a"]),
+            r["conn"],
+        )
+    )
     lines = []
-    for row in records(table.take(shown)):
+    for row in listed:
         lines.append(
             f"connection {row['conn']}: {row['a']} -> {row['b']}  "
             f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
             f"{units.rate(row['throughput_a2b_bps'])}, {row['retrans_a2b']} resent"
         )
-        lines += [
-            f"  {verdicts[(row['conn'], d)]}"
-            for d in ("a2b", "b2a")
-            if (row["conn"], d) in verdicts
-        ]
-    if table.num_rows > len(shown):
+        if wireshark is not None:
+            lines.append(f"  wireshark: {wireshark(row['conn'])}")
+        verdict = judged.get(row["conn"])
+        if verdict is None:
+            continue
+        lines += [f"  {f.summary}" for f in verdict.held_back]
+        if verdict.worst is not None:
+            w = verdict.worst
+            lines.append(f"  worst: [{w.severity.value}] {w.kind} ({when(w)}): {w.summary}")
+        if verdict.change is not None:
+            lines.append(f"  change: {verdict.change}")
+    if table.num_rows > len(listed):
         lines.append(
-            f"... {table.num_rows - len(shown)} more connections (those with findings and the "
+            f"... {table.num_rows - len(listed)} more connections (those with findings and the "
             "busiest come first; tracekit flows lists every one)"
         )
-    click.echo("\n".join(lines))
-    _two_vantage(result)
-    rest = [f for f in result.findings if f.kind != VERDICT_KIND]
-    if not rest:
-        click.echo("no findings")
-    for f in sorted(rest, key=lambda f: -f.severity.rank):
-        where = f"connection {f.conn} {f.direction or ''}".rstrip()
-        click.echo(
-            f"[{f.severity.value}] {f.kind} ({where}, {f.start_s:.3f}-{f.end_s:.3f} s): {f.summary}"
-        )
+    return lines
+
+
+def _finding_line(f: Finding) -> str:
+    where = f"connection {f.conn} {f.direction or ''}".rstrip()
+    return f"[{f.severity.value}] {f.kind} ({where}, {when(f)}): {f.summary}"
+
+
+def _explained(f: Finding) -> str:
+    """A finding's explanation, evidence and advice, indented under its line."""
+
+    def para(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(text, _WIDTH, initial_indent=indent, subsequent_indent=indent)
+
+    rows = evidence_rows(f)
+    width = max((len(name) for name, _ in rows), default=0)
+    lines = para(f.explanation, "    ")
+    if rows:
+        lines.append("    evidence:")
+        lines += [f"      {name:<{width}}  {value}" for name, value in rows]
+    lines += para(f"change: {f.advice}", "    ")
+    return "\n".join(lines)
 
 
 def _path_change(before: PathPhase, after: PathPhase) -> str:

@@ -11,9 +11,9 @@ import click
 from tracekit.cli import common
 
 from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_batch
-from tracekit.check.inputs import find_inputs
+from tracekit.core.paths import printable
+from tracekit.inputs import find_inputs
 from tracekit.merge import parse_map
-from tracekit.paths import printable
 
 
 @click.command()
@@ -36,6 +36,7 @@ from tracekit.paths import printable
 )
 @click.option("--scheduler", help="Address of the Dask scheduler (with --engine dask).")
 @common.map_option
+@common.config_option
 def batch(
     root: Path,
     output: Path,
@@ -43,6 +44,7 @@ def batch(
     engine: str,
     scheduler: str | None,
     maps: tuple[str, ...],
+    config_file: Path | None,
 ) -> None:
     """Analyse every capture and pair under DIR into a Parquet dataset under OUT.
 
@@ -58,8 +60,9 @@ def batch(
         engine=cast(Engine, engine),
         scheduler=scheduler,
         addr_map=tuple(parse_map(maps).items()),
+        detector_configs=tuple(common.detector_configs(config_file).items()),
     )
-    _prepare_output(root, output)
+    _prepare_output(root, output, config_file)
     with ExitStack() as stack:
         bar: Any = None
 
@@ -91,11 +94,11 @@ def batch(
 # --- the output rules of every command (cli.common), applied to the dataset's folder ----------
 
 
-def _prepare_output(root: Path, output: Path) -> None:
-    """Refuse an OUT that holds DIR or any input; make OUT; refuse, before any work, an input
-    whose name the dataset could not record."""
+def _prepare_output(root: Path, output: Path, config_file: Path | None) -> None:
+    """Refuse an OUT that holds DIR or any input (the --config file too); make OUT; refuse,
+    before any work, an input whose name the dataset could not record."""
     files = [p for inp in find_inputs([root]) for p in inp.paths]
-    common.refuse_overwriting([root, *files], folder=output)
+    common.refuse_overwriting([root, *files, config_file], folder=output)
     for path in files:
         # OUT/captures records each input's path.
         common.require_utf8_name(path, "OUT/captures")

@@ -1,8 +1,12 @@
-"""`tracekit check PATH... [--policy FILE] [--junit FILE] [--json FILE] [--baseline FILE]`."""
+"""`tracekit check PATH... [--policy FILE] [--junit FILE] [--json FILE] [--baseline FILE]`.
+
+`--config FILE` is another name for `--policy FILE`: the one tracekit.toml holds the policy and
+the detectors' tables, and analyze, report and batch read it as `--config`."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,14 +18,14 @@ from tracekit.cli.status import ExitStatus
 
 from tracekit import detectors
 from tracekit.check.baseline import load_baseline
-from tracekit.check.inputs import CaptureInput, find_inputs
 from tracekit.check.junit import render_junit
 from tracekit.check.policy import DEFAULT_POLICY, load_policy
 from tracekit.check.text import render_text
 from tracekit.check.verdict import CaptureVerdict, run_check
 from tracekit.check.write import write_text_atomic
+from tracekit.core.paths import require_regular_file
 from tracekit.errors import TracekitError
-from tracekit.paths import require_regular_file
+from tracekit.inputs import CaptureInput, find_inputs
 
 _file = click.Path(dir_okay=False, path_type=Path)
 
@@ -40,7 +44,17 @@ def _bar(total: int) -> Iterator[Callable[[], None]]:
 @click.argument(
     "paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH..."
 )
-@click.option("--policy", type=_file, help="Policy file (TOML); without it the default applies.")
+@click.option(
+    "--policy",
+    type=_file,
+    help="Policy file (TOML), with any [detectors.KIND] tables; without it the default applies.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=_file,
+    help="The same file as --policy, by the name analyze, report and batch give it.",
+)
 @click.option("--junit", type=_file, help="Write a JUnit XML report here.")
 @click.option("--json", "json_out", type=_file, help="Write the verdicts as JSON here.")
 @click.option("--baseline", type=_file, help="An earlier --json output to compare with.")
@@ -49,6 +63,7 @@ def check(
     ctx: click.Context,
     paths: tuple[Path, ...],
     policy: Path | None,
+    config_file: Path | None,
     junit: Path | None,
     json_out: Path | None,
     baseline: Path | None,
@@ -60,6 +75,7 @@ def check(
     Exit 0: everything passed; 1: a finding, threshold or regression failed the policy; 2: bad
     input or usage. Rules and the default policy: docs/commands/check.md.
     """
+    policy = _policy_file(policy, config_file)
     _require_regular_files(policy, baseline)
     known_kinds = {cls.kind for cls in detectors.all_detectors()}
     rules = load_policy(policy, known_kinds) if policy is not None else DEFAULT_POLICY
@@ -85,6 +101,18 @@ def check(
     click.echo(render_text(result))
     if not result.passed:
         ctx.exit(ExitStatus.CHECK_FAILED)
+
+
+def _policy_file(policy: Path | None, config_file: Path | None) -> Path | None:
+    """The one policy file, named by --policy or --config (or both, naming the same file)."""
+    if config_file is None:
+        return policy
+    if policy is not None and os.path.realpath(policy) != os.path.realpath(config_file):
+        raise click.UsageError(
+            "--config is another name for --policy (one tracekit.toml holds the policy and the "
+            "detectors' tables): give one of them"
+        )
+    return config_file
 
 
 # --- the output rules of every command (cli.common), applied to check's files -----------------

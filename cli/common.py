@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.atomic import temporary_beside
+from tracekit.core.atomic import temporary_beside
+from tracekit.core.paths import printable, require_regular_file
 from tracekit.errors import TracekitError
-from tracekit.paths import printable, require_regular_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from tracekit.analysis import Analysis, Selection
     from tracekit.capture import Capture
     from tracekit.connections import Connections
-    from tracekit.pipeline import Analysis
+    from tracekit.tunables import DetectorConfigs
 
 # A capture smaller than this reads in well under a second: no bar.
 _BAR_MIN_BYTES = 32 << 20
@@ -63,12 +64,17 @@ def read(path: str | Path, *, need_tcp: bool = True) -> Capture:
 def print_warnings(path: Path, warnings: tuple[str, ...]) -> None:
     """The reader's warnings (a cut tail, say), one line each on stderr."""
     for warning in warnings:
-        click.echo(printable(f"tracekit: warning: {path}: {warning}"), err=True)
+        warn(f"{printable(path)}: {warning}")
+
+
+def warn(line: str) -> None:
+    """One warning line on stderr."""
+    click.echo(f"tracekit: warning: {printable(line)}", err=True)
 
 
 def connections_table(path: Path) -> pa.Table:
     """The connections table of a TCP capture, read in one pass that keeps no packet table."""
-    from tracekit.ingest import connections_table as scan
+    from tracekit.connections.stream import connections_table as scan
 
     with progress(path) as update:
         capture, table = scan(path, progress=update)
@@ -129,6 +135,32 @@ def address_map(maps: tuple[str, ...], receiver: Path | None) -> dict[str, str]:
     return parse_map(maps)
 
 
+config_option = click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=_regular_file,
+    metavar="FILE",
+    help="tracekit.toml (the file `check --policy` reads): its [detectors.KIND] tables tune the "
+    "detectors (docs/findings.md, 'Tuning a detector').",
+)
+
+
+def detector_configs(config_file: Path | None) -> DetectorConfigs:
+    """The detector settings of --config, as a detector's kind -> its Config.
+
+    The file is validated whole, as `check` validates its policy, before any capture is read: a
+    typo in it is bad input whichever command reads it.
+    """
+    if config_file is None:
+        return {}
+    from tracekit import detectors
+    from tracekit.check.policy import load_policy
+
+    known_kinds = {cls.kind for cls in detectors.all_detectors()}
+    return load_policy(config_file, known_kinds).detector_configs
+
+
 def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options of every command that analyses a capture: receiver, NAT map, UDP numbering."""
     options = (
@@ -154,23 +186,75 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--connection N`, `--from SECONDS`, `--to SECONDS`: the part of the capture analysed."""
+    options = (
+        click.option(
+            "--connection",
+            "conn",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Only this connection (the # of `tracekit flows`) [default: all].",
+        ),
+        click.option(
+            "--from",
+            "from_s",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="Only packets at or after this time, in seconds since the capture's first "
+            "packet (as tshark's frame.time_relative; the sender's with --receiver).",
+        ),
+        click.option(
+            "--to",
+            "to_s",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="Only packets at or before this time, in seconds since the first packet.",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def selection(conn: int | None, from_s: float | None, to_s: float | None) -> Selection:
+    """The --connection, --from and --to options as a Selection; a bad value is a usage error
+    (exit 2, one line naming the option)."""
+    from tracekit.analysis import Selection
+
+    try:
+        return Selection(conn=conn, from_s=from_s, to_s=to_s)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def run_analysis(
     capture: Path,
     receiver: Path | None,
     maps: tuple[str, ...],
     udp_seq_offset: int,
     udp_seq_width: int,
+    configs: DetectorConfigs | None = None,
+    selection: Selection | None = None,
 ) -> Analysis:
-    """Read the captures and run the whole pipeline on them."""
-    from tracekit.pipeline import analyze
-    from tracekit.udpstream import Layout
+    """Read the captures and run the whole pipeline on them, with a bar and warnings;
+    `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
+    or a time window."""
+    from tracekit.merge.udpstream import Layout
+    from tracekit.pipeline import analyze_files
 
-    addr_map = address_map(maps, receiver)
-    return analyze(
-        read(capture, need_tcp=False),
-        read(receiver, need_tcp=False) if receiver else None,
-        addr_map=addr_map,
+    return analyze_files(
+        capture,
+        receiver,
+        configs=configs,
+        addr_map=address_map(maps, receiver),
         udp_layout=Layout(offset_bytes=udp_seq_offset, width_bytes=udp_seq_width),
+        on_warning=warn,
+        progress=progress,
+        selection=selection,
     )
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 from tracekit.cli import common
 
-from tracekit.paths import printable
-from tracekit.table_io import connections_path, write_packet_table
+from tracekit.connections.table_io import connections_path, write_packet_table
+from tracekit.core.paths import printable
 
 
 @click.command()
@@ -38,7 +38,7 @@ def ingest(capture: Path, output: Path, receiver: Path | None, maps: tuple[str, 
     common.require_utf8_name(capture, "the table's metadata")
     common.prepare_output(output)
     if receiver is None:
-        from tracekit.ingest import ingest_capture
+        from tracekit.connections.stream import ingest_capture
 
         with common.progress(capture) as progress, common.writing(output):
             result = ingest_capture(capture, output, progress=progress)

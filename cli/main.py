@@ -13,14 +13,15 @@ import click
 from tracekit.cli.memory import retain_freed_memory
 from tracekit.cli.status import ExitStatus
 
+from tracekit.core.paths import printable
 from tracekit.errors import TracekitError
-from tracekit.paths import printable
 
 # name -> "module:attribute" of a click command; one line per command.
 COMMANDS: dict[str, str] = {
     "analyze": "tracekit.cli.analyze:analyze",
     "batch": "tracekit.cli.batch:batch",
     "check": "tracekit.cli.check:check",
+    "compare": "tracekit.cli.compare:compare",
     "flows": "tracekit.cli.flows:flows",
     "ingest": "tracekit.cli.ingest:ingest",
     "plan": "tracekit.cli.plan:plan",
@@ -34,6 +35,8 @@ SHORT_HELP: dict[str, str] = {
     "analyze": "Explain what held the transfers in CAPTURE back: connections and findings.",
     "batch": "Analyse every capture and pair under DIR into a Parquet dataset under OUT.",
     "check": "Fail CI when a capture shows an anomaly or a regression.",
+    "compare": "Compare two runs of a test: throughput, findings, drops, verdict, BASE against "
+    "NEW.",
     "flows": "List the connections in CAPTURE: endpoints, volumes, timing, retransmissions, "
     "options.",
     "ingest": "Read CAPTURE into the packet table and write it as Parquet.",

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from tracekit.cli import common
 
-from tracekit.paths import printable
+from tracekit.core.paths import printable
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.html import write
 
@@ -15,6 +15,8 @@ from tracekit.report.html import write
 @click.command()
 @common.capture_argument
 @common.analysis_options
+@common.config_option
+@common.selection_options
 @click.option(
     "-o",
     "--output",
@@ -49,20 +51,28 @@ def report(
     maps: tuple[str, ...],
     udp_seq_offset: int,
     udp_seq_width: int,
+    config_file: Path | None,
+    conn: int | None,
+    from_s: float | None,
+    to_s: float | None,
     output: Path,
     rate_window: float | None,
     max_connections: int,
     max_listed: int,
 ) -> None:
     """Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, findings."""
+    selection = common.selection(conn, from_s, to_s)
     config = ReportConfig(
         rate_window_s=rate_window,
         max_connections=max_connections,
         max_listed_connections=max(max_listed, max_connections),
     )
-    common.refuse_overwriting([capture, receiver], [output])
+    configs = common.detector_configs(config_file)
+    common.refuse_overwriting([capture, receiver, config_file], [output])
     common.prepare_output(output)
-    analysis = common.run_analysis(capture, receiver, maps, udp_seq_offset, udp_seq_width)
+    analysis = common.run_analysis(
+        capture, receiver, maps, udp_seq_offset, udp_seq_width, configs=configs, selection=selection
+    )
     common.require_merge(analysis, capture, receiver)
     # As the page names them: a file name may hold bytes no UTF-8 page can.
     inputs = tuple(printable(p) for p in (capture, receiver) if p is not None)

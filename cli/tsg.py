@@ -8,14 +8,23 @@ from pathlib import Path
 import click
 from tracekit.cli import common
 
-from tracekit.paths import printable
+from tracekit.core.paths import printable
+from tracekit.export import (
+    DEFAULT_MAX_CONNECTIONS,
+    FORMATS,
+    MERGED,
+    SERIES,
+    export_receiver,
+    export_series,
+)
 from tracekit.pipeline import vantage
-from tracekit.series_export import DEFAULT_MAX_CONNECTIONS, SERIES, export_series
 
-# The names export_series writes (conn<N>_<a2b|b2a>_<series>.<fmt>), and the temporary files
-# beside them (tracekit.atomic), whatever the format: no input may go by one of them.
+# The names export_series and export_receiver write ([receiver_|merge_]conn<N>_<a2b|b2a>_
+# <series>.<fmt>, or _tsg.xpl), and the temporary files beside them (tracekit.core.atomic),
+# whatever the format: no input may go by one of them.
 EXPORTED_NAME = re.compile(
-    rf"\.?conn\d+_(?:a2b|b2a)_(?:{'|'.join(SERIES)})\.(?:csv|parquet)(?:\.[0-9a-f]+\.tmp)?"
+    r"\.?(?:receiver_|merge_)?conn\d+_(?:a2b|b2a)_"
+    rf"(?:(?:{'|'.join(SERIES + MERGED)})\.(?:csv|parquet)|tsg\.xpl)(?:\.[0-9a-f]+\.tmp)?"
 )
 
 
@@ -29,6 +38,22 @@ EXPORTED_NAME = re.compile(
     help="Only this connection (the # of `tracekit flows`) [default: all].",
 )
 @click.option(
+    "--from",
+    "from_s",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only packets at or after this time, in seconds since the capture's first packet.",
+)
+@click.option(
+    "--to",
+    "to_s",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only packets at or before this time, in seconds since the first packet.",
+)
+@click.option(
     "--export",
     "out_dir",
     required=True,
@@ -38,11 +63,17 @@ EXPORTED_NAME = re.compile(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["csv", "parquet"]),
+    type=click.Choice(FORMATS),
     default="csv",
     show_default=True,
-    help="File format of each series.",
+    help="File format of each series; xplot: one time-sequence graph per direction, as "
+    "tcptrace -S writes it.",
 )
+@common.receiver_option(
+    "The receiver's capture of the same transfer: its series, and the merge's transmissions "
+    "and delay, are written too."
+)
+@common.map_option
 @click.option(
     "--max-connections",
     "limit",
@@ -52,17 +83,38 @@ EXPORTED_NAME = re.compile(
     help="Without --connection, export only this many connections, the busiest (payload "
     "bytes) first; 0: all.",
 )
-def tsg(capture: Path, conn: int | None, out_dir: Path, fmt: str, limit: int) -> None:
+def tsg(
+    capture: Path,
+    conn: int | None,
+    from_s: float | None,
+    to_s: float | None,
+    out_dir: Path,
+    fmt: str,
+    receiver: Path | None,
+    maps: tuple[str, ...],
+    limit: int,
+) -> None:
     """Export the time-sequence graph series of CAPTURE: one file per series and direction.
 
     Files are named conn<N>_<a2b|b2a>_<series>.<fmt>, series being segments, acks, sacks, rtt
-    and flight (columns in docs/commands/tsg.md); times are seconds since the first packet.
+    and flight (columns in docs/commands/tsg.md); times are seconds since the first packet,
+    with --from and --to too.
     """
-    common.refuse_overwriting([capture], folder=out_dir, names=EXPORTED_NAME)
+    selection = common.selection(conn, from_s, to_s)
+    common.refuse_overwriting([capture, receiver], folder=out_dir, names=EXPORTED_NAME)
     common.prepare_output(out_dir, folder=True)
-    view = vantage(common.read(capture))
+    analysis = None
+    if receiver is not None:
+        analysis = common.run_analysis(capture, receiver, maps, 0, 4, selection=selection)
+        common.require_merge(analysis, capture, receiver)
+        view = analysis.sender
+    else:
+        common.address_map(maps, receiver)  # --map without --receiver: a usage error
+        view = vantage(common.read(capture), selection=selection)
     with common.writing(out_dir):
         export = export_series(view, out_dir, conn=conn, fmt=fmt, max_connections=limit or None)
+        if analysis is not None:
+            export.written.extend(export_receiver(analysis, out_dir, export.directions, fmt=fmt))
     click.echo(f"{printable(out_dir)}: {len(export.written)} files", err=True)
     if export.omitted:
         click.echo(

@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 if __name__ == "__main__":
     # Standalone, the kernels are compiled with bounds checks (into a cache of their own), so an
     # index past a buffer raises IndexError instead of reading stray memory unseen; numba
-    # compiles them here, not the ahead-of-time build (tracekit.kernels), which has no checks.
+    # compiles them here, not the ahead-of-time build (tracekit.core.kernels), which has no checks.
     os.environ.setdefault("TRACEKIT_JIT", "1")
     os.environ.setdefault("NUMBA_BOUNDSCHECK", "1")
     os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="tracekit-fuzz-numba-"))
@@ -42,9 +42,9 @@ if __name__ == "__main__":
 from tracekit import schema  # noqa: E402
 from tracekit.capture import Capture, read_capture  # noqa: E402
 from tracekit.connections import build_connections  # noqa: E402
+from tracekit.connections.stream import ingest_capture  # noqa: E402
+from tracekit.connections.table_io import connections_path  # noqa: E402
 from tracekit.errors import CaptureError  # noqa: E402
-from tracekit.ingest import ingest_capture  # noqa: E402
-from tracekit.table_io import connections_path  # noqa: E402
 
 CRAFTED = ROOT / "fixtures" / "crafted"
 SEEDS = (

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 
-from tracekit.atomic import replacing
+from tracekit.core.atomic import replacing
 
 ROOT = Path(__file__).resolve().parent.parent
 SENDER = ROOT / "fixtures" / "captures" / "clean" / "sender.pcap"

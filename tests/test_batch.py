@@ -17,11 +17,11 @@ import pandas as pd
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from check_crafting import SPORT, transfer
 from click.testing import CliRunner
-from crafting import CLIENT, SERVER
 from tracekit.cli.main import cli
 
+from tests.helpers.check_crafting import SPORT, transfer
+from tests.helpers.crafting import CLIENT, SERVER
 from tracekit import detectors
 from tracekit.batch import BatchConfig, file_key, run_batch
 from tracekit.detectors import AnalysisContext, Detector

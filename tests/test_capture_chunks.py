@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
-from fuzz_reader import assert_same_tables
 
+from tests.fuzz_reader import assert_same_tables
 from tracekit.capture import Capture, read_capture
 from tracekit.errors import CaptureError
 from tracekit.pipeline import analyze

@@ -5,8 +5,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from fuzz_reader import check_one, inputs, mutate, seed_bytes
 from hypothesis import HealthCheck, given, settings
+
+from tests.fuzz_reader import check_one, inputs, mutate, seed_bytes
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,8 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from independent import conversations
 
+from tests.helpers.independent import conversations
 from tracekit.capture import Capture, read_capture
 
 KERNEL = Path(__file__).resolve().parent.parent / "fixtures" / "kernel"

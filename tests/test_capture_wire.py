@@ -14,8 +14,8 @@ import pytest
 from fixtures.crafted import wire
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
+from tracekit.connections.stream import connections_table
 from tracekit.errors import CaptureError
-from tracekit.ingest import connections_table
 from tracekit.series import build_series
 
 CRAFTED = Path(wire.__file__).resolve().parent
@@ -76,7 +76,7 @@ def test_big_segments_flow_through_connections_series_and_the_stream() -> None:
     series = build_series(conns)
     lengths = np.sort(series.segments["len"].to_numpy())
     assert lengths[-2:].tolist() == [wire.BIG_V6_PAYLOAD, wire.BIG_V4_PAYLOAD]
-    # The streaming pass of `tracekit flows` and `ingest` (tracekit.ingest).
+    # The streaming pass of `tracekit flows` and `ingest` (tracekit.connections.stream).
     _, streamed = connections_table(path)
     assert streamed.column("bytes_a2b").to_pylist() == [wire.BIG_V4_PAYLOAD, wire.BIG_V6_PAYLOAD]
 

@@ -9,13 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from check_crafting import transfer
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 from tracekit.cli.status import ExitStatus
 
+from tests.helpers.check_crafting import transfer
 from tracekit import detectors
 from tracekit.detectors import AnalysisContext, Detector
+from tracekit.detectors.base import Evidence
 from tracekit.findings import Finding, Severity
 
 
@@ -25,6 +26,7 @@ class Resent(Detector):
     kind = "test_resent"
     title = "Data was resent"
     severity = Severity.WARNING
+    evidence = (Evidence("retrans_segments", "segments", "segments sent twice"),)
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         for row in ctx.connections.itertuples():

@@ -13,12 +13,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from check_crafting import transfer
 from click.testing import CliRunner
-from test_merge_match import CLIENT, NAT, _clean, exchange
 from tracekit.cli.main import cli
 from tracekit.cli.status import ExitStatus
 
+from tests.helpers.check_crafting import transfer
+from tests.helpers.exchange import CLIENT, NAT, exchange
+from tests.helpers.exchange import clean as _clean
 from tracekit.check import verdict
 
 TRACEKIT = str(Path(sys.executable).parent / "tracekit")

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from many_connections import write_connections
 from tracekit.cli.main import cli
+
+from tests.helpers.many_connections import write_connections
 
 
 def test_quiet_connections_are_compact_and_still_a_baseline(tmp_path: Path) -> None:

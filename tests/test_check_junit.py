@@ -7,15 +7,15 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from check_crafting import transfer
-from crafting import write
 from scapy.layers.inet import IP, TCP
 from scapy.utils import rdpcap
 
-from tracekit.check.inputs import CaptureInput
+from tests.helpers.check_crafting import transfer
+from tests.helpers.crafting import write
 from tracekit.check.junit import render_junit
 from tracekit.check.policy import parse_policy
 from tracekit.check.verdict import run_check
+from tracekit.inputs import CaptureInput
 
 
 def syn_endpoints(path: Path) -> list[str]:

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from check_crafting import transfer
-from crafting import CLIENT, SERVER, tcp, write
 
-from tracekit.check.inputs import CaptureInput, analyze_input, find_inputs
+from tests.helpers.check_crafting import transfer
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tracekit.check.metrics import connection_metrics
+from tracekit.inputs import CaptureInput, analyze_input, find_inputs
 
 LAB = Path(__file__).parent.parent / "fixtures/captures"
 

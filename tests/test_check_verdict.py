@@ -7,15 +7,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from check_crafting import transfer
 
+from tests.helpers.check_crafting import transfer
+from tracekit.analysis import Analysis
 from tracekit.check.baseline import parse_baseline
-from tracekit.check.inputs import CaptureInput, analyze_input
 from tracekit.check.policy import DEFAULT_POLICY, Policy, Rules, parse_policy
 from tracekit.check.verdict import finding_fails, judge, run_check
 from tracekit.errors import CaptureError
 from tracekit.findings import Finding, Severity
-from tracekit.pipeline import Analysis
+from tracekit.inputs import CaptureInput, analyze_input
 
 
 def finding(kind: str, severity: Severity, conn: int = 0) -> Finding:

@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from crafting import write
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from tracekit.cli.main import COMMANDS, SHORT_HELP, cli
+
+from tests.helpers.crafting import write
 
 
 def test_every_registered_command_loads_and_has_help() -> None:
@@ -117,8 +118,9 @@ def test_every_command_has_its_page(name: str) -> None:
 
 
 def test_analyze_lists_the_busiest_connections_and_counts_the_rest(tmp_path: Path) -> None:
-    from crafting import CLIENT, SERVER, tcp
     from tracekit.cli.analyze import MAX_LISTED
+
+    from tests.helpers.crafting import CLIENT, SERVER, tcp
 
     packets = [tcp(0.001 * i, CLIENT, SERVER, 20000 + i, 80, "S", 0) for i in range(60)]
     packets += [  # connection 60 carries data

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from crafting import CLIENT, SERVER, tcp, write
 from tracekit.cli.main import cli
+
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 from click.testing import CliRunner
-from crafting import CLIENT, SERVER, tcp, write
 from tracekit.cli.main import cli
 
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tracekit.connections import packet_schema
+from tracekit.connections.table_io import read_connections
 from tracekit.schema import FATES
-from tracekit.table_io import read_connections
 
 
 def test_ingest_writes_packet_table_and_connections(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from click.testing import CliRunner
-from crafting import transfer, write
-from many_connections import write_connections
 from tracekit.cli.main import cli
+
+from tests.helpers.crafting import transfer, write
+from tests.helpers.many_connections import write_connections
 
 
 def test_export_csv_and_parquet(tmp_path: Path) -> None:
@@ -66,3 +67,162 @@ def test_export_is_limited_to_the_busiest_connections(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stderr.count("\n") == 1
     assert len(list((tmp_path / "all").iterdir())) == 150 * 5
+
+
+PAIR = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "slow_start_overrun"
+XPLOT_COLOURS = {"white", "green", "red", "blue", "yellow", "purple", "orange", "magenta", "pink"}
+# Each command's number of coordinates (x y pairs); a colour may follow them.
+XPLOT_ARITY = {
+    "line": 2,
+    "darrow": 1,
+    "uarrow": 1,
+    "dtick": 1,
+    "utick": 1,
+    "htick": 1,
+    "dot": 1,
+    "x": 1,
+    "diamond": 1,
+    "box": 1,
+    "atext": 1,
+    "rtext": 1,
+}
+
+
+def _truth() -> dict:
+    import json
+
+    return json.loads((PAIR / "truth.json").read_text())
+
+
+def _tshark_data_segments(path: Path) -> int:
+    import subprocess
+
+    port = _truth()["flow"]["sender"].rsplit(":", 1)[1]
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-Y",
+            f"tcp.len > 0 && tcp.srcport == {port}",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return len(out.split())
+
+
+def _xplot_commands(path: Path) -> list[tuple[str, str, list[str]]]:
+    """(colour in force, command, its words) of each drawing command; every line must parse."""
+    lines = path.read_text().splitlines()
+    assert lines[0].split() in (["double", "double"], ["dtime", "signed"])
+    assert lines[-1] == "go"
+    i, colour, out = 1, "white", []
+    while i < len(lines) - 1:
+        words = lines[i].split()
+        if words[0] in ("title", "xlabel", "ylabel"):
+            i += 2  # the text is the next line
+            continue
+        if words[0] in ("atext", "rtext"):
+            i += 1  # their label is the next line
+        if len(words) == 1 and words[0] in XPLOT_COLOURS:
+            colour = words[0]
+        else:
+            assert words[0] in XPLOT_ARITY, lines[i]
+            n = 2 * XPLOT_ARITY[words[0]]
+            assert len(words) in (1 + n, 2 + n), lines[i]
+            [float(w) for w in words[1 : 1 + n]]
+            if len(words) == 2 + n:
+                assert words[-1] in XPLOT_COLOURS, lines[i]
+            out.append((colour, words[0], words))
+        i += 1
+    return out
+
+
+def test_receiver_and_merge_series(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "tsg",
+            str(PAIR / "sender.pcap"),
+            "--receiver",
+            str(PAIR / "receiver.pcap"),
+            "--export",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in out.iterdir())
+    series = ("acks", "flight", "rtt", "sacks", "segments")
+    assert names == sorted(
+        [f"conn0_a2b_{k}.csv" for k in series]
+        + [f"receiver_conn0_a2b_{k}.csv" for k in series]
+        + ["merge_conn0_a2b_transmissions.csv", "merge_conn0_a2b_delay.csv"]
+    )
+    received = pd.read_csv(out / "receiver_conn0_a2b_segments.csv")
+    assert len(received) == _tshark_data_segments(PAIR / "receiver.pcap")
+    fates = pd.read_csv(out / "merge_conn0_a2b_transmissions.csv")["fate"].value_counts()
+    assert fates["network_drop"] == _truth()["drops"]["network"]
+    delay = pd.read_csv(out / "merge_conn0_a2b_delay.csv")
+    assert (delay["owd_s"] > 0).all()
+
+
+def test_map_needs_receiver(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "tsg",
+            str(PAIR / "sender.pcap"),
+            "--map",
+            "1.2.3.4=5.6.7.8",
+            "--export",
+            str(tmp_path / "o"),
+        ],
+    )
+    assert result.exit_code == 2
+
+
+def test_xplot_matches_tcptraces_structure(tmp_path: Path) -> None:
+    import subprocess
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["tsg", str(PAIR / "sender.pcap"), "--export", str(out), "--format", "xplot"]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["conn0_a2b_tsg.xpl"]
+    ours = _xplot_commands(out / "conn0_a2b_tsg.xpl")
+    ref_dir = tmp_path / "tcptrace"
+    ref_dir.mkdir()
+    subprocess.run(
+        ["tcptrace", "-S", "-zxy", str(PAIR / "sender.pcap")],
+        cwd=ref_dir,
+        check=True,
+        capture_output=True,
+    )
+    theirs = _xplot_commands(ref_dir / "a2b_tsg.xpl")
+    # The same vocabulary: every command and colour we use, tcptrace uses in its TSG.
+    assert {c for _, c, _ in ours} <= {c for _, c, _ in theirs}
+    assert {col for col, _, _ in ours} <= {col for col, _, _ in theirs}
+    # One segment (down arrow, up arrow, vertical line) per data segment tshark counts; the
+    # resent ones red, as many as the sender's kernel retransmitted.
+    data = _tshark_data_segments(PAIR / "sender.pcap")
+    assert sum(c == "darrow" for _, c, _ in ours) == data
+    assert sum(c == "uarrow" for _, c, _ in ours) == data
+    red = [w for col, c, w in ours if col == "red" and c == "line"]
+    assert len(red) == _truth()["retransmissions"]["segments"]
+    assert all(w[1] == w[3] for w in red)  # vertical
+    # tcptrace draws the SACK blocks as purple lines with a tick at each end; so do we.
+    assert sum(c == "htick" for _, c, _ in ours) == sum(c == "htick" for _, c, _ in theirs)
+    assert sum(col == "purple" and c == "line" for col, c, _ in ours) == sum(
+        col == "purple" and c == "line" for col, c, _ in theirs
+    )
+    # The ACK line green, the window edge yellow, both drawn.
+    assert any(col == "green" and c == "line" for col, c, _ in ours)
+    assert any(col == "yellow" and c == "line" for col, c, _ in ours)

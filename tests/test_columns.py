@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tracekit.columns import to_arrow, to_numpy
 from tracekit.connections import packet_schema
+from tracekit.core.columns import to_arrow, to_numpy
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,18 +10,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from crafting import CLIENT, SERVER
-from crafting import tcp as _tcp
-from crafting import write as _write
-from independent import (
+from scapy.layers.l2 import Ether
+
+from tests.helpers.crafting import CLIENT, SERVER
+from tests.helpers.crafting import tcp as _tcp
+from tests.helpers.crafting import write as _write
+from tests.helpers.independent import (
     LINKTYPE_LINUX_SLL2,
     conversations,
     real_captures,
     tcptrace_rexmt,
     tshark_directions,
 )
-from scapy.layers.l2 import Ether
-
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
 

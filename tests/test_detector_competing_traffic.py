@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lab_captures import lab_kind
 
+from tests.helpers.lab_captures import lab_kind
 from tracekit.capture import read_capture
 from tracekit.pipeline import analyze
 

@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import lab_captures
 import numpy as np
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
 
 from fixtures.lab.scenarios import SCENARIOS
+from tests.helpers import lab_captures
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.line_rate_burst import MAX_LISTED_BURSTS, LineRateBurst, _median_length

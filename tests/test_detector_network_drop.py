@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from lab_captures import CAPTURES, lab_findings, lab_kind, truth
 
+from tests.helpers.lab_captures import CAPTURES, lab_findings, lab_kind, truth
 from tracekit.detectors.network_drop import NetworkDrop
 
 

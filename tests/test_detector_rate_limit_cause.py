@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
-from lab_captures import CAPTURES, context, lab_findings, truth
 
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors.rate_limit_cause import KERNEL_CLASSES, LABELS, RateLimitCause

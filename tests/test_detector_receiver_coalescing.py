@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lab_captures import lab_kind
-from test_merge_match import Ack, Seg, exchange
 
-from tracekit.pipeline import analyze_paths
+from tests.helpers.exchange import Ack, Seg, exchange
+from tests.helpers.lab_captures import lab_kind
+from tracekit.pipeline import analyze_files
 
 
 def test_bunched_arrivals_fire(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_bunched_arrivals_fire(tmp_path: Path) -> None:
         hold = (7 - i % 8) * 200e-6 - (7 - i % 8) * 2e-6
         segs.append(Seg(t, 1 + 1000 * i, 1000, 10 + i, late=hold))
     acks = [Ack(0.1 + 0.03 + 0.0016 * k, 8001 + 8000 * k, 100 + k) for k in range(8)]
-    analysis = analyze_paths(*exchange(tmp_path, segs, acks))
+    analysis = analyze_files(*exchange(tmp_path, segs, acks))
     (f,) = [f for f in analysis.findings if f.kind == "receiver_coalescing"]
     assert f.evidence["bunched_packets"] == 56  # 7 of each 8 gaps
     assert f.evidence["median_bunch_packets"] == 8
@@ -30,7 +30,7 @@ def test_bunched_arrivals_fire(tmp_path: Path) -> None:
 def test_spaced_arrivals_are_quiet(tmp_path: Path) -> None:
     segs = [Seg(0.1 + 200e-6 * i, 1 + 1000 * i, 1000, 10 + i) for i in range(64)]
     acks = [Ack(0.1 + 0.03 + 0.0016 * k, 8001 + 8000 * k, 100 + k) for k in range(8)]
-    analysis = analyze_paths(*exchange(tmp_path, segs, acks))
+    analysis = analyze_files(*exchange(tmp_path, segs, acks))
     assert not [f for f in analysis.findings if f.kind == "receiver_coalescing"]
 
 

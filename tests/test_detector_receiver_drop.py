@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from lab_captures import lab_kind, truth
+
+from tests.helpers.lab_captures import lab_kind, truth
 
 
 def test_count_is_the_nftables_counter() -> None:

@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
-from lab_captures import CAPTURES, context, lab_findings, truth
 
 from fixtures.lab.readings import tcptrace_retransmissions
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.detectors import run_detectors
 from tracekit.detectors.retransmissions import CLASSES, REASONS, Retransmissions
 from tracekit.findings import Finding

@@ -5,8 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from lab_captures import CAPTURES, context, lab_findings
-
+from tests.helpers.lab_captures import CAPTURES, context, lab_findings
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.detectors import run_detectors

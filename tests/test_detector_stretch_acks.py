@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from lab_captures import lab_kind
 
+from tests.helpers.lab_captures import lab_kind
 from tracekit.capture import read_capture
 from tracekit.pipeline import analyze
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lab_captures import CAPTURES, context, lab_context, lab_findings, truth
 from scapy.layers.inet import TCP
 from scapy.utils import rdpcap, wrpcap
 
+from tests.helpers.lab_captures import CAPTURES, context, lab_context, lab_findings, truth
 from tracekit.detectors import run_detectors
 from tracekit.detectors._measure import packet_pair_rate_samples_bps
 from tracekit.detectors.window_limited import WindowLimited

@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
-from lab_captures import CAPTURES, context, lab_findings, truth
 
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.detectors import run_detectors
 from tracekit.detectors.window_oscillation import WindowOscillation
 

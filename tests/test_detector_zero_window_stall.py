@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
-from lab_captures import context, lab_findings
 
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tests.helpers.lab_captures import context, lab_findings
 from tracekit.detectors import run_detectors
 from tracekit.detectors.zero_window_stall import ZeroWindowStall
 

@@ -18,6 +18,7 @@ from tracekit.detectors.base import (
     AnalysisContext,
     Detector,
     DetectorError,
+    Evidence,
     check_detector,
 )
 from tracekit.errors import TracekitError
@@ -40,6 +41,25 @@ def doc_problems(cls: type[Detector], text: str) -> list[str]:
     problems = [f"no '{s}'" for s in SUBSECTIONS if not re.search(f"^{s}$", body, re.MULTILINE)]
     if f"Severity: {cls.severity.value}." not in body:
         problems.append(f"no 'Severity: {cls.severity.value}.' line")
+    return problems + evidence_problems(cls, body)
+
+
+def evidence_problems(cls: type[Detector], body: str) -> list[str]:
+    """Where a kind's `### Evidence` list and the detector's declared evidence keys differ.
+
+    The list names each declared key in backticks; any other name in backticks there is one
+    of the strings a key takes (`Evidence.values`) or a field of the detector's Config.
+    """
+    found = re.search(r"^### Evidence\n(.*?)(?=^### |\Z)", body, re.MULTILINE | re.DOTALL)
+    if found is None:
+        return []  # the missing subsection is a problem of its own
+    named = set(re.findall(r"`([a-z][a-z0-9_]*)`", found.group(1)))
+    declared = {e.name for e in cls.evidence}
+    others = {v for e in cls.evidence for v in e.values}
+    others |= {f.name for f in dataclasses.fields(cls.Config)}
+    problems = [f"evidence {k} not documented" for k in sorted(declared - named)]
+    undeclared = sorted(named - declared - others)
+    problems += [f"evidence {k} documented, not declared" for k in undeclared]
     return problems
 
 
@@ -50,6 +70,7 @@ class LongConnection(Detector):
     kind = "long_connection"
     title = "Connection lasted longer than a threshold"
     severity = Severity.INFO
+    evidence = (Evidence("duration_s", "s", "how long the connection lasted"),)
 
     @dataclass(frozen=True)
     class Config:
@@ -166,6 +187,31 @@ def test_toy_detector_passes_the_checks_and_its_doc_check_bites() -> None:
     assert doc_problems(LongConnection, good.replace("Severity: info.", "Severity: error.")) == [
         "no 'Severity: info.' line"
     ]
+    assert doc_problems(LongConnection, good.replace("`duration_s`", "`lasted_s`")) == [
+        "evidence duration_s not documented",
+        "evidence lasted_s documented, not declared",
+    ]
+    # A Config field may be named in the list: it says how a number was measured.
+    assert doc_problems(LongConnection, good.replace("how long.", "at `min_duration_s`.")) == []
+
+
+def test_a_finding_with_an_undeclared_evidence_key_is_a_detector_bug() -> None:
+    class Talker(LongConnection):
+        def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+            for f in super().detect(ctx):
+                yield self.finding(
+                    conn=f.conn,
+                    direction=None,
+                    start_s=f.start_s,
+                    end_s=f.end_s,
+                    evidence={**f.evidence, "chatter_count": 1},
+                    summary=f.summary,
+                    explanation=f.explanation,
+                    advice=f.advice,
+                )
+
+    with pytest.raises(DetectorError, match="chatter_count not declared"):
+        run_detectors(context([12.0]), [Talker])
 
 
 def test_a_finding_of_another_kind_is_a_detector_bug() -> None:
@@ -207,7 +253,7 @@ HEADER = """\
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import Finding, Severity
 """
 
@@ -313,6 +359,33 @@ def test_import_errors_propagate(make_package: Callable[[dict[str, str]], str]) 
             ),
             "say why this default",
         ),
+        (detector_source("A", "a_kind", "evidence = ['gap_s']\n"), "tuple of Evidence"),
+        (
+            detector_source("A", "a_kind", 'evidence = (Evidence("Gap", "", "a gap"),)\n'),
+            "snake_case",
+        ),
+        (
+            detector_source("A", "a_kind", 'evidence = (Evidence("gap_s", "ms", "a gap"),)\n'),
+            "its unit is 's'",
+        ),
+        (
+            detector_source(
+                "A", "a_kind", 'evidence = (Evidence("rate_per_s", "bytes", "a rate"),)\n'
+            ),
+            "its unit is '/s'",
+        ),
+        (
+            detector_source("A", "a_kind", 'evidence = (Evidence("gap_s", "s", " "),)\n'),
+            "needs a meaning",
+        ),
+        (
+            detector_source(
+                "A",
+                "a_kind",
+                'evidence = (Evidence("gap_s", "s", "a gap"), Evidence("gap_s", "s", "again"))\n',
+            ),
+            "declared twice",
+        ),
     ],
 )
 def test_protocol_violations_fail(
@@ -352,3 +425,16 @@ def test_every_documented_kind_exists() -> None:
     kinds = {cls.kind for cls in all_detectors()}
     documented = {k for k in doc_sections(DOC.read_text()) if re.fullmatch(r"[a-z0-9_]+", k)}
     assert documented <= kinds
+
+
+CAPTURES = sorted((DOC.parent.parent / "fixtures" / "captures").glob("*/sender.pcap"))
+
+
+@pytest.mark.parametrize("sender", CAPTURES, ids=lambda p: p.parent.name)
+def test_findings_of_the_bundled_captures_hold_declared_evidence_only(sender: Path) -> None:
+    from tracekit.pipeline import analyze_files
+
+    analysis = analyze_files(sender, sender.with_name("receiver.pcap"))
+    declared = {cls.kind: {e.name for e in cls.evidence} for cls in all_detectors()}
+    for finding in analysis.findings:
+        assert set(finding.evidence) <= declared[finding.kind], finding.kind

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from crafting import CLIENT, OPTS, SERVER, tcp, write
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from tests.helpers.crafting import CLIENT, OPTS, SERVER, tcp, write
 from tracekit.capture import read_capture
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,

@@ -4,7 +4,9 @@ An example is a fenced block whose first line is `$ tracekit ...` (continued wit
 backslash); the lines after the command are its expected output, where a line `...` stands for
 any number of lines, and the output ends at the block's next `$ ` line. The command runs in a
 temporary folder, which receives what it writes, with the repository's files it reads given
-by their full path. So an example cannot go stale.
+by their full path. A file an example reads from docs/examples/ may be shown in a fenced block
+whose first line is a comment naming it (`# docs/examples/NAME.toml`): the block is that file, to
+the byte. So an example cannot go stale.
 """
 
 from __future__ import annotations
@@ -70,13 +72,42 @@ def test_the_example_prints_what_it_shows(
 ) -> None:
     # Run in a temporary folder, so that the outputs the example writes land there; the
     # repository's files it reads are given by their full path.
-    args = [str(ROOT / a) if a.startswith("fixtures/") else a for a in shlex.split(command)[1:]]
+    args = [
+        str(ROOT / a) if a.startswith(("fixtures/", "docs/examples/")) else a
+        for a in shlex.split(command)[1:]
+    ]
     done = subprocess.run(
         [TRACEKIT, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
     got = (done.stdout + done.stderr).splitlines()
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert matches(expected, got), "\n".join(["got:", *got])
+
+
+def shown_files() -> list[tuple[str, int, str, str]]:
+    """(page, line, file, block) of every block that shows a file of docs/examples/."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.finditer(
+            r"^```[a-z]*\n# (docs/examples/\S+)\n(.*?)^```", text, re.M | re.S
+        ):
+            line = text[: block.start()].count("\n") + 1
+            found.append((str(page.relative_to(ROOT)), line, block.group(1), block.group(2)))
+    return found
+
+
+SHOWN = shown_files()
+
+
+def test_there_are_shown_files() -> None:
+    assert SHOWN
+
+
+@pytest.mark.parametrize(("page", "line", "name", "block"), SHOWN,
+                         ids=[f"{p}:{n}" for p, n, _, _ in SHOWN])  # fmt: skip
+def test_a_shown_file_is_the_file(page: str, line: int, name: str, block: str) -> None:
+    assert (ROOT / name).read_text() == block
 
 
 def test_install_lines_name_this_projects_distribution() -> None:

@@ -56,7 +56,9 @@ def test_schema_file_is_generated_from_the_code() -> None:
 
 def test_schema_connection_properties_follow_connection_columns() -> None:
     props = analyze_schema()["$defs"]["connection"]["properties"]
-    assert set(props) - {"start_s"} == {c.name for c in schema.CONNECTION_COLUMNS}
+    assert set(props) - {"start_s", "wireshark_filter"} == {
+        c.name for c in schema.CONNECTION_COLUMNS
+    }
     assert set(connection_row()) == {c.name for c in schema.CONNECTION_COLUMNS}
 
 

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fuzz_pipeline import run_pipeline, split_input
+
+from tests.fuzz_pipeline import run_pipeline, split_input
 
 ROOT = Path(__file__).resolve().parent.parent
 # The console script, as installed beside this interpreter.

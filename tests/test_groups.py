@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit import groups
+from tracekit.core import groups
 
 LOWEST = np.iinfo(np.int64).min
 

@@ -14,14 +14,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from many_connections import write_connections
 from tracekit.cli.main import cli
 
-from tracekit import table_io
-from tracekit.connections import packet_schema
+from tests.helpers.many_connections import write_connections
+from tracekit.connections import packet_schema, table_io
+from tracekit.connections.stream import ingest_capture
+from tracekit.connections.table_io import connections_path, read_connections
 from tracekit.errors import TracekitError
-from tracekit.ingest import ingest_capture
-from tracekit.table_io import connections_path, read_connections
 
 REPO = Path(__file__).parent.parent
 

@@ -1,4 +1,4 @@
-"""tracekit.ingest: the packet table written as a stream equals the one built whole.
+"""tracekit.connections.stream: the packet table written as a stream equals the one built whole.
 
 The whole-capture road (read_capture, build_connections, write_packet_table) is checked against
 tshark and tcptrace elsewhere (test_connections, test_cli_ingest); here the stream must give
@@ -12,14 +12,19 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from crafting import CLIENT, SERVER, tcp, write
 
-from tracekit import ingest as ingest_module
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
+from tracekit.connections import stream as ingest_module
+from tracekit.connections.stream import connections_table, ingest_capture
+from tracekit.connections.table_io import (
+    PAIR_KEY,
+    connections_path,
+    read_connections,
+    write_packet_table,
+)
 from tracekit.errors import CaptureError
-from tracekit.ingest import connections_table, ingest_capture
-from tracekit.table_io import PAIR_KEY, connections_path, read_connections, write_packet_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted(

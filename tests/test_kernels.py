@@ -1,6 +1,6 @@
-"""The ahead-of-time kernels (tracekit._aot) against the same kernels compiled by numba.
+"""The ahead-of-time kernels (tracekit.core._aot) against the same kernels compiled by numba.
 
-`pip install -e .` builds tracekit._aot (setup.py); `TRACEKIT_JIT=1` makes the same code run
+`pip install -e .` builds tracekit.core._aot (setup.py); `TRACEKIT_JIT=1` makes the same code run
 through numba instead, which is the independent path these tests compare with.
 """
 
@@ -18,12 +18,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tracekit import kernels
 from tracekit.capture import decode as decode_module
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
+from tracekit.connections.segments import classify_data
+from tracekit.core import kernels
 from tracekit.errors import CaptureError
-from tracekit.segments import classify_data
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted(
@@ -41,7 +41,7 @@ _JIT_TABLES = """
 import sys, warnings
 from pathlib import Path
 import pyarrow.parquet as pq
-from tracekit import kernels
+from tracekit.core import kernels
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 assert not kernels.ahead_of_time()
@@ -72,7 +72,7 @@ def _run(code: str, *args: str, jit: bool = False) -> subprocess.CompletedProces
 def test_the_installed_tree_runs_the_ahead_of_time_kernels() -> None:
     # `pip install -e .` (make test) builds them from these sources; a stale or missing build
     # would leave the numba path, correct but a second slower to start.
-    assert kernels.ahead_of_time(), "tracekit._aot missing or stale: run `pip install -e .`"
+    assert kernels.ahead_of_time(), "tracekit.core._aot missing or stale: run `pip install -e .`"
 
 
 def test_reading_and_connections_start_without_numba() -> None:

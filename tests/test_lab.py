@@ -24,7 +24,6 @@ TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "tshark", "tcptrace")
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the lab builds network namespaces: needs root"),
     pytest.mark.skipif(
         not all(shutil.which(tool) for tool in TOOLS), reason=f"needs all of {TOOLS}"
     ),

@@ -146,8 +146,8 @@ def test_restamped_lab_capture(tmp_path: Path, scenario: str) -> None:
     # edge about 1 s long can tilt by up to 1 us / 1 s = 1 ppm; 2 ppm leaves room for that.
     assert abs((m.clock.skew_ppm - as_made.clock.skew_ppm) - 50.0) < 2.0
     # ... and its own error, the lab relay's delay floor wandering by a few microseconds over
-    # the transfer, stays within the 5 ppm on these captures of 1.7-4.2 s (the floor of a
-    # 1 s capture wandered by 10 us: 10 ppm; docs/two-vantage.md lists every capture).
+    # the transfer, stays within 5 ppm (0.5 us over 100 ms) on these captures of 1.7-4.2 s (the
+    # floor of a 1 s capture wandered by 10 us: 10 ppm; docs/two-vantage.md lists every capture).
     assert abs(m.clock.skew_ppm - 50.0) < 5.0
     for fit in (m, as_made):
         counts = fit.counts()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from test_merge_match import DELAY_S, Ack, Seg, exchange
 
+from tests.helpers.exchange import DELAY_S, Ack, Seg, exchange
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge

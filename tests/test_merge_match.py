@@ -2,180 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
-from scapy.utils import wrpcap
 
+from tests.helpers.exchange import CLIENT, DELAY_S, NAT, Ack, Seg, exchange
+from tests.helpers.exchange import clean as _clean
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.errors import TracekitError
 from tracekit.merge import merge, parse_map
 from tracekit.merge.match import map_endpoint
 
-CLIENT, SERVER, NAT = "10.1.0.1", "10.1.0.2", "192.0.2.7"
-DELAY_S = 0.025
-
-
-@dataclass(frozen=True)
-class Seg:
-    """A data segment the client sends at t (sender clock), and where it was captured."""
-
-    t: float
-    seq: int  # relative: first data byte is 1
-    length: int
-    ip_id: int
-    at_sender: bool = True
-    at_receiver: bool = True
-    pieces: int = 1  # > 1: the receiver's capture shows it split (TSO at the sender)
-    late: float = 0.0  # extra seconds on the way: arrives after later segments (reordering)
-
-
-@dataclass(frozen=True)
-class Ack:
-    """An ACK the server sends at t (sender clock), with SACK blocks (relative numbers)."""
-
-    t: float
-    ack: int
-    ip_id: int
-    sack: tuple[tuple[int, int], ...] = ()
-
-
-ISN_C, ISN_S = 1000, 50000
-
-
-def _tcp(
-    t: float,
-    src: str,
-    dst: str,
-    sport: int,
-    dport: int,
-    flags: str,
-    seq: int,
-    ack: int,
-    ip_id: int,
-    payload: int = 0,
-    sack: tuple[tuple[int, int], ...] = (),
-    sent: float = 0.0,
-) -> Ether:
-    # TSval is the sending host's millisecond clock (RFC 7323 5.4), the same in both captures.
-    opts: list[tuple[str, object]] = [("Timestamp", (int(sent * 1000) + 1, 0))]
-    if "S" in flags:
-        opts = [("MSS", 1460), ("SAckOK", b""), *opts]
-    if sack:
-        opts.append(("SAck", tuple(x for block in sack for x in block)))
-    pkt = (
-        Ether()
-        / IP(src=src, dst=dst, id=ip_id)
-        / TCP(sport=sport, dport=dport, flags=flags, seq=seq % 2**32, ack=ack % 2**32, options=opts)
-        / (b"x" * payload)
-    )
-    pkt.time = t
-    return pkt
-
-
-def exchange(
-    tmp: Path,
-    segs: list[Seg],
-    acks: list[Ack],
-    *,
-    offset_s: float = 2.0,
-    skew_ppm: float = 0.0,
-    client_at_receiver: str = CLIENT,
-) -> tuple[Path, Path]:
-    """Write sender.pcap (at the client) and receiver.pcap (at the server, its own clock).
-
-    Every packet takes DELAY_S one way; the server's clock reads t + offset + skew * t. The
-    handshake and the ACKs are seen at both ends.
-    """
-
-    def rclock(t: float) -> float:
-        return t + offset_s + skew_ppm * 1e-6 * t
-
-    snd: list[Ether] = []
-    rcv: list[Ether] = []
-    cport, sport = 40000, 5001
-    rc = client_at_receiver
-
-    def c2s(
-        t: float,
-        flags: str,
-        seq: int,
-        ack: int,
-        ip_id: int,
-        n: int = 0,
-        sender: bool = True,
-        receiver: bool = True,
-        pieces: int = 1,
-        late: float = 0.0,
-    ) -> None:
-        if sender:
-            snd.append(_tcp(t, CLIENT, SERVER, cport, sport, flags, seq, ack, ip_id, n, sent=t))
-        if receiver:
-            step = n // pieces
-            for k in range(pieces):
-                size = step if k < pieces - 1 else n - step * (pieces - 1)
-                rcv.append(
-                    _tcp(
-                        rclock(t + DELAY_S + late) + k * 1e-5,
-                        rc,
-                        SERVER,
-                        cport,
-                        sport,
-                        flags,
-                        seq + k * step,
-                        ack,
-                        ip_id,
-                        size,
-                        sent=t,
-                    )
-                )
-
-    def s2c(t: float, flags: str, seq: int, ack: int, ip_id: int, sack=()) -> None:  # type: ignore[no-untyped-def]
-        rcv.append(_tcp(rclock(t), SERVER, rc, sport, cport, flags, seq, ack, ip_id, 0, sack, t))
-        snd.append(
-            _tcp(t + DELAY_S, SERVER, CLIENT, sport, cport, flags, seq, ack, ip_id, 0, sack, t)
-        )
-
-    c2s(0.0, "S", ISN_C, 0, 1)
-    s2c(DELAY_S, "SA", ISN_S, ISN_C + 1, 1)
-    c2s(2 * DELAY_S, "A", ISN_C + 1, ISN_S + 1, 2)
-    for s in segs:
-        c2s(
-            s.t,
-            "A",
-            ISN_C + s.seq,
-            ISN_S + 1,
-            s.ip_id,
-            s.length,
-            s.at_sender,
-            s.at_receiver,
-            s.pieces,
-            s.late,
-        )
-    for a in acks:
-        sack = tuple((ISN_C + lo, ISN_C + hi) for lo, hi in a.sack)
-        s2c(a.t, "A", ISN_S + 1, ISN_C + a.ack, a.ip_id, sack)
-    snd.sort(key=lambda p: float(p.time))
-    rcv.sort(key=lambda p: float(p.time))
-    sp, rp = tmp / "sender.pcap", tmp / "receiver.pcap"
-    wrpcap(str(sp), snd)
-    wrpcap(str(rp), rcv)
-    return sp, rp
-
 
 def _merge(sp: Path, rp: Path, addr_map: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     return merge(build_connections(read_capture(sp)), build_connections(read_capture(rp)), addr_map)
-
-
-def _clean(n: int = 6) -> tuple[list[Seg], list[Ack]]:
-    segs = [Seg(0.1 + 0.001 * i, 1 + 1000 * i, 1000, 10 + i) for i in range(n)]
-    acks = [Ack(0.1 + 0.001 * i + DELAY_S + 0.0005, 1001 + 1000 * i, 100 + i) for i in range(n)]
-    return segs, acks
 
 
 def test_every_transmission_pairs_with_its_arrival(tmp_path: Path) -> None:
@@ -278,10 +120,15 @@ def test_check_takes_the_nat_map_from_a_manifest(tmp_path: Path) -> None:
     from click.testing import CliRunner
     from tracekit.cli.main import cli
 
-    # Bytes 2001-3000 are resent at 0.3 s and the receiver captures both copies: a receiver
-    # drop, which check can count only once it has matched the receiver's connection.
-    segs, acks = _clean(4)
+    # Bytes 2001-3000 reach the receiver's capture at 0.1 s, are never acknowledged (the ACKs
+    # stay at 2001), and are resent at 0.3 s: a receiver drop, which check can count only once
+    # it has matched the receiver's connection.
+    segs, _ = _clean(4)
     segs.append(Seg(0.3, 2001, 1000, 30))
+    back = DELAY_S + 0.0005
+    acks = [Ack(0.100 + back, 1001, 100), Ack(0.101 + back, 2001, 101)]
+    acks += [Ack(0.102 + back, 2001, 102), Ack(0.103 + back, 2001, 103)]  # duplicates
+    acks.append(Ack(0.3 + back, 4001, 104))
     sp, rp = exchange(tmp_path, segs, acks, client_at_receiver=NAT)
     manifest = tmp_path / "pairs.toml"
     drops = {}

@@ -27,8 +27,8 @@ import pytest
 from fixtures.crafted import outliers
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
+from tracekit.merge.udpstream import Layout, udp_streams
 from tracekit.series import rate
-from tracekit.udpstream import Layout, udp_streams
 
 GIB = 1 << 30
 PEAK_RSS_LIMIT = GIB

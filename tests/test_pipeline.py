@@ -7,10 +7,10 @@ from pathlib import Path
 
 import jsonschema
 from click.testing import CliRunner
-from crafting import CLIENT, SERVER, tcp, write
 from tracekit.cli.main import cli
 
-from tracekit.pipeline import analyze_paths
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tracekit.pipeline import analyze_files
 
 SCHEMA = json.loads(
     (Path(__file__).resolve().parent.parent / "docs" / "analyze.schema.json").read_text()
@@ -31,9 +31,10 @@ def _capture(tmp: Path) -> Path:
 
 
 def test_analysis_document_follows_the_schema(tmp_path: Path) -> None:
-    doc = analyze_paths(_capture(tmp_path)).to_dict()
+    doc = analyze_files(_capture(tmp_path)).to_dict()
     jsonschema.validate(doc, SCHEMA)
     (conn,) = doc["connections"]
+    assert conn["wireshark_filter"].startswith(f"((ip.src == {CLIENT} && tcp.srcport == 40000")
     assert (conn["bytes_a2b"], conn["ws_a"], conn["ws_b"]) == (500, 2, 2)
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import Browser, chromium_available, png_pixels
 from click.testing import CliRunner
-from crafting import CLIENT, SERVER, tcp, transfer, write
 from tracekit.cli.main import cli
 
-from tracekit.pipeline import analyze_paths
+from tests.helpers.browser import Browser, png_pixels
+from tests.helpers.crafting import CLIENT, SERVER, tcp, transfer, write
+from tracekit.pipeline import analyze_files
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.model import Report
 
@@ -23,7 +23,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _traces(capture: Path) -> dict[str, object]:
-    report = build_report(analyze_paths(capture), (str(capture),))
+    report = build_report(analyze_files(capture), (str(capture),))
     (view,) = report.connections
     tsg = view.plots[0]
     return {t.name: t for t in tsg.traces}
@@ -50,7 +50,7 @@ def test_tsg_marks_every_event_of_the_transfer(capture: Path) -> None:
 
 
 def test_overview_and_config(capture: Path) -> None:
-    report = build_report(analyze_paths(capture), ("t.pcap",), ReportConfig(rate_window_s=0.5))
+    report = build_report(analyze_files(capture), ("t.pcap",), ReportConfig(rate_window_s=0.5))
     (row,) = report.overview.rows
     columns = report.overview.columns
     assert row[columns.index("bytes a->b")] == 8000
@@ -74,7 +74,6 @@ def test_file_names_are_escaped(tmp_path: Path) -> None:
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not chromium_available(), reason="chromium is not installed")
 def test_report_of_a_real_transfer_opens_in_chromium(capture: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     result = CliRunner().invoke(cli, ["report", str(capture), "-o", str(out)])
@@ -139,7 +138,7 @@ def test_udp_stream_view_marks_the_lost_numbers() -> None:
 
 
 def test_plots_open_on_the_connection_and_its_data(capture: Path) -> None:
-    report = build_report(analyze_paths(capture), ("t.pcap",))
+    report = build_report(analyze_files(capture), ("t.pcap",))
     (view,) = report.connections
     # The crafted connection runs from 0 to 10.1 s; every plot opens on that span.
     for plot in view.plots:
@@ -188,7 +187,7 @@ def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_p
             tcp(t + 0.03, SERVER, CLIENT, 80, port, "A", 1, 1 + size),
         ]
     path = write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
-    analysis = analyze_paths(path)
+    analysis = analyze_files(path)
     assert {f.conn for f in analysis.findings} == {0}
     config = ReportConfig(max_connections=1, max_listed_connections=3)
     report = build_report(analysis, ("many.pcap",), config)
@@ -209,6 +208,6 @@ def test_a_udp_stream_only_the_receiver_capture_holds_is_drawn() -> None:
     sweep = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "cross_udp_tcp_20m"
     truth = json.loads((sweep / "truth.json").read_text())
     udp = truth["cross_traffic"]["flows"]["cross_udp"]["bottleneck"]
-    analysis = analyze_paths(sweep / "sender.pcap.zst", sweep / "receiver.pcap.zst")
+    analysis = analyze_files(sweep / "sender.pcap.zst", sweep / "receiver.pcap.zst")
     titles = [v.title for v in build_report(analysis, ("s", "r")).connections]
     assert f"UDP stream 1 (receiver capture): {udp['src']} -> {udp['dst']}" in titles

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.report.decimate import allocate, decimate
+from tracekit.report.decimate import decimate
 
 
 def test_short_series_comes_back_whole() -> None:
@@ -89,22 +89,6 @@ def test_properties(n: int, target: int, seed: int) -> None:
     assert set(np.flatnonzero(keep).tolist()) <= set(idx.tolist())
     assert len(idx) <= target + keep.sum()
     assert int(np.argmax(y)) in idx.tolist() and int(np.argmin(y)) in idx.tolist()
-
-
-def test_allocate_small_traces_keep_all_big_ones_share() -> None:
-    assert allocate([100, 1_000_000, 1_000_000], 10_100, floor=10) == [100, 5_000, 5_000]
-
-
-def test_allocate_respects_floor() -> None:
-    assert allocate([50_000, 50_000, 50_000], 3_000, floor=2_000) == [2_000, 2_000, 2_000]
-    assert allocate([10, 50_000], 100, floor=2_000) == [10, 2_000]
-
-
-def test_allocate_prices_points_by_weight() -> None:
-    # 30 000 units: the line (weight 1) and the bars (weight 10) get 15 000 units each.
-    assert allocate([1_000_000, 1_000_000], 30_000, floor=10, weights=[1, 10]) == [15_000, 1_500]
-    # A cheap small trace keeps everything and leaves the rest to the expensive one.
-    assert allocate([1_000, 1_000_000], 30_000, floor=10, weights=[1, 10]) == [1_000, 2_900]
 
 
 @settings(max_examples=60, deadline=None)

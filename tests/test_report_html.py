@@ -6,6 +6,7 @@ import base64
 import html
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,23 @@ def embedded_data(page: str) -> dict[str, Any]:
 
 
 def decode(enc: dict[str, Any]) -> np.ndarray:
-    raw = np.frombuffer(base64.b64decode(enc["b64"]), dtype="<" + enc["dtype"])
-    return enc["base"] + raw.astype(np.float64) * enc["scale"]
+    """A column as the page's format defines it, decoded with numpy (not report.js)."""
+    size = np.dtype("<" + enc["dtype"]).itemsize
+    planes = np.frombuffer(zlib.decompress(base64.b64decode(enc["b64"])), np.uint8)
+    raw = planes.reshape(size, enc["n"]).T.copy().view("<" + enc["dtype"]).ravel()
+    if enc["delta"]:
+        z = raw.astype(np.int64)
+        raw = np.cumsum((z >> 1) ^ -(z & 1))
+    return np.asarray(enc["base"] + raw.astype(np.float64) * enc["scale"])
+
+
+def arrays(plot: dict[str, Any], trace: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A trace's x, y and (bars) y_end as the page carries them."""
+    out = {k: decode(plot["columns"][trace[k]]) for k in ("x", "y")}
+    if trace["y_end"] is not None:
+        enc = plot["columns"][trace["y_end"]]
+        out["y_end"] = decode(enc) + (out["y"] if enc.get("plus_other") else 0)
+    return out
 
 
 def test_plotly_is_inlined_once_and_nothing_is_fetched() -> None:
@@ -87,10 +103,11 @@ def test_data_round_trips_exactly_enough() -> None:
     segments = sender["traces"][0]
     assert segments["kind"] == "segments" and segments["n"] == 500
     truth = report.connections[0].plots[0].traces[0]
-    np.testing.assert_allclose(decode(segments["x"]), truth.x, atol=0.6e-6)
-    np.testing.assert_array_equal(decode(segments["y"]), truth.y)
+    got = arrays(sender, segments)
+    np.testing.assert_allclose(got["x"], truth.x, atol=0.6e-6)
+    np.testing.assert_array_equal(got["y"], truth.y)
     assert truth.y_end is not None
-    np.testing.assert_array_equal(decode(segments["y_end"]), truth.y_end)
+    np.testing.assert_array_equal(got["y_end"], truth.y_end)
     assert sender["shades"] == [
         {"x0": 0.2, "x1": 0.4, "label": "finding 10.0.0.1:5001", "color": Shade(0, 1, "").color}
     ]
@@ -102,29 +119,59 @@ def test_big_sequence_numbers_stay_exact() -> None:
     plot = Plot("p", "time (s)", "sequence (bytes)", (Trace("a", Kind.STEP, t, seq),))
     view = ConnectionView("c", (), (plot,))
     report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
-    enc = embedded_data(render(report))["plots"][0]["traces"][0]["y"]
-    np.testing.assert_array_equal(decode(enc), seq)
+    plot = embedded_data(render(report))["plots"][0]
+    np.testing.assert_array_equal(arrays(plot, plot["traces"][0])["y"], seq)
 
 
-def test_decimation_keeps_marked_points_and_respects_the_budget() -> None:
-    n = 100_000
-    t = np.linspace(0, 10, n)
-    seq = np.arange(n, dtype=np.float64)
+def test_every_point_is_carried_sorted_by_time_and_shared_columns_once() -> None:
+    # Times out of order (a capture clock stepping back) come sorted, each y with its own x.
+    rng = np.random.default_rng(5)
+    n = 200_000
+    t = np.sort(rng.uniform(0, 30, n))
+    t[1000:1010] = t[1000:1010][::-1]
+    seq = np.arange(n, dtype=np.int64) * 1448
+    ack = Trace("ACK line", Kind.STEP, t, seq)
+    edge = Trace("window edge", Kind.STEP, t, seq + 65535, fit=False)
+    bars = Trace("data", Kind.SEGMENTS, t, seq, y_end=seq + 1448)
+    plot = Plot("p", "time (s)", "seq", (bars, ack, edge))
+    report = Report("r", Table((), ()), Table((), ()), (ConnectionView("c", (), (plot,)),), (), "0")
+    out = embedded_data(render(report))["plots"][0]
+    order = np.argsort(t, kind="stable")
+    for trace in out["traces"]:
+        assert trace["n"] == trace["n_raw"] == n
+        got = arrays(out, trace)
+        np.testing.assert_allclose(got["x"], t[order], atol=0.6e-6)
+    np.testing.assert_array_equal(arrays(out, out["traces"][0])["y_end"], seq[order] + 1448)
+    np.testing.assert_array_equal(arrays(out, out["traces"][2])["y"], seq[order] + 65535)
+    assert [tr["fit"] for tr in out["traces"]] == [True, True, False]
+    # The three traces share one time column; a full-sized bar's height costs nothing.
+    assert out["traces"][0]["x"] == out["traces"][1]["x"] == out["traces"][2]["x"]
+    assert sum(len(c["b64"]) for c in out["columns"]) < 0.1 * n * 8 * 4
+
+
+def test_over_the_size_limit_big_traces_are_carried_thinned_keeping_marks() -> None:
+    rng = np.random.default_rng(2)
+    n = 400_000
+    t = np.sort(rng.uniform(0, 100, n))  # noisy gaps: about two bytes a point compressed
+    seq = np.cumsum(rng.integers(1, 3000, n))
     keep = np.zeros(n, bool)
     keep[::997] = True
     trace = Trace("data", Kind.SEGMENTS, t, seq, y_end=seq + 1, keep=keep)
     view = ConnectionView("c", (), (Plot("p", "time (s)", "seq", (trace,)),))
     report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
-    # A segment costs DRAW_COST[SEGMENTS] line points: 40 000 buys at most 4 000 segments.
-    budget = Budget(total_cost=40_000, floor_points=100)
+    whole = embedded_data(render(report))["plots"][0]
+    assert whole["traces"][0]["n"] == n
+    limit = 300_000
+    assert sum(len(c["b64"]) for c in whole["columns"]) > limit
+    page = render(report, Budget(max_bytes=limit))
+    plot = embedded_data(page)["plots"][0]
+    out = plot["traces"][0]
+    assert sum(len(c["b64"]) for c in plot["columns"]) <= limit
+    assert out["n_raw"] == n and out["n"] < n
+    drawn = set(arrays(plot, out)["y"].astype(np.int64).tolist())
+    assert set(seq[keep].tolist()) <= drawn  # every kept point is still there
+    assert "carried thinned" in page and "data" in page.split("carried thinned")[1]
     assert DRAW_COST[Kind.SEGMENTS] == 10
-    enc = embedded_data(render(report, budget))
-    out = enc["plots"][0]["traces"][0]
-    assert out["n_raw"] == n
-    assert out["n"] <= 4_000 + keep.sum()
-    drawn = set(np.rint(decode(out["y"])).astype(int).tolist())
-    assert set(np.flatnonzero(keep).tolist()) <= drawn
-    assert out["gl"] is False  # under webgl_from_points after thinning
 
 
 def test_tables_escape_cells_and_mark_numbers() -> None:
@@ -139,7 +186,9 @@ def test_sections_beyond_the_budget_start_closed() -> None:
     report = Report(base.title, base.overview, base.findings, views, base.inputs, "0")
     page = render(report, Budget(open_connections=2))
     assert page.count('class="connection" id="conn-') == 3
-    assert page.count("<details") == 3 and page.count(" open>") == 2
+    sections = page.count('<details class="connection"')
+    assert sections == 3 and page.count('class="connection" id="conn-0" open>') == 1
+    assert page.count('id="conn-1" open>') == 1 and page.count('id="conn-2">') == 1
 
 
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
@@ -171,6 +220,18 @@ def test_empty_traces_and_missing_values_render() -> None:
         ),
     )
     report = Report("r", Table((), ()), Table((), ()), (ConnectionView("c", (), (plot,)),), (), "0")
-    rtt_out, empty_out = embedded_data(render(report))["plots"][0]["traces"]
-    np.testing.assert_allclose(decode(rtt_out["y"]), rtt)  # NaN stays a gap, not a zero
-    assert empty_out["n"] == 0 and len(decode(empty_out["x"])) == 0
+    out = embedded_data(render(report))["plots"][0]
+    rtt_out, empty_out = out["traces"]
+    np.testing.assert_allclose(arrays(out, rtt_out)["y"], rtt)  # NaN stays a gap, not a zero
+    assert empty_out["n"] == 0 and len(arrays(out, empty_out)["x"]) == 0
+
+
+def test_a_finding_row_names_its_connection_and_time_range() -> None:
+    base = small_report()
+    findings = Table(
+        ("#", "finding"), ((1, "x"), (2, "y")), links=(0, None), ranges=((0.2, 0.4), None)
+    )
+    report = Report(base.title, base.overview, findings, base.connections, base.inputs, "0")
+    page = render(report)
+    assert '<tr class="zoom" data-conn="0" data-range="0.2,0.4">' in page
+    assert page.count('class="zoom"') == 1  # a finding of no drawn connection zooms nowhere

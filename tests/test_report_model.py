@@ -20,8 +20,9 @@ from tracekit.report.model import (
 X = np.arange(3, dtype=np.float64)
 
 
-def test_report_error_is_a_tracekit_error() -> None:
-    assert issubclass(ReportError, TracekitError)
+def test_a_model_that_cannot_be_drawn_is_a_bug_not_bad_input() -> None:
+    # TracekitError is bad input (exit 2); a model built wrong is tracekit's own fault (exit 3).
+    assert not issubclass(ReportError, TracekitError)
 
 
 def test_mismatched_lengths_are_refused() -> None:

@@ -1,4 +1,4 @@
-"""tracekit.segments.classify_data against the rule it states, written out packet by packet."""
+"""connections.segments.classify_data against the rule it states, written out packet by packet."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracekit.connections.segments import KIND_CODE, classify_data
 from tracekit.schema import PROTO_TCP
-from tracekit.segments import KIND_CODE, classify_data
 
 
 def rule(

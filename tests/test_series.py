@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from crafting import c2s, s2c, transfer, write
-from independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt
 
+from tests.helpers.crafting import c2s, s2c, transfer, write
+from tests.helpers.independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
-from tracekit.series import Direction, _bin_of, build_series, rate, resent, rounds, trains
+from tracekit.series import Direction, build_series, rate, resent, rounds, trains
+from tracekit.series.measures import _bin_of
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tracekit import kernels
-from tracekit.pipeline import analyze_paths
+from tracekit.core import kernels
+from tracekit.pipeline import analyze_files
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 # A TCP pair with losses in the network and one with drops in the receiver host, and a numbered
@@ -22,7 +22,7 @@ ROUNDS = 4
 
 def _document(name: str) -> str:
     lab = CAPTURES / name
-    doc = analyze_paths(lab / "sender.pcap", lab / "receiver.pcap").to_dict()
+    doc = analyze_files(lab / "sender.pcap", lab / "receiver.pcap").to_dict()
     return json.dumps(doc, sort_keys=True)
 
 

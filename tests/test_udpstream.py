@@ -16,7 +16,7 @@ from tracekit.cli.main import cli
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.errors import TracekitError
-from tracekit.udpstream import Layout, udp_streams
+from tracekit.merge.udpstream import Layout, udp_streams
 
 LAB = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "udp_loss"
 

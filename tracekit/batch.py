@@ -39,54 +39,26 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit import schema
-from tracekit.check.inputs import CaptureInput, analyze_input, find_inputs
+from tracekit.connections.table_io import write_parquet_atomic
 from tracekit.errors import TracekitError
 from tracekit.findings import Finding
-from tracekit.table_io import write_parquet_atomic
+from tracekit.inputs import CaptureInput, analyze_input, find_inputs
+from tracekit.tunables import non_defaults
 from tracekit.warmup import warm_up
 
 Engine = Literal["process", "dask"]
 Status = Literal["ok", "error", "crash", "skipped"]
 
-CAPTURE_SCHEMA = pa.schema(
-    [
-        ("capture", pa.string()),
-        ("sender", pa.string()),
-        ("receiver", pa.string()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("connections", pa.int64()),
-        ("findings", pa.int64()),
-        ("time_s", pa.float64()),
-        # The files as they were analysed: a run started again redoes an input that changed.
-        ("fingerprint", pa.string()),
-    ]
-)
-CONNECTION_SCHEMA = pa.schema(
-    [
-        pa.field("capture", pa.string(), nullable=False),
-        *schema.arrow_schema(schema.CONNECTION_COLUMNS),
-    ]
-)
-FINDING_SCHEMA = pa.schema(
-    [
-        ("capture", pa.string()),
-        ("conn", pa.int32()),
-        ("kind", pa.string()),
-        ("severity", pa.string()),
-        ("direction", pa.string()),
-        ("start_s", pa.float64()),
-        ("end_s", pa.float64()),
-        ("summary", pa.string()),
-        ("evidence_json", pa.string()),
-    ]
-)
+# The dataset's three tables, declared in tracekit/schema.py (docs/tables.md).
+CAPTURE_SCHEMA = schema.arrow_schema(schema.BATCH_CAPTURE_COLUMNS)
+CONNECTION_SCHEMA = schema.arrow_schema(schema.BATCH_CONNECTION_COLUMNS)
+FINDING_SCHEMA = schema.arrow_schema(schema.BATCH_FINDING_COLUMNS)
 TABLES = ("captures", "connections", "findings")
 # In the output folder: held (flock) by the run writing there. Dot-named, so that readers of
 # the dataset skip it as they skip the temporaries.
@@ -106,6 +78,8 @@ class BatchConfig:
     scheduler: str | None = None  # the Dask scheduler's address, for engine "dask"
     # NAT rules (SENDER_ADDR, RECEIVER_ADDR), as `--map`, for every pair's receiver capture.
     addr_map: tuple[tuple[str, str], ...] = ()
+    # (kind, Config) of every tuned detector, as `--config`'s [detectors.KIND] tables give them.
+    detector_configs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.jobs < 0:
@@ -148,6 +122,8 @@ class Job:
     key: str
     out: str
     fingerprint: str
+    # (kind, Config) pairs: Configs are frozen dataclasses of numbers, which pickle to a worker.
+    configs: tuple[tuple[str, Any], ...] = ()
 
 
 def relative_inputs(root: Path) -> list[CaptureInput]:
@@ -168,10 +144,11 @@ def file_key(name: str) -> str:
     return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
 
 
-def fingerprint(inp: CaptureInput) -> str:
-    """Sizes and modification times of the input's files (missing: -1), and its NAT rules;
-    not their paths, so DIR given another way (relative, absolute, moved) still finds its
-    finished inputs, while other rules for a pair analyse it again."""
+def fingerprint(inp: CaptureInput, configs: tuple[tuple[str, Any], ...] = ()) -> str:
+    """Sizes and modification times of the input's files (missing: -1), its NAT rules and the
+    detector settings that differ from their defaults; not their paths, so DIR given another
+    way (relative, absolute, moved) still finds its finished inputs, while other rules for a
+    pair, or other settings, analyse it again."""
     parts = []
     for path in inp.paths:
         try:
@@ -180,6 +157,7 @@ def fingerprint(inp: CaptureInput) -> str:
         except OSError:
             parts.append("-1")
     parts += [f"map={a}={b}" for a, b in inp.addr_map]
+    parts += [f"detectors.{setting}" for setting in non_defaults(dict(configs))]
     return "|".join(parts)
 
 
@@ -207,7 +185,7 @@ def run_job(job: Job) -> Outcome:
     out = Path(job.out)
     inp = job.input
     try:
-        analysis, _ = analyze_input(inp)
+        analysis, _ = analyze_input(inp, dict(job.configs))
     except TracekitError as exc:
         outcome = Outcome(inp.name, "error", str(exc), time_s=time.perf_counter() - start)
     except Exception as exc:
@@ -277,11 +255,11 @@ def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
         if inp.receiver is not None and config.addr_map:
             inp = replace(inp, addr_map=config.addr_map)
         key = file_key(inp.name)
-        fp = fingerprint(inp)
+        fp = fingerprint(inp, config.detector_configs)
         if _finished(config.out / "captures" / f"{key}.parquet", fp):
             done.append(inp.name)
         else:
-            jobs.append(Job(inp, key, str(config.out), fp))
+            jobs.append(Job(inp, key, str(config.out), fp, config.detector_configs))
 
     def size(job: Job) -> int:
         return sum(p.stat().st_size for p in job.input.paths if p.is_file())

@@ -129,8 +129,10 @@ class Finding:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
-        """The inverse of `to_dict`, for reading a stored `analyze --json` document."""
-        return cls(**{**data, "severity": Severity(data["severity"])})
+        """The inverse of `to_dict`, for reading a stored `analyze --json` document (whose
+        `wireshark_filter` is derived, not part of the finding)."""
+        fields = {k: v for k, v in data.items() if k != "wireshark_filter"}
+        return cls(**{**fields, "severity": Severity(fields["severity"])})
 
 
 def _json_type(column: schema.Column) -> dict[str, Any]:
@@ -145,6 +147,14 @@ def _json_type(column: schema.Column) -> dict[str, Any]:
     if pa.types.is_string(t):
         return {"type": "string"}
     raise ValueError(f"no JSON type for column {column.name} of type {t}")
+
+
+# Added by `tracekit analyze --json` (tracekit.analysis.Analysis.to_dict), not by to_dict.
+_WIRESHARK_FILTER = {
+    "type": "string",
+    "description": "a Wireshark display filter selecting these packets of the sender's capture: "
+    "both endpoints and ports, and frame.time_relative from start to end (both included)",
+}
 
 
 def _connection_schema() -> dict[str, Any]:
@@ -171,6 +181,7 @@ def _connection_schema() -> dict[str, Any]:
         "minimum": 0,
         "description": "start_ns relative to the first connection's, in seconds (optional)",
     }
+    properties["wireshark_filter"] = _WIRESHARK_FILTER
     return {
         "type": "object",
         "required": list(columns),
@@ -214,6 +225,7 @@ def _finding_schema() -> dict[str, Any]:
             "summary": {"type": "string", "minLength": 1, "pattern": "^[^\\n]+$"},
             "explanation": {"type": "string", "minLength": 1},
             "advice": {"type": "string", "minLength": 1},
+            "wireshark_filter": _WIRESHARK_FILTER,
         },
     }
 
@@ -266,7 +278,7 @@ def _two_vantage_schema() -> dict[str, Any]:
 
 
 def _udp_stream_schema() -> dict[str, Any]:
-    """A numbered UDP test stream (tracekit.udpstream): received against sent."""
+    """A numbered UDP test stream (tracekit.merge.udpstream): received against sent."""
     return {
         "type": "object",
         "required": [

@@ -1,89 +1,46 @@
-"""The one function that wires the stages: capture -> connections -> series -> findings."""
+"""The wiring of the stages: capture -> connections -> series -> merge -> detectors -> findings.
+
+The values it returns are in `tracekit.analysis`."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
+import numpy as np
+
+from tracekit.analysis import Analysis, Selection, Vantage
 from tracekit.capture import Capture, read_capture
-from tracekit.connections import Connections, build_connections, records
+from tracekit.connections import Connections, build_connections
+from tracekit.core.paths import printable, require_regular_file
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
-from tracekit.errors import CaptureError
+from tracekit.errors import CaptureError, TracekitError
 from tracekit.findings import Finding
-from tracekit.merge import Merge, merge
+from tracekit.merge import merge
+from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
 from tracekit.schema import PROTO_TCP
-from tracekit.series import Series, build_series
-from tracekit.udpstream import Layout, UdpStream, has_udp_stream, udp_streams
+from tracekit.series import build_series
+
+# A reader progress callback: (bytes done, bytes in all).
+Progress = Callable[[int, int], None]
 
 
-@dataclass(frozen=True)
-class Vantage:
-    """One capture point's view: its connections and their series."""
+def vantage(
+    capture: Capture, udp_layout: Layout | None = None, selection: Selection | None = None
+) -> Vantage:
+    """Connections and series of one capture, which must hold TCP or a numbered UDP stream.
 
-    connections: Connections
-    series: Series
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """What an analysis found: the sender's view, the receiver's if given, and the findings."""
-
-    sender: Vantage
-    findings: list[Finding]
-    receiver: Vantage | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-    # The two captures merged (tracekit.merge), when a receiver capture was given.
-    merge: Merge | None = None
-    # Numbered UDP test streams (tracekit.udpstream), received against sent.
-    udp: tuple[UdpStream, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document of `tracekit analyze --json` (docs/analyze.schema.json).
-
-        With a receiver capture it adds `two_vantage` (the clock fit, the fate counts, the
-        connections seen in one capture only); with numbered UDP streams, `udp_streams`.
-        """
-        doc: dict[str, Any] = {
-            "connections": records(self.sender.connections.table),
-            "findings": [f.to_dict() for f in self.findings],
-        }
-        if self.merge is not None:
-            doc["two_vantage"] = {
-                "clock": self.merge.clock.to_dict() if self.merge.clock is not None else None,
-                "fates": self.merge.counts(),
-                "sender_only_connections": [int(c) for c in self.merge.connections.sender_only],
-                "receiver_only_connections": [int(c) for c in self.merge.connections.receiver_only],
-            }
-        if self.udp:
-            doc["udp_streams"] = [
-                {**stream.to_dict(), "lost_numbers": stream.lost.astype(int).tolist()}
-                for stream in self.udp
-            ]
-        return _json_numbers(doc)
-
-
-def _json_numbers(value: Any) -> Any:
-    """The document with every NaN or infinity as null: JSON has neither (RFC 8259 6)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_numbers(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_numbers(v) for v in value]
-    return value
-
-
-def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:
-    """Connections and series of one capture, which must hold TCP or a numbered UDP stream."""
+    With a `selection`, the series are built of its packets only (`select`)."""
     # Handed over, not lent: with no reference left here, build_connections frees the reader's
     # columns it replaces as it goes (when the caller let the capture go too, as analyze does).
     handed = [capture]
     del capture
     conns = build_connections(handed.pop())
+    if selection is not None and not selection.everything:
+        conns = select(conns, selection)
     proto = conns.packets.column("proto").to_numpy()
     if not (proto == PROTO_TCP).any() and not has_udp_stream(conns, udp_layout):
         raise CaptureError(
@@ -94,6 +51,35 @@ def vantage(capture: Capture, udp_layout: Layout | None = None) -> Vantage:
     return Vantage(connections=conns, series=build_series(conns))
 
 
+def select(conns: Connections, selection: Selection) -> Connections:
+    """The packets of one connection and of a time window, before the series and detectors.
+
+    Connections are numbered on the whole capture first (the numbers `tracekit flows` shows),
+    and keep their relative sequence numbers and segment kinds; only then are packets left
+    out. A connection number the capture does not have is bad input.
+    """
+    if selection.conn is not None and not 0 <= selection.conn < conns.table.num_rows:
+        have = conns.table.num_rows
+        raise TracekitError(
+            f"--connection {selection.conn}: no connection {selection.conn} in "
+            f"{printable(conns.capture.path)}, which has "
+            + (f"connections 0 to {have - 1}" if have else "none")
+            + " (tracekit flows lists them)"
+        )
+    pk = conns.packets
+    keep = np.ones(pk.num_rows, dtype=bool)
+    if selection.conn is not None:
+        keep &= pk.column("conn").to_numpy() == selection.conn
+    if selection.from_s is not None or selection.to_s is not None:
+        # In integer nanoseconds, as the times are stored: both ends included.
+        t = pk.column("ts_ns").to_numpy() - conns.t0_ns
+        if selection.from_s is not None:
+            keep &= t >= int(np.ceil(selection.from_s * 1e9))
+        if selection.to_s is not None:
+            keep &= t <= int(np.floor(selection.to_s * 1e9))
+    return conns.select(keep)
+
+
 def analyze(
     sender: Capture,
     receiver: Capture | None = None,
@@ -101,8 +87,13 @@ def analyze(
     configs: Mapping[str, object] | None = None,
     addr_map: Mapping[str, str] | None = None,
     udp_layout: Layout | None = None,
+    selection: Selection | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
+
+    A `selection` (one connection, a time window) keeps only those packets of the sender's
+    capture before the series are built; the receiver's capture is taken whole, and the merge
+    matches what the sender's selection kept (the others' fate is never asked for).
 
     With a receiver capture, the two are merged (`tracekit.merge`; `addr_map` maps NAT'd
     sender addresses to what the receiver saw) before the detectors run. `udp_layout` says
@@ -112,7 +103,8 @@ def analyze(
     # mypy does not narrow a list's items: the casts say what the order and the test ensure.
     captures = [receiver, sender]
     del sender, receiver
-    snd = vantage(cast(Capture, captures.pop()), udp_layout)
+    selection = selection or Selection()
+    snd = vantage(cast(Capture, captures.pop()), udp_layout, selection)
     rcv = vantage(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
     merged = merge(snd.connections, rcv.connections, addr_map) if rcv is not None else None
     streams = tuple(
@@ -131,9 +123,71 @@ def analyze(
         udp=streams,
     )
     findings = run_detectors(ctx, configs=configs)
-    return Analysis(sender=snd, findings=findings, receiver=rcv, merge=merged, udp=streams)
+    if not selection.everything:
+        # The receiver's capture is whole: what the merge found in it alone (ACKs lost before
+        # the window, say) may lie outside the selection.
+        findings = [f for f in findings if _inside(f, selection)]
+    return Analysis(
+        sender=snd,
+        findings=findings,
+        receiver=rcv,
+        merge=merged,
+        udp=streams,
+        selection=selection,
+    )
 
 
-def analyze_paths(sender: str | Path, receiver: str | Path | None = None) -> Analysis:
-    """`analyze` from file paths, for callers without a progress bar (batch, tests)."""
-    return analyze(read_capture(sender), read_capture(receiver) if receiver is not None else None)
+def _inside(finding: Finding, selection: Selection) -> bool:
+    """Whether a finding is about the selected connection and overlaps the window."""
+    if selection.conn is not None and finding.conn != selection.conn:
+        return False
+    if selection.from_s is not None and finding.end_s < selection.from_s:
+        return False
+    return selection.to_s is None or finding.start_s <= selection.to_s
+
+
+def analyze_files(
+    sender: str | Path,
+    receiver: str | Path | None = None,
+    *,
+    configs: Mapping[str, object] | None = None,
+    addr_map: Mapping[str, str] | None = None,
+    udp_layout: Layout | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
+    selection: Selection | None = None,
+) -> Analysis:
+    """Read the captures and run `analyze`: the one way from files to an Analysis, for the
+    commands, check, batch and the tests alike.
+
+    Both paths are checked to be regular files before either is read (a FIFO would block). Each
+    reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
+    `progress(path)` may give a callback for the reader's progress (a terminal's bar);
+    `selection` limits the analysis to one connection or a time window (`analyze`).
+    """
+    paths = [Path(p) for p in (sender, receiver) if p is not None]
+    for path in paths:
+        require_regular_file(path)
+    # Handed over as they are read, as `analyze` asks: no reference stays here.
+    read = [_read(path, on_warning, progress) for path in paths]
+    return analyze(
+        read.pop(0),
+        read.pop() if read else None,
+        configs=configs,
+        addr_map=addr_map,
+        udp_layout=udp_layout,
+        selection=selection,
+    )
+
+
+def _read(
+    path: Path,
+    on_warning: Callable[[str], None] | None,
+    progress: Callable[[Path], AbstractContextManager[Progress | None]] | None,
+) -> Capture:
+    with progress(path) if progress is not None else nullcontext() as update:
+        capture = read_capture(path, progress=update)
+    if on_warning is not None:
+        for warning in capture.stats.warnings:
+            on_warning(f"{printable(path)}: {warning}")
+    return capture

@@ -7,10 +7,15 @@ Units are in the names where they matter (`ts_ns`, `payload_bytes`, `seq_rel`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,17 @@ class Column:
     type: pa.DataType
     unit: str
     meaning: str
+    # A dictionary column's values, in the order of their codes (pandas: a Categorical).
+    categories: tuple[str, ...] = ()
+    # Only the batch dataset's tables hold nulls (an input without a receiver, a finding about
+    # a whole connection); the tables between stages never do.
+    nullable: bool = False
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of the column's values; a dictionary column's is that of its codes."""
+        arrow = self.type.index_type if pa.types.is_dictionary(self.type) else self.type
+        return np.dtype(arrow.to_pandas_dtype())
 
 
 # Bits of the `opts` column: which TCP options the segment carried.
@@ -43,6 +59,19 @@ TH_CWR = 0x80  # congestion window reduced, RFC 3168
 
 PROTO_TCP = 6
 PROTO_UDP = 17
+
+# Classes of data segments (tracekit.connections.segments), in the order the report's legend
+# lists them: the codes of the segments series' `kind`.
+SEGMENT_KINDS: tuple[str, ...] = (
+    "new",
+    "retransmission",
+    "partial_retransmission",
+    "out_of_order",
+    "window_probe",
+    "keepalive",
+)
+# Where an RTT sample came from: the codes of the rtt series' `source`.
+RTT_SOURCES: tuple[str, ...] = ("seq", "ts")
 
 WRAP = np.int64(1 << 32)  # the TCP sequence space, RFC 9293 3.4
 
@@ -249,15 +278,279 @@ COMPETING_COLUMNS: tuple[Column, ...] = (
 )
 
 
+# The per-direction series (tracekit.series): one table each for every direction of every TCP
+# connection, sorted by (conn, dir) and in capture order within a direction. A direction is
+# named by its data: (conn, 0) holds a's segments and b's ACKs of them. Times are seconds since
+# the capture's first packet; sequence numbers are relative to the direction's ISN (the first
+# data byte is 1). `tracekit tsg --export` writes them without `conn` and `dir`.
+_SERIES_KEY: tuple[Column, ...] = (
+    Column("conn", pa.int32(), "", "row of the connections table"),
+    Column("dir", pa.uint8(), "", "direction of the data: 0 a2b, 1 b2a"),
+)
+
+# Data segments and ACK-only probes of a direction.
+SERIES_SEGMENT_COLUMNS: tuple[Column, ...] = (
+    *_SERIES_KEY,
+    Column("t_s", pa.float64(), "s", "when the segment was captured"),
+    Column("seq_rel", pa.int64(), "bytes", "first byte"),
+    Column("end_rel", pa.int64(), "bytes", "sequence number after the last byte"),
+    Column("len", pa.uint32(), "bytes", "payload bytes (0 for an ACK-only probe or keepalive)"),
+    Column(
+        "kind",
+        pa.dictionary(pa.int8(), pa.string()),
+        "",
+        "segment class: a retransmission resends bytes sent before (Karn's rule keeps it and "
+        "the segments it resends out of the RTT samples); a window probe goes past a zero "
+        "window, or is Linux's ACK-only probe one byte below the ACK line (a keepalive when the "
+        "window is open)",
+        categories=SEGMENT_KINDS,
+    ),
+    Column("frame", pa.uint32(), "", "frame number in the capture, 1-based"),
+)
+
+# The other side's ACKs of a direction's data. For a direction that carries no payload, only
+# the ACKs that change the ACK number or the window are kept (a one-way transfer's data
+# segments all repeat the same ACK of the other direction).
+SERIES_ACK_COLUMNS: tuple[Column, ...] = (
+    *_SERIES_KEY,
+    Column("t_s", pa.float64(), "s", "when the ACK was captured"),
+    Column("ack_rel", pa.int64(), "bytes", "acknowledgment number"),
+    Column(
+        "win_bytes",
+        pa.int64(),
+        "bytes",
+        "advertised window, scaled (RFC 7323 2.2; the raw field when the scale is unknown)",
+    ),
+    Column("edge_rel", pa.int64(), "bytes", "ACK plus window: the receive window's right edge"),
+    Column(
+        "dupack",
+        pa.bool_(),
+        "",
+        "a duplicate ACK (RFC 5681 2): no data, no SYN, FIN or RST, the same ACK number and "
+        "window as the one before, while data is outstanding",
+    ),
+    Column(
+        "dupack_run",
+        pa.int32(),
+        "ACKs",
+        "place in a run of duplicates (1, 2, 3...; 0: not a duplicate): the third triggers fast "
+        "retransmit (RFC 5681 3.2)",
+    ),
+    Column("advance", pa.bool_(), "", "the ACK raised the ACK line (or is the first)"),
+    Column("frame", pa.uint32(), "", "frame number in the capture, 1-based"),
+)
+
+# SACK blocks (RFC 2018) on the ACKs of a direction's data.
+SERIES_SACK_COLUMNS: tuple[Column, ...] = (
+    *_SERIES_KEY,
+    Column("t_s", pa.float64(), "s", "when the ACK that carried the block was captured"),
+    Column("left_rel", pa.int64(), "bytes", "first byte of the block"),
+    Column("right_rel", pa.int64(), "bytes", "sequence number after the block"),
+    Column(
+        "dsack",
+        pa.bool_(),
+        "",
+        "a D-SACK (RFC 2883 4): the first block, below the ACK number or inside the second",
+    ),
+)
+
+# RTT samples of a direction's data.
+SERIES_RTT_COLUMNS: tuple[Column, ...] = (
+    *_SERIES_KEY,
+    Column("t_s", pa.float64(), "s", "when the ACK that gave the sample was captured"),
+    Column("rtt_s", pa.float64(), "s", "the round trip: that ACK's time minus its segment's"),
+    Column(
+        "source",
+        pa.dictionary(pa.int8(), pa.string()),
+        "",
+        "seq: the ACK of exactly a segment's last byte, never from a resent segment (Karn); "
+        "ts: the timestamp echo of an ACK that advanced the ACK line (RFC 7323 4.1)",
+        categories=RTT_SOURCES,
+    ),
+)
+
+# Flight and advertised window at each data segment of a direction.
+SERIES_FLIGHT_COLUMNS: tuple[Column, ...] = (
+    *_SERIES_KEY,
+    Column("t_s", pa.float64(), "s", "when the data segment was captured"),
+    Column("flight_bytes", pa.int64(), "bytes", "highest byte sent minus the ACK line"),
+    Column("rwnd_bytes", pa.int64(), "bytes", "last advertised window (-1 before any)"),
+)
+
+# The five tables of `tracekit.series.Series`, by name.
+SERIES_TABLES: dict[str, tuple[Column, ...]] = {
+    "segments": SERIES_SEGMENT_COLUMNS,
+    "acks": SERIES_ACK_COLUMNS,
+    "sacks": SERIES_SACK_COLUMNS,
+    "rtt": SERIES_RTT_COLUMNS,
+    "flight": SERIES_FLIGHT_COLUMNS,
+}
+
+# Round trips of one direction as its sender saw them (tracekit.series.rounds): round r + 1
+# starts at the first ACK beyond every byte sent before round r started, as Linux's HyStart
+# marks them (tcp_cubic.c).
+ROUND_COLUMNS: tuple[Column, ...] = (
+    Column("round", pa.int64(), "", "round number; 0 starts with the first data segment"),
+    Column("start_s", pa.float64(), "s", "start of the round"),
+    Column(
+        "end_s",
+        pa.float64(),
+        "s",
+        "the next round's start; for the last round, its last data segment",
+    ),
+    Column(
+        "mark_rel",
+        pa.int64(),
+        "bytes",
+        "highest byte sent (snd_nxt) at the round's start: the first ACK beyond it ends the round",
+    ),
+    Column("packets", pa.int64(), "packets", "data segments sent in the round, resends included"),
+    Column("bytes", pa.int64(), "bytes", "their payload bytes"),
+)
+
+# Packet trains of one direction (tracekit.series.trains): runs of data segments without an
+# idle gap longer than the caller's.
+TRAIN_COLUMNS: tuple[Column, ...] = (
+    Column("start_s", pa.float64(), "s", "first segment's departure"),
+    Column("end_s", pa.float64(), "s", "last segment's departure"),
+    Column("packets", pa.int64(), "packets", "data segments in the train"),
+    Column("bytes", pa.int64(), "bytes", "their payload bytes"),
+    Column(
+        "rate_bps",
+        pa.float64(),
+        "bit/s",
+        "the bytes before the last segment over the time from first to last departure (NaN "
+        "when they left at one instant): the train's rate inside it",
+    ),
+)
+
+# Throughput of one direction over time (tracekit.series.rate): windows laid from the first
+# packet on, kept where they hold a packet, with one empty window on each side of a gap.
+RATE_COLUMNS: tuple[Column, ...] = (
+    Column("t_s", pa.float64(), "s", "middle of the window"),
+    Column("sent_bps", pa.float64(), "bit/s", "data bytes sent in it, resends included"),
+    Column("acked_bps", pa.float64(), "bit/s", "the ACK line's advance in it (goodput)"),
+)
+
+# The dataset of `tracekit batch` (tracekit.batch, docs/commands/batch.md): one Parquet file per
+# input in each of the folders captures/, connections/ and findings/.
+BATCH_CAPTURE_COLUMNS: tuple[Column, ...] = (
+    Column("capture", pa.string(), "", "the input's name", nullable=True),
+    Column("sender", pa.string(), "", "path of the sender's capture", nullable=True),
+    Column(
+        "receiver", pa.string(), "", "path of the receiver's capture (null: none)", nullable=True
+    ),
+    Column(
+        "status",
+        pa.string(),
+        "",
+        "ok; error: the capture cannot be read; crash: a bug in tracekit",
+        nullable=True,
+    ),
+    Column("error", pa.string(), "", "the one-line error (null when ok)", nullable=True),
+    Column(
+        "connections",
+        pa.int64(),
+        "",
+        "connections of the sender capture (0 unless ok)",
+        nullable=True,
+    ),
+    Column("findings", pa.int64(), "", "findings of the analysis (0 unless ok)", nullable=True),
+    Column("time_s", pa.float64(), "s", "time the analysis took", nullable=True),
+    Column(
+        "fingerprint",
+        pa.string(),
+        "",
+        "the input as it was analysed (its files' sizes and modification times, its NAT rules, "
+        "the detector settings off their defaults): a run started again redoes an input whose "
+        "fingerprint changed",
+        nullable=True,
+    ),
+)
+
+BATCH_CONNECTION_COLUMNS: tuple[Column, ...] = (
+    Column("capture", pa.string(), "", "the input's name"),
+    *CONNECTION_COLUMNS,
+)
+
+BATCH_FINDING_COLUMNS: tuple[Column, ...] = (
+    Column("capture", pa.string(), "", "the input's name", nullable=True),
+    Column("conn", pa.int32(), "", "the connection, a row of the connections table", nullable=True),
+    Column("kind", pa.string(), "", "the finding's kind (docs/findings.md)", nullable=True),
+    Column("severity", pa.string(), "", "info, warning or error", nullable=True),
+    Column(
+        "direction",
+        pa.string(),
+        "",
+        "a2b or b2a (null: the connection as a whole)",
+        nullable=True,
+    ),
+    Column("start_s", pa.float64(), "s", "start, since the capture's first packet", nullable=True),
+    Column("end_s", pa.float64(), "s", "end, since the capture's first packet", nullable=True),
+    Column("summary", pa.string(), "", "the finding's one line", nullable=True),
+    Column(
+        "evidence_json",
+        pa.string(),
+        "",
+        "the evidence as a JSON object (names carry their units)",
+        nullable=True,
+    ),
+)
+
+
 def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema of a declared table."""
-    return pa.schema([pa.field(c.name, c.type, nullable=False) for c in columns])
+    return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns])
+
+
+def pandas_dtype(column: Column) -> np.dtype | pd.CategoricalDtype:
+    """The dtype of the column in a pandas frame: a dictionary column is a Categorical."""
+    if column.categories:
+        import pandas as pd  # here: the reader and ingest never load pandas
+
+        return pd.CategoricalDtype(list(column.categories))
+    return column.dtype
+
+
+def frame(columns: tuple[Column, ...], values: Mapping[str, Any]) -> pd.DataFrame:
+    """A pandas frame of the declared table, its columns in their declared order, each cast to
+    its declared dtype (a dictionary column's values are its codes); no copy where the values
+    have that dtype already."""
+    import pandas as pd  # here: the reader and ingest never load pandas
+
+    out: dict[str, Any] = {}
+    for c in columns:
+        column = np.asarray(values[c.name]).astype(c.dtype, copy=False)
+        if c.categories:
+            out[c.name] = pd.Categorical.from_codes(column, categories=list(c.categories))
+        else:
+            out[c.name] = column
+    return pd.DataFrame(out, copy=False)
+
+
+def empty_frame(columns: tuple[Column, ...]) -> pd.DataFrame:
+    """A pandas frame of the declared table with no rows, each column of its declared dtype."""
+    return frame(columns, {c.name: np.zeros(0, c.dtype) for c in columns})
+
+
+def _type_name(column: Column) -> str:
+    if pa.types.is_dictionary(column.type):
+        return f"dictionary<{column.type.index_type}, {column.type.value_type}>"
+    return f"{column.type}" + (", null" if column.nullable else "")
+
+
+def _meaning(column: Column) -> str:
+    if column.categories:
+        return f"{column.meaning}; one of {', '.join(column.categories)}"
+    return column.meaning
 
 
 def markdown_table(columns: tuple[Column, ...]) -> str:
     """The declared table as a Markdown table, as `docs/tables.md` shows it."""
     lines = ["| column | type | unit | meaning |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{c.name}` | {c.type} | {c.unit or '-'} | {c.meaning} |" for c in columns]
+    lines += [
+        f"| `{c.name}` | {_type_name(c)} | {c.unit or '-'} | {_meaning(c)} |" for c in columns
+    ]
     return "\n".join(lines)
 
 
@@ -289,6 +582,25 @@ TABLES: tuple[tuple[str, str, tuple[Column, ...]], ...] = (
         "packets of the receiver capture's other flows that arrived at the receiving host",
         COMPETING_COLUMNS,
     ),
+    ("segments", "data segments and ACK-only probes of a direction", SERIES_SEGMENT_COLUMNS),
+    ("acks", "the other side's ACKs of a direction's data", SERIES_ACK_COLUMNS),
+    ("sacks", "SACK blocks on the ACKs of a direction's data", SERIES_SACK_COLUMNS),
+    ("rtt", "RTT samples of a direction's data", SERIES_RTT_COLUMNS),
+    ("flight", "flight and advertised window at each data segment", SERIES_FLIGHT_COLUMNS),
+    ("rounds", "round trips of a direction, as its sender counted them", ROUND_COLUMNS),
+    ("trains", "packet trains: runs of data segments without an idle gap", TRAIN_COLUMNS),
+    ("rate", "throughput of a direction over time, one row per window", RATE_COLUMNS),
+    ("batch captures", "tracekit batch: one row per input, in captures/", BATCH_CAPTURE_COLUMNS),
+    (
+        "batch connections",
+        "tracekit batch: the connections table of each input, in connections/",
+        BATCH_CONNECTION_COLUMNS,
+    ),
+    (
+        "batch findings",
+        "tracekit batch: the findings of each input, in findings/",
+        BATCH_FINDING_COLUMNS,
+    ),
 )
 
 
@@ -306,5 +618,32 @@ def render_docs() -> str:
     return "\n".join(parts) + "\n"
 
 
+# The part of docs/commands/tsg.md between these lines is generated (render_tsg_columns).
+TSG_BEGIN = (
+    "<!-- generated from tracekit/schema.py by `python -m tracekit.schema --tsg`; a test keeps "
+    "it equal -->"
+)
+TSG_END = "<!-- end of generated columns -->"
+
+
+def render_tsg_columns() -> str:
+    """The columns of the files `tracekit tsg --export` writes, one table per series, as
+    docs/commands/tsg.md shows them (each file is one direction: no `conn` or `dir`)."""
+    parts = [TSG_BEGIN]
+    for name, what, columns in TABLES:
+        if name in SERIES_TABLES:
+            exported = tuple(c for c in columns if c not in _SERIES_KEY)
+            parts += ["", f"`{name}`: {what}.", "", markdown_table(exported)]
+    return "\n".join([*parts, "", TSG_END]) + "\n"
+
+
+def tsg_columns_section(text: str) -> str:
+    """The generated part of docs/commands/tsg.md's text, its two marker lines included."""
+    start, end = text.index(TSG_BEGIN), text.index(TSG_END) + len(TSG_END) + 1
+    return text[start:end]
+
+
 if __name__ == "__main__":
-    print(render_docs(), end="")
+    import sys
+
+    print(render_tsg_columns() if sys.argv[1:] == ["--tsg"] else render_docs(), end="")

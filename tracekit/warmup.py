@@ -14,7 +14,7 @@ import struct
 import tempfile
 from pathlib import Path
 
-from tracekit.check.inputs import CaptureInput, analyze_input
+from tracekit.inputs import CaptureInput, analyze_input
 
 _A, _B = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 _A_PORT, _B_PORT = 40000, 5201

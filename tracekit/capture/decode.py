@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.kernels import bind
+from tracekit.core.kernels import bind
 from tracekit.schema import OPT_CUT
 
 # Link types, https://www.tcpdump.org/linktypes.html

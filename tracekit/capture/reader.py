@@ -69,7 +69,7 @@ from tracekit.capture.records import (
     walk_pcapng,
 )
 from tracekit.capture.source import ByteSource
-from tracekit.columns import ColumnBuffer, to_arrow, to_numpy
+from tracekit.core.columns import ColumnBuffer, to_arrow, to_numpy
 from tracekit.errors import CaptureError
 
 # Records walked and decoded per kernel call: with the source's bounded window, this bounds the

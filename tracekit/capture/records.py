@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.kernels import bind
+from tracekit.core.kernels import bind
 
 # A packet's captured bytes can never exceed this: libpcap's largest snaplen (MAXIMUM_SNAPLEN).
 MAX_CAPLEN = 262144

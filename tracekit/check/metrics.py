@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
-from tracekit.connections import records
-from tracekit.pipeline import Analysis
+from tracekit.analysis import Analysis
+from tracekit.connections import data_direction, records
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,9 @@ class ConnectionMetrics:
     data_segments: int  # segments with payload, at the sender's capture point
     retrans_segments: int
     retrans_ratio: float  # retrans_segments / data_segments (0 without data)
-    # Data segments the receiver's capture saw more than once (same sequence number and
-    # length): the receiver host dropped the first copy after its capture point, or the sender
-    # resent it spuriously. None without a receiver capture or a matching connection there,
-    # and for UDP.
+    # Data transmissions that reached the receiver's capture point and were discarded by its
+    # host (the merge's fate `receiver_drop`, as the finding of that name counts them). None
+    # without a receiver capture or a matching connection there, and for UDP.
     receiver_drops: int | None
 
     @property
@@ -56,49 +56,38 @@ def _data_segments(packets: pa.Table, n_conns: int) -> np.ndarray:
     return counts[: n_conns * 2].reshape(n_conns, 2)
 
 
-def _duplicates(packets: pa.Table, n_conns: int) -> np.ndarray:
-    """Data segments per (conn, dir) whose (seq_rel, payload_bytes) came before, shape
-    (n_conns, 2): one pass over the table, whatever the number of connections."""
-    length = packets["payload_bytes"].to_numpy()
-    data = length > 0
-    cell = packets["conn"].to_numpy()[data].astype(np.int64) * 2 + packets["dir"].to_numpy()[data]
-    keys = np.stack([cell, packets["seq_rel"].to_numpy()[data], length[data].astype(np.int64)])
-    unique_cells = np.unique(keys, axis=1)[0]
-    total = np.bincount(cell, minlength=n_conns * 2)
-    distinct = np.bincount(unique_cells, minlength=n_conns * 2)
-    return (total - distinct)[: n_conns * 2].reshape(n_conns, 2)
+def _receiver_drops(transmissions: pd.DataFrame, n_conns: int) -> np.ndarray:
+    """Per (conn, dir) of the sender's capture, its transmissions whose merge fate is
+    `receiver_drop` (arrived at the receiver's capture point, then discarded by its host): the
+    same rule as the `receiver_drop` finding's. Shape (n_conns, 2)."""
+    dropped = transmissions[transmissions["fate"] == "receiver_drop"]
+    cell = dropped["conn"].to_numpy().astype(np.int64) * 2 + dropped["dir"].to_numpy()
+    counts = np.bincount(cell, minlength=n_conns * 2)
+    return counts[: n_conns * 2].reshape(n_conns, 2)
 
 
 def connection_metrics(analysis: Analysis) -> list[ConnectionMetrics]:
     """The judged numbers of every connection of the sender's capture."""
     rows = records(analysis.sender.connections.table)
     segments = _data_segments(analysis.sender.connections.packets, len(rows))
-    # The receiver capture's connection of each sender connection, and whether it names the
-    # sides the other way round: the merge's match (protocol, endpoints through any NAT map,
-    # incarnation order).
-    matched: dict[int, tuple[int, bool]] = {}
-    duplicates = np.zeros((0, 2), np.int64)
+    # The sender connections found in the receiver's capture too (the merge's match: protocol,
+    # endpoints through any NAT map, incarnation order): only they have their drops judged.
+    matched: set[int] = set()
+    drops_of = np.zeros((len(rows), 2), np.int64)
     if analysis.receiver is not None and analysis.merge is not None:
-        pairs = analysis.merge.connections.pairs
-        for conn_s, conn_r, flip in zip(
-            pairs["conn_s"].tolist(), pairs["conn_r"].tolist(), pairs["flip"].tolist(), strict=True
-        ):
-            matched[int(conn_s)] = (int(conn_r), bool(flip))
-        received = analysis.receiver.connections.table.num_rows
-        duplicates = _duplicates(analysis.receiver.connections.packets, received)
+        matched = {int(c) for c in analysis.merge.connections.pairs["conn_s"].tolist()}
+        drops_of = _receiver_drops(analysis.merge.transmissions, len(rows))
     metrics = []
     for row in rows:
-        d = 0 if row["bytes_a2b"] >= row["bytes_b2a"] else 1
+        d = int(data_direction(row["bytes_a2b"], row["bytes_b2a"]))
         direction = ("a2b", "b2a")[d]
         data_segments = int(segments[row["conn"], d])
         retrans = int(row[f"retrans_{direction}"])
         drops = None
-        match = matched.get(int(row["conn"]))
-        # UDP has no sequence numbers in the packet table: a copy cannot be told from the next
-        # datagram, and a datagram is never resent, so the number is TCP's alone.
-        if match is not None and row["proto"] == "tcp":
-            conn_r, flip = match
-            drops = int(duplicates[conn_r, 1 - d if flip else d])
+        # The merge judges the fates of TCP transmissions only: a UDP datagram has no sequence
+        # number in the packet table and is never resent, so no drop in the host can be told.
+        if int(row["conn"]) in matched and row["proto"] == "tcp":
+            drops = int(drops_of[row["conn"], d])
         metrics.append(
             ConnectionMetrics(
                 conn=int(row["conn"]),

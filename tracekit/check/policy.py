@@ -3,6 +3,8 @@
 docs/commands/check.md documents every key; docs/examples/tracekit.toml shows them all. The
 file has three tables (`[fail]`, `[thresholds]`, `[baseline]`), a top-level `on_bad_input`, and
 `[[override]]` tables whose `paths` globs select inputs by name and whose tables replace keys.
+Its `[detectors.KIND]` tables tune the detectors (tracekit.tunables) for every command that reads
+the file: `check`, and `analyze`, `report` and `batch` with `--config`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Literal
 
 from tracekit.errors import TracekitError
 from tracekit.findings import Severity
+from tracekit.tunables import DetectorConfigs, parse_detector_tables
 
 BadInput = Literal["fail", "report"]
 
@@ -71,6 +74,8 @@ class Policy:
     # failed (errored) test case, the other inputs are still checked, exit 1.
     on_bad_input: BadInput = "fail"
     source: str = "the default policy"
+    # The [detectors.KIND] tables: kind -> that detector's Config, for every input alike.
+    detector_configs: DetectorConfigs = dataclasses.field(default_factory=dict)
 
     def rules_for(self, name: str) -> Rules:
         """The rules for the input of this name."""
@@ -142,13 +147,23 @@ KEYS: Mapping[tuple[str, str], tuple[str, Callable[[Any], Any]]] = {
     ("baseline", "fail_on_new_kinds"): ("fail_on_new_kinds", _flag),
 }
 TABLES = tuple(dict.fromkeys(table for table, _ in KEYS))
+# The top-level table of detector tunables, one [detectors.KIND] table per detector.
+DETECTORS_TABLE = "detectors"
 
 
 def _changes(doc: Mapping[str, Any], where: str, known_kinds: Collection[str] | None) -> dict:
     changes: dict[str, Any] = {}
     for table, values in doc.items():
+        if table == DETECTORS_TABLE:
+            # A per-input detector setting would make one capture's findings mean something else
+            # than another's in the same check.
+            raise TracekitError(
+                f"{where}: [{table}] tables apply to every input: set them at the top level, "
+                f"[{table}.KIND]"
+            )
         if table not in TABLES:
-            raise TracekitError(f"{where}: unknown table [{table}] (known: {', '.join(TABLES)})")
+            known = ", ".join((*TABLES, DETECTORS_TABLE))
+            raise TracekitError(f"{where}: unknown table [{table}] (known: {known})")
         if not isinstance(values, dict):
             raise TracekitError(f"{where}: {table} must be a table [{table}], got {values!r}")
         for key, value in values.items():
@@ -184,6 +199,7 @@ def parse_policy(
             f"{source}: on_bad_input must be 'fail' or 'report', got {on_bad_input!r}"
         )
     raw_overrides = doc.pop("override", [])
+    detector_configs = parse_detector_tables(doc.pop(DETECTORS_TABLE, {}), source)
     rules = Rules(**_changes(doc, source, known_kinds))
     if not isinstance(raw_overrides, list):
         raise TracekitError(f"{source}: override must be an array of tables: [[override]]")
@@ -201,7 +217,7 @@ def parse_policy(
         if not (isinstance(paths, list) and paths and all(isinstance(p, str) and p for p in paths)):
             raise TracekitError(f"{where}: needs paths, a list of globs, got {paths!r}")
         overrides.append(Override(tuple(paths), _changes(raw, where, known_kinds)))
-    return Policy(rules, tuple(overrides), on_bad_input, source)
+    return Policy(rules, tuple(overrides), on_bad_input, source, detector_configs)
 
 
 def load_policy(path: Path, known_kinds: Collection[str] | None = None) -> Policy:

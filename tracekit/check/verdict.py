@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.analysis import Analysis
 from tracekit.check.baseline import Baseline, BaselineRun
-from tracekit.check.inputs import CaptureInput, analyze_input
 from tracekit.check.metrics import ConnectionMetrics, connection_metrics
 from tracekit.check.policy import Policy, Rules
 from tracekit.errors import CaptureError
 from tracekit.findings import Finding
+from tracekit.inputs import CaptureInput, analyze_input
 from tracekit.merge import same_file
-from tracekit.pipeline import Analysis
 
 CHECK_FORMAT = 1  # the version of the `check --json` document
 # What a baseline compares (tracekit.check.baseline) and what names a connection: all that a
@@ -177,8 +177,8 @@ def _threshold_failures(m: ConnectionMetrics, rules: Rules) -> Iterable[Failure]
         yield Failure(
             "threshold",
             "max_receiver_drops",
-            f"the receiver's capture saw {drops} data segments twice (dropped in the "
-            f"receiver host), above max_receiver_drops {rules.max_receiver_drops}",
+            f"{drops} data segments reached the receiver's capture point and were dropped in "
+            f"its host, above max_receiver_drops {rules.max_receiver_drops}",
         )
     if rules.max_duration_s is not None and m.duration_s > rules.max_duration_s:
         yield Failure(
@@ -289,7 +289,7 @@ def check_one(
     """Analyse and judge one input; a bad input raises CaptureError unless the policy reports it."""
     start = time.perf_counter()
     try:
-        analysis, warnings = analyze_input(inp)
+        analysis, warnings = analyze_input(inp, policy.detector_configs)
     except CaptureError as exc:
         if policy.on_bad_input == "fail":
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit.atomic import replacing
+from tracekit.core.atomic import replacing
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
+from tracekit.core.kernels import jit
 from tracekit.detectors._measure import ack_answers
 from tracekit.series import Direction
 
@@ -160,7 +160,7 @@ def state_seconds(
     return np.bincount(state, weights=end_s - start_s, minlength=len(STATES))  # type: ignore[return-value]
 
 
-@njit(cache=True)
+@jit
 def _limit_runs(
     ack_frame: np.ndarray,
     ack_t: np.ndarray,
@@ -268,7 +268,7 @@ def _limit_runs(
     return start[:n].copy(), end[:n].copy(), state[:n].copy()
 
 
-@njit(cache=True)
+@jit
 def _burst(window: float, mss: float, rtt: float) -> float:  # pragma: no cover - compiled
     """The bytes Linux waits to have room for before it sends into a window (see BURST_S)."""
     burst = PACING_RATIO * window / rtt * BURST_S if rtt > 0 else GSO_MAX_BYTES

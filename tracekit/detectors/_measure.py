@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from numba import njit
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tracekit.core.kernels import jit
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
 from tracekit.schema import PROTO_TCP
@@ -133,7 +133,7 @@ def length_counts(length: np.ndarray) -> np.ndarray:
     return _length_counts(length)
 
 
-@njit(cache=True)
+@jit
 def _length_counts(length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     top: int | np.int64 = 0
     for v in length:
@@ -577,7 +577,7 @@ def ack_line_rates_bps(
     return rates, used
 
 
-@njit(cache=True)
+@jit
 def _ack_line_rates(
     t: npt.NDArray[np.float64],
     line: npt.NDArray[np.int64],
@@ -689,7 +689,7 @@ def _flight_levels(
     return _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, rwnd)
 
 
-@njit(cache=True)
+@jit
 def _burst_tops(
     ack_frame: np.ndarray, data_frame: np.ndarray, fl: np.ndarray, rwnd: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled

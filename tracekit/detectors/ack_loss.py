@@ -12,14 +12,14 @@ thinning on the way back).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from tracekit import units
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 
 # At most this many loss times are listed in the evidence (the count says how many there were).
@@ -30,11 +30,36 @@ class AckLoss(Detector):
     kind = "ack_loss"
     title = "ACKs were lost on the way back from the receiver"
     severity = Severity.WARNING
+    evidence = (
+        Evidence(
+            "acks_sent_packets",
+            "packets",
+            "pure ACKs the receiver sent while the sender's capture ran",
+        ),
+        Evidence("acks_lost_packets", "packets", "those the sender's capture does not hold"),
+        Evidence("ack_loss_ratio", "", "the ACKs lost over the ACKs sent"),
+        Evidence(
+            "segments_per_ack_sent_ratio",
+            "",
+            "data segments that reached the receiver per ACK it sent",
+        ),
+        Evidence(
+            "segments_per_ack_arrived_ratio",
+            "",
+            "the same segments per ACK that reached the sender (absent when none did)",
+        ),
+        Evidence(
+            "ack_loss_times_s",
+            "s",
+            "when each lost ACK left the receiver, on the sender's clock (at most 200)",
+        ),
+    )
 
     @dataclass(frozen=True)
     class Config:
-        # With two captures each lost ACK is a fact, not a sample: one is enough to report.
-        min_lost_packets: int = 1
+        # With two captures each lost ACK is a fact, not a sample: one is enough to report
+        # (and at least one: a finding about no lost ACK has no ACK to show).
+        min_lost_packets: int = field(default=1, metadata={"min": 1})
         # The sender's segments per arriving ACK against the receiver's per ACK sent: at twice
         # as many, each ACK that arrives releases a train twice the one the receiver asked for
         # (two segments per ACK become four), the burst the loss causes. Below that it is noted

@@ -6,6 +6,9 @@ A detector is one module in `tracekit.detectors` holding one class derived from 
         kind = "slow_start_overrun"          # stable snake_case, the `## kind` of docs/findings.md
         title = "Slow start overran the bottleneck buffer"
         severity = Severity.WARNING          # the default; a finding may raise or lower it
+        evidence = (                         # every key its findings' evidence may hold
+            Evidence("buffer_estimate_bytes", "bytes", "the bottleneck buffer by eq. 1"),
+        )
 
         @dataclass(frozen=True)
         class Config:
@@ -20,7 +23,9 @@ A detector is one module in `tracekit.detectors` holding one class derived from 
 
 `detect` reads whole columns from the context and yields findings; it never prints, plots or
 opens files. `check_detector` enforces the declarations; `tracekit.detectors.discover` runs it
-on every detector it finds.
+on every detector it finds. A finding whose evidence holds a key its detector does not declare
+is refused (DetectorError), so the declarations, and docs/findings.md that a test holds to
+them, name every key a finding can carry.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import inspect
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,6 +46,9 @@ import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.findings import SNAKE_CASE, EvidenceValue, Finding, Severity
+from tracekit.merge import Merge
+from tracekit.merge.udpstream import UdpStream
+from tracekit.series import Series
 
 # Suffixes a numeric tunable's name must end with, so its unit is never a guess (STYLE.md:
 # "units in names"). Dimensionless quantities say what they count or compare.
@@ -72,8 +80,39 @@ PACKET_COLUMN_NAMES = frozenset(
 CONNECTION_COLUMN_NAMES = frozenset(c.name for c in schema.CONNECTION_COLUMNS)
 
 
+# The unit an evidence name's suffix says (STYLE.md: "units in names"); longest suffix first.
+# Counts, ratios and fractions are plain numbers; a name without a suffix is a label or flag.
+EVIDENCE_UNITS = (
+    ("_per_s", "/s"),  # a rate of something per second: the unit ends so
+    ("_bytes", "bytes"),
+    ("_bps", "bit/s"),
+    ("_packets", "packets"),
+    ("_segments", "segments"),
+    ("_rtts", "RTTs"),
+    ("_s", "s"),
+    ("_count", ""),
+    ("_ratio", ""),
+    ("_fraction", ""),
+    ("_fractions", ""),
+)
+
+
 class DetectorError(Exception):
     """A detector that breaks the protocol: a bug in tracekit, not bad input."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One key a detector's findings may hold in their evidence, declared in `Detector.evidence`.
+
+    `values` lists the strings a text key takes when they are a fixed set (docs/findings.md
+    may name them).
+    """
+
+    name: str
+    unit: str
+    meaning: str
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,16 +121,17 @@ class AnalysisContext:
 
     `connections` has one row per connection (CONNECTION_COLUMNS); `packets` is the packet table
     after the connections stage, in capture order; `series` holds the per (conn, dir) series of
-    `tracekit.series`. `merge` is the `tracekit.merge.Merge` of the sender's and the receiver's
-    captures (None with one capture); `udp` the numbered UDP test streams
-    (`tracekit.udpstream.UdpStream`, empty when none). Missing columns raise ValueError.
+    `tracekit.series` (none by default: a context of the two tables alone). `merge` is the
+    `tracekit.merge.Merge` of the sender's and the receiver's captures (None with one capture);
+    `udp` the numbered UDP test streams (`tracekit.merge.udpstream.UdpStream`, empty when none).
+    Missing columns raise ValueError.
     """
 
     connections: pd.DataFrame
     packets: pa.Table
-    series: Any = None
-    merge: Any = None
-    udp: Any = ()
+    series: Series = field(default_factory=Series.empty)
+    merge: Merge | None = None
+    udp: tuple[UdpStream, ...] = ()
 
     def __post_init__(self) -> None:
         missing = sorted(CONNECTION_COLUMN_NAMES - set(self.connections.columns))
@@ -119,6 +159,8 @@ class Detector(ABC):
     kind: ClassVar[str]
     title: ClassVar[str]
     severity: ClassVar[Severity]
+    # Every key the evidence of this detector's findings may hold.
+    evidence: ClassVar[tuple[Evidence, ...]] = ()
 
     @dataclass(frozen=True)
     class Config:
@@ -153,7 +195,14 @@ class Detector(ABC):
 
         A time before the capture's first packet (a receiver's arrival put on the sender's
         clock, whose fit is only as good as its error bound) is reported at that first packet.
+        A key of `evidence` that the detector does not declare is a DetectorError.
         """
+        undeclared = sorted(set(evidence) - {e.name for e in type(self).evidence})
+        if undeclared:
+            raise DetectorError(
+                f"{type(self).__name__}: evidence {', '.join(undeclared)} not declared in "
+                "its `evidence`"
+            )
         start = max(float(start_s), 0.0)
         return Finding(
             kind=self.kind,
@@ -215,3 +264,28 @@ def check_detector(cls: type[Detector]) -> None:
         raise DetectorError(
             f"{name}.Config.{uncommented[0]}: say why this default in a comment above it"
         )
+    _check_evidence(name, getattr(cls, "evidence", None))
+
+
+def _check_evidence(name: str, evidence: object) -> None:
+    """Raise DetectorError unless `evidence` declares unique snake_case keys, each with the unit
+    its name's suffix says and a meaning."""
+    if not isinstance(evidence, tuple) or not all(isinstance(e, Evidence) for e in evidence):
+        raise DetectorError(f"{name}.evidence must be a tuple of Evidence")
+    seen: set[str] = set()
+    for e in evidence:
+        if not SNAKE_CASE.fullmatch(e.name):
+            raise DetectorError(f"{name}.evidence: {e.name!r} is not snake_case")
+        if e.name in seen:
+            raise DetectorError(f"{name}.evidence: {e.name} is declared twice")
+        seen.add(e.name)
+        if not e.meaning.strip():
+            raise DetectorError(f"{name}.evidence: {e.name} needs a meaning")
+        suffix_unit = next((u for s, u in EVIDENCE_UNITS if e.name.endswith(s)), None)
+        if suffix_unit is not None and not (
+            e.unit.endswith(suffix_unit) if suffix_unit.startswith("/") else e.unit == suffix_unit
+        ):
+            raise DetectorError(
+                f"{name}.evidence: {e.name} ends with a unit, so its unit is "
+                f"{suffix_unit or 'none'!r}, not {e.unit!r}"
+            )

@@ -22,7 +22,7 @@ from tracekit.detectors._measure import (
     competition,
     data_directions,
 )
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 
 # At most this many windows of shares over time are listed.
@@ -33,6 +33,40 @@ class CompetingTraffic(Detector):
     kind = "competing_traffic"
     title = "Other traffic shared the path's last hop with the transfer"
     severity = Severity.INFO
+    evidence = (
+        Evidence(
+            "competing_flows",
+            "",
+            "the other flows, busiest first, as `src -> dst proto`, separated by `; `",
+        ),
+        Evidence(
+            "competing_share_fractions",
+            "",
+            "each one's share of the bytes that arrived, in that order",
+        ),
+        Evidence("own_share_fraction", "", "the transfer's share"),
+        Evidence(
+            "arrival_rate_bps",
+            "bit/s",
+            "all flows together, wire bytes over the transfer's arrival span",
+        ),
+        Evidence(
+            "path_rate_bps",
+            "bit/s",
+            "the path's rate, as wire bytes (absent when too few ACKs)",
+        ),
+        Evidence(
+            "share_window_starts_s",
+            "s",
+            "starts of the windows the transfer's share is measured over",
+        ),
+        Evidence(
+            "own_share_by_window_fractions",
+            "",
+            "the transfer's share in each of those windows",
+        ),
+        Evidence("rtt_s", "s", "the round trip the windows and the threshold use"),
+    )
 
     @dataclass(frozen=True)
     class Config:

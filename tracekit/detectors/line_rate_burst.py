@@ -10,13 +10,13 @@ and shows no trains.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
 from tracekit import physics, units
+from tracekit.core.kernels import jit
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     AckLine,
@@ -28,7 +28,7 @@ from tracekit.detectors._measure import (
     queues_at_start_bytes,
     wire_directions,
 )
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction, trains
 
@@ -62,7 +62,7 @@ def _median_length(length: np.ndarray) -> int:
     return int((low + high) / 2)
 
 
-@njit(cache=True)
+@jit
 def _gap_rates_bps(
     t: np.ndarray, length: np.ndarray, overhead: int
 ) -> np.ndarray:  # pragma: no cover - compiled
@@ -78,7 +78,7 @@ def _gap_rates_bps(
     return out[:n]
 
 
-@njit(cache=True)
+@jit
 def _count_between(
     flags: np.ndarray, first: np.ndarray, last: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
@@ -94,6 +94,60 @@ class LineRateBurst(Detector):
     kind = "line_rate_burst"
     title = "The sender bursts at line rate, far above the path's rate"
     severity = Severity.WARNING
+    evidence = (
+        Evidence("bursts_count", "", "bursts of the direction"),
+        Evidence("burst_packets", "packets", "each burst's size (the first 50)"),
+        Evidence("burst_packets_max", "packets", "the largest burst"),
+        Evidence("burst_packets_median", "packets", "the median burst"),
+        Evidence(
+            "burst_rate_bps",
+            "bit/s",
+            "the median burst's rate at the sender, first to last departure",
+        ),
+        Evidence(
+            "line_rate_bps",
+            "bit/s",
+            "the sender's line rate, from its tightest packet spacing",
+        ),
+        Evidence("average_rate_bps", "bit/s", "the direction's average sending rate"),
+        Evidence(
+            "bottleneck_bps",
+            "bit/s",
+            "what the path delivered, from the spacing of the bursts' ACKs",
+        ),
+        Evidence("burst_to_bottleneck_ratio", "", "burst rate over bottleneck rate"),
+        Evidence(
+            "lost_in_bursts_packets",
+            "packets",
+            "segments of the bursts resent, D-SACKed ones excepted",
+        ),
+        Evidence("bursts_with_loss_count", "", "bursts that lost a segment"),
+        Evidence(
+            "lost_in_direction_packets",
+            "packets",
+            "segments of the whole direction resent, D-SACKed ones excepted",
+        ),
+        Evidence("queue_at_start_bytes", "bytes", "the queue each lossy burst met at its start"),
+        Evidence(
+            "buffer_estimate_bytes",
+            "bytes",
+            "the bottleneck buffer by eq. 1, median over lossy bursts",
+        ),
+        Evidence(
+            "buffer_at_least_bytes",
+            "bytes",
+            "without a lossy burst: the most any burst queued",
+        ),
+        Evidence(
+            "largest_loss_free_burst_packets",
+            "packets",
+            "eq. 1 with no loss at the median burst rate",
+        ),
+        Evidence("bursts_over_buffer_count", "", "bursts larger than that"),
+        Evidence("packet_bytes", "bytes", "the packet size l of eq. 1, headers included"),
+        Evidence("packet_size_basis", "", "how the packet size was measured"),
+        Evidence("rate_basis", "", "which bytes the rates count"),
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -112,8 +166,9 @@ class LineRateBurst(Detector):
         # where an ACK releases 2-3 segments (RFC 3465, L = 2) that queue 1-2.
         min_queue_packets: float = 8.0
         # A pattern, not one event: a single burst after an idle spell or the initial window
-        # is what every unpaced TCP does once (RFC 5681 4.1); three make a habit.
-        min_bursts_count: int = 3
+        # is what every unpaced TCP does once (RFC 5681 4.1); three make a habit. At least one:
+        # a finding of no burst has no burst to describe.
+        min_bursts_count: int = field(default=3, metadata={"min": 1})
         # The link header a bottleneck queue counts with each packet (Ethernet II, as Linux
         # counts it on an Ethernet or veth device); 0 for a raw IP link.
         link_header_bytes: int = ETHERNET_HEADER_BYTES

@@ -8,6 +8,7 @@ sender capture with no copy in the receiver capture was lost between the two cap
 from __future__ import annotations
 
 from tracekit.detectors._two_vantage import FateDetector
+from tracekit.detectors.base import Evidence
 from tracekit.findings import Severity
 
 
@@ -15,6 +16,21 @@ class NetworkDrop(FateDetector):
     kind = "network_drop"
     title = "Packets were lost in the network between the two capture points"
     severity = Severity.WARNING
+    evidence = (
+        Evidence(
+            "network_drops_packets",
+            "packets",
+            "transmissions lost between the capture points",
+        ),
+        Evidence("network_drop_bytes", "bytes", "their payload bytes"),
+        Evidence(
+            "transmissions_packets",
+            "packets",
+            "data transmissions of the direction in the sender capture",
+        ),
+        Evidence("drop_ratio", "", "the drops over the transmissions"),
+        Evidence("drop_times_s", "s", "when each lost packet left the sender"),
+    )
     explanation = (
         "These packets appear in the sender's capture and not in the receiver's: "
         "the network dropped them, most often at a bottleneck whose queue overflowed "

@@ -28,14 +28,14 @@ LAN transfer of 50 us round trips and a satellite one of 600 ms get the same few
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 from tracekit import units
+from tracekit.core.kernels import jit
 from tracekit.detectors._limits import (
     APPLICATION,
     NETWORK,
@@ -55,7 +55,7 @@ from tracekit.detectors._measure import (
     rtt_phases,
     segment_size_bytes,
 )
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes
 from tracekit.series import kind_mask
@@ -116,13 +116,13 @@ ADVICE = {
 }
 
 
-@njit(cache=True)
+@jit
 def _window(t: float, t0: float, length: float, n: int) -> np.int64:  # pragma: no cover - compiled
     """The window a time falls in: windows of `length` from t0, the first and last open."""
     return min(max(np.int64((t - t0) / length), np.int64(0)), np.int64(n - 1))
 
 
-@njit(cache=True)
+@jit
 def _window_sums(
     t: np.ndarray, values: np.ndarray, t0: float, length: float, n: int
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -136,7 +136,7 @@ def _window_sums(
     return count, total
 
 
-@njit(cache=True)
+@jit
 def _flight_windows(
     t: np.ndarray,
     known: np.ndarray,
@@ -177,7 +177,7 @@ def _flight_windows(
     return counted, pinned, capped, flight_max, rwnd_max
 
 
-@njit(cache=True)
+@jit
 def _room_answered(
     ack_frame: np.ndarray,
     ack_t: np.ndarray,
@@ -222,6 +222,68 @@ class RateLimitCause(Detector):
     kind = "rate_limit_cause"
     title = "What limited the transfer's rate, and for how long"
     severity = Severity.INFO
+    evidence = (
+        Evidence(
+            "window_scale_least",
+            "",
+            "window scale unknown: the least shift the flight allows",
+        ),
+        Evidence("receive_window_fraction_most", "", "the receive window's share at that shift"),
+        Evidence("cause", "", "the label the verdict names"),
+        Evidence(
+            "limit_class",
+            "",
+            "its class",
+            values=("application", "receive_window", "network"),
+        ),
+        Evidence("cause_fraction", "", "its share of the time"),
+        Evidence("application_fraction", "", "share of the time the application held the rate"),
+        Evidence("receive_window_fraction", "", "share of the time the receive window held it"),
+        Evidence("network_fraction", "", "share of the time the network held it"),
+        Evidence("slow_start_fraction", "", "part of the network share in slow start"),
+        Evidence("congestion_fraction", "", "part of the network share in congestion avoidance"),
+        Evidence("bandwidth_fraction", "", "part of the network share at the path's rate"),
+        Evidence("pacing_fraction", "", "part of the network share held by a pacer"),
+        Evidence(
+            "sender_buffer_fraction",
+            "",
+            "part of the network share held by the sender's buffer",
+        ),
+        Evidence(
+            "paced_departures_fraction",
+            "",
+            "of the busy time, the share whose segments left on a pacer's timer",
+        ),
+        Evidence("phase_starts_s", "s", "starts of the phases"),
+        Evidence("phase_ends_s", "s", "ends of the phases"),
+        Evidence(
+            "phase_cause_codes",
+            "",
+            "each phase's label, as an index in (slow_start, congestion, receive_window, "
+            "sender_buffer, application, bandwidth, pacing)",
+        ),
+        Evidence("rate_bps", "bit/s", "the ACK line's advance over the direction's time (goodput)"),
+        Evidence(
+            "rtt_s",
+            "s",
+            "smallest RTT sample, of the path phase holding most of the transfer",
+        ),
+        Evidence("path_rate_bps", "bit/s", "the path's rate from ACK dispersion (when measured)"),
+        Evidence("bdp_bytes", "bytes", "its bandwidth-delay product at rtt_s"),
+        Evidence("path_share_ratio", "", "the share of the path's rate achieved"),
+        Evidence("window_scale_known", "", "whether advertised windows are byte counts"),
+        Evidence(
+            "path_phase_starts_s",
+            "s",
+            "with both captures, when the path changed (absent when it held)",
+        ),
+        Evidence("path_phase_rtts_s", "s", "each path phase's RTT"),
+        Evidence(
+            "competing_share_fraction",
+            "",
+            "with both captures, the share other flows took of a busy bottleneck",
+        ),
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -251,8 +313,8 @@ class RateLimitCause(Detector):
         min_data_segments: int = 20
         # At most this many windows per direction: a long transfer over a short-RTT path (a
         # LAN's 100 us) would otherwise be cut into thousands; the windows then widen to
-        # duration / this.
-        max_windows_count: int = 200
+        # duration / this. At least one: the duration is divided by it.
+        max_windows_count: int = field(default=200, metadata={"min": 1})
 
     config: Config
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit import units
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 
 
@@ -24,6 +24,26 @@ class ReceiverCoalescing(Detector):
     kind = "receiver_coalescing"
     title = "Arrivals at the receiver are bunched: interrupt coalescing"
     severity = Severity.INFO
+    evidence = (
+        Evidence(
+            "bunched_packets",
+            "packets",
+            "consecutive arrivals closer than a quarter of their departure gap",
+        ),
+        Evidence(
+            "spaced_packets",
+            "packets",
+            "consecutive departures at least 20 us apart (the pairs judged)",
+        ),
+        Evidence("bunched_ratio", "", "the bunched over the spaced"),
+        Evidence("median_sender_gap_s", "s", "median departure gap of the bunched pairs"),
+        Evidence("median_receiver_gap_s", "s", "median arrival gap of the bunched pairs"),
+        Evidence(
+            "median_bunch_packets",
+            "packets",
+            "median number of packets handed over together",
+        ),
+    )
 
     @dataclass(frozen=True)
     class Config:

@@ -9,6 +9,7 @@ a full socket or backlog queue, or a stack that could not keep up (Antony et al.
 from __future__ import annotations
 
 from tracekit.detectors._two_vantage import FateDetector
+from tracekit.detectors.base import Evidence
 from tracekit.findings import Severity
 
 
@@ -16,6 +17,21 @@ class ReceiverDrop(FateDetector):
     kind = "receiver_drop"
     title = "The receiving host dropped packets that had reached it"
     severity = Severity.WARNING
+    evidence = (
+        Evidence(
+            "receiver_drops_packets",
+            "packets",
+            "transmissions that reached the receiver's capture point and were dropped in its host",
+        ),
+        Evidence("receiver_drop_bytes", "bytes", "their payload bytes"),
+        Evidence(
+            "transmissions_packets",
+            "packets",
+            "data transmissions of the direction in the sender capture",
+        ),
+        Evidence("drop_ratio", "", "the drops over the transmissions"),
+        Evidence("drop_times_s", "s", "when each one left the sender"),
+    )
     explanation = (
         "The receiver's capture shows these segments arriving, yet the receiver "
         "never acknowledged them, cumulatively or by SACK, before the sender resent "

@@ -34,7 +34,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracekit.detectors._measure import data_directions, min_rtt_s, resend_counts
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import kind_mask
 
@@ -82,13 +82,6 @@ def _covered_by(
     left, reach = left[order], np.maximum.accumulate(right[order])
     j = np.searchsorted(left, hi, side="left") - 1
     return (j >= 0) & (reach[np.maximum(j, 0)] > lo)
-
-
-@dataclass(frozen=True)
-class Classified:
-    """The retransmissions of one direction, one row each, with class and reason codes."""
-
-    table: pd.DataFrame  # t_s, seq_rel, len, class_code, reason_code, silence_s, dupacks
 
 
 def classify(
@@ -208,6 +201,32 @@ class Retransmissions(Detector):
     kind = "retransmissions"
     title = "Segments were retransmitted"
     severity = Severity.WARNING
+    evidence = (
+        Evidence("retransmitted_segments", "segments", "segments resent"),
+        Evidence("retransmitted_bytes", "bytes", "bytes resent"),
+        Evidence("sent_bytes", "bytes", "data bytes sent, retransmissions included"),
+        Evidence("retransmitted_ratio", "", "bytes resent over bytes sent"),
+        Evidence("rto_count", "", "retransmissions after a retransmission timeout"),
+        Evidence("tail_loss_probe_count", "", "tail loss probes"),
+        Evidence("fast_retransmit_count", "", "fast retransmits"),
+        Evidence(
+            "spurious_count",
+            "",
+            "needless resends (D-SACKed, or the first copy was acknowledged)",
+        ),
+        Evidence("reordering_count", "", "needless resends that reordering triggered"),
+        Evidence("class_legend", "", "the classes, in the order of their codes"),
+        Evidence("reason_legend", "", "the reasons, in the order of their codes"),
+        Evidence("listed_count", "", "retransmissions listed"),
+        Evidence("listed_per_class_max_count", "", "the most listed per class"),
+        Evidence("listed_t_s", "s", "when each listed one left"),
+        Evidence("listed_seq_rel_bytes", "bytes", "its first byte, relative sequence number"),
+        Evidence("listed_len_bytes", "bytes", "its length"),
+        Evidence("listed_class_code", "", "its class, a code into class_legend"),
+        Evidence("listed_reason_code", "", "its reason, a code into reason_legend"),
+        Evidence("listed_silence_s", "s", "the silence before it"),
+        Evidence("listed_dupacks_count", "", "the duplicate-ACK run it followed"),
+    )
 
     @dataclass(frozen=True)
     class Config:

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from tracekit import physics, units
+from tracekit.core.kernels import jit
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     ack_line_rate_bps,
@@ -28,7 +28,7 @@ from tracekit.detectors._measure import (
     resend_counts,
     wire_directions,
 )
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction, kind_mask, rounds
 
@@ -50,7 +50,7 @@ class _Round:
     lost_total: int
 
 
-@njit(cache=True)
+@jit
 def _round_flights(
     starts: np.ndarray,
     t: np.ndarray,
@@ -82,6 +82,41 @@ class SlowStartOverrun(Detector):
     kind = "slow_start_overrun"
     title = "Slow start overran the bottleneck buffer"
     severity = Severity.WARNING
+    evidence = (
+        Evidence("round", "", "the overrun round (0 is the initial window)"),
+        Evidence("round_packets", "packets", "every round's flight up to it"),
+        Evidence("overrun_round_packets", "packets", "the overrun round's flight"),
+        Evidence("previous_round_packets", "packets", "the round before's"),
+        Evidence("lost_packets", "packets", "first copies of the round resent and not D-SACKed"),
+        Evidence("spurious_resent_packets", "packets", "those D-SACKed"),
+        Evidence(
+            "lost_in_direction_packets",
+            "packets",
+            "lost first copies of the whole direction",
+        ),
+        Evidence("burst_packets", "packets", "N_b of eq. 1"),
+        Evidence("burst_lost_packets", "packets", "N_d of eq. 1"),
+        Evidence("ingress_bps", "bit/s", "f: the burst's rate at the sender"),
+        Evidence("bottleneck_bps", "bit/s", "s: the ACK line's advance across the round"),
+        Evidence("bottleneck_acks_count", "", "the ACKs that rate was measured over"),
+        Evidence("base_rtt_s", "s", "R: the smallest RTT sample before the round"),
+        Evidence(
+            "queue_at_start_bytes",
+            "bytes",
+            "what already waited at the bottleneck when the burst began",
+        ),
+        Evidence("buffer_estimate_bytes", "bytes", "M by eq. 1, plus queue_at_start_bytes"),
+        Evidence(
+            "buffer_needed_bytes",
+            "bytes",
+            "the buffer for a loss-free start up to s (eq. 3)",
+        ),
+        Evidence("loss_free_rate_bps", "bit/s", "the rate slow start reaches without loss (eq. 2)"),
+        Evidence("largest_loss_free_burst_packets", "packets", "eq. 1 with no loss"),
+        Evidence("packet_bytes", "bytes", "the packet size l of eq. 1, headers included"),
+        Evidence("packet_size_basis", "", "how the packet size was measured"),
+        Evidence("rate_basis", "", "which bytes the rates count"),
+    )
 
     @dataclass(frozen=True)
     class Config:

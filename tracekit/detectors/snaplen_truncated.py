@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import Finding, Severity
 from tracekit.schema import OPT_CUT, PROTO_TCP, TH_SYN
 
@@ -24,6 +24,12 @@ class SnaplenTruncated(Detector):
     kind = "snaplen_truncated"
     title = "The snapshot length cut TCP headers: options unknown"
     severity = Severity.INFO
+    evidence = (
+        Evidence("cut_packets_count", "", "TCP packets whose header was cut"),
+        Evidence("tcp_packets_count", "", "TCP packets"),
+        Evidence("cut_fraction", "", "the cut over all"),
+        Evidence("handshake_cut", "", "whether a SYN's options were cut"),
+    )
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         pk = ctx.packets
@@ -34,7 +40,7 @@ class SnaplenTruncated(Detector):
         conn = pk.column("conn").to_numpy()
         tcp = pk.column("proto").to_numpy() == PROTO_TCP
         syn = (pk.column("tcp_flags").to_numpy() & TH_SYN) != 0
-        t0 = int(pk.column("ts_ns").to_numpy().min())
+        t0 = ctx.series.t0_ns
         ts = pk.column("ts_ns").to_numpy()
         per_conn = np.bincount(conn[cut], minlength=int(conn.max()) + 1)
         totals = np.bincount(conn[tcp], minlength=per_conn.size)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.detectors._measure import data_directions, segment_size_bytes
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction
 
@@ -29,6 +29,30 @@ class StretchAcks(Detector):
     kind = "stretch_acks"
     title = "Each ACK acknowledged many segments at once"
     severity = Severity.INFO
+    evidence = (
+        Evidence(
+            "segments_per_ack_median_segments",
+            "segments",
+            "median segments acknowledged per ACK that reached the sender",
+        ),
+        Evidence(
+            "segments_per_ack_mean_segments",
+            "segments",
+            "mean segments acknowledged per such ACK",
+        ),
+        Evidence("acks_count", "", "the ACKs that advanced the acknowledged data"),
+        Evidence(
+            "measured_where",
+            "",
+            "where the policy was seen",
+            values=("measured at the receiver", "inferred at the sender"),
+        ),
+        Evidence(
+            "receiver_segments_per_ack_segments",
+            "segments",
+            "with the receiver's capture: data segments that reached it per pure ACK it sent",
+        ),
+    )
 
     @dataclass(frozen=True)
     class Config:

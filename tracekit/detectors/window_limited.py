@@ -15,7 +15,7 @@ bottleneck's rate.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from tracekit.detectors._measure import (
     rtt_phases,
     segment_size_bytes,
 )
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 
 
@@ -38,6 +38,20 @@ class WindowLimited(Detector):
     kind = "window_limited"
     title = "The window, not the path, limited the rate"
     severity = Severity.WARNING
+    evidence = (
+        Evidence("limited_by", "", "what pinned the flight", values=("receiver", "sender")),
+        Evidence("window_bytes", "bytes", "the window the flight was pinned at"),
+        Evidence("pinned_fraction", "", "share of data segments sent in bursts that filled it"),
+        Evidence("rtt_s", "s", "the smallest RTT sample"),
+        Evidence("achieved_rate_bps", "bit/s", "goodput"),
+        Evidence("window_rate_bps", "bit/s", "what the window allows, window x 8 / RTT"),
+        Evidence("path_rate_bps", "bit/s", "the path's rate"),
+        Evidence("path_rate_source", "", "where it came from", values=("ack_dispersion", "config")),
+        Evidence("window_needed_bytes", "bytes", "the bandwidth-delay product, path rate x RTT"),
+        Evidence("window_scale_shift_needed", "", "the RFC 7323 shift that window needs"),
+        Evidence("window_scale_shift_announced", "", "the shift the receiver announced (-1: none)"),
+        Evidence("mss_bytes", "bytes", "the sender's usual segment size"),
+    )
 
     @dataclass(frozen=True)
     class Config:
@@ -46,7 +60,8 @@ class WindowLimited(Detector):
         path_rate_bps: float = 0.0
         # "Pinned": at least half of the data segments left with less than one segment of the
         # window to spare, so the window, not the sender's congestion window, held them back.
-        min_pinned_fraction: float = 0.5
+        # Above 0: the window is measured on the pinned segments, so some must be.
+        min_pinned_fraction: float = field(default=0.5, metadata={"above": 0})
         # Below this the window is not clearly under the BDP: the dispersion estimate of the
         # path's rate is good to a few percent, and a window at 80% of the BDP already leaves
         # a fifth of the path idle.

@@ -17,20 +17,20 @@ by a large share of the largest window, so that the steady trickle of a window-l
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from tracekit import units
+from tracekit.core.kernels import jit
 from tracekit.detectors._measure import (
     findings_per_direction,
     min_rtt_s,
     path_rate_bps,
     segment_size_bytes,
 )
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes, window_scale_shift
 
@@ -73,7 +73,7 @@ def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
     )
 
 
-@njit(cache=True)
+@jit
 def _window_transitions(
     ack_frame: np.ndarray,
     ack_t: np.ndarray,
@@ -134,11 +134,28 @@ class WindowOscillation(Detector):
     kind = "window_oscillation"
     title = "The receive window oscillated: start/stop mode"
     severity = Severity.WARNING
+    evidence = (
+        Evidence("cycles_count", "", "closings followed by a large reopening"),
+        Evidence("period_s", "s", "median time between those reopenings"),
+        Evidence("stopped_s", "s", "time the usable window stayed closed"),
+        Evidence("stopped_fraction", "", "its share of the oscillating time"),
+        Evidence("segments_per_s", "segments/s", "data segments per second over that time"),
+        Evidence("rate_bps", "bit/s", "bits per second over that time"),
+        Evidence("burst_segments", "segments", "median segments sent per cycle"),
+        Evidence("zero_window_count", "", "ACKs advertising a window of zero"),
+        Evidence("largest_window_bytes", "bytes", "the largest window the receiver offered"),
+        Evidence("receive_buffer_min_bytes", "bytes", "the least receive buffer that implies"),
+        Evidence("mss_bytes", "bytes", "the segment size"),
+        Evidence("window_scale_known", "", "whether windows are byte counts"),
+        Evidence("window_needed_bytes", "bytes", "rate x RTT of the path, when measured"),
+        Evidence("window_scale_shift_needed", "", "its RFC 7323 shift"),
+    )
 
     @dataclass(frozen=True)
     class Config:
-        # "Again and again": three closings that reopen make a pattern, not an accident.
-        min_cycles_count: int = 3
+        # "Again and again": three closings that reopen make a pattern, not an accident. At
+        # least one: a finding of no cycle has no swing to measure.
+        min_cycles_count: int = field(default=3, metadata={"min": 1})
         # A reopening must free a quarter of the largest window to count as a swing "between
         # both extremes" (Haas 4.2); a window-limited sender's ACKs free one or two segments.
         min_reopen_fraction: float = 0.25

@@ -22,7 +22,7 @@ import numpy as np
 
 from tracekit import units
 from tracekit.detectors._measure import findings_per_direction, rtt_phases, segment_size_bytes
-from tracekit.detectors.base import AnalysisContext, Detector
+from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import kind_mask
 
@@ -31,6 +31,18 @@ class ZeroWindowStall(Detector):
     kind = "zero_window_stall"
     title = "The receive window stayed shut for many round trips"
     severity = Severity.WARNING
+    evidence = (
+        Evidence("stalls_count", "", "stalls of the direction"),
+        Evidence("stall_starts_s", "s", "when each began"),
+        Evidence("stall_ends_s", "s", "when each ended"),
+        Evidence("longest_stall_s", "s", "the longest"),
+        Evidence("longest_stall_rtts", "RTTs", "the longest, in round trips of rtt_s"),
+        Evidence("stalled_s", "s", "their total"),
+        Evidence("stalled_fraction", "", "its share of the direction's time"),
+        Evidence("zero_window_probes_count", "", "zero-window probes sent during them"),
+        Evidence("rtt_s", "s", "the round trip"),
+        Evidence("window_scale_known", "", "whether windows are byte counts"),
+    )
 
     @dataclass(frozen=True)
     class Config:

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+
+from tracekit.core.kernels import jit
 
 FloatArray = npt.NDArray[np.float64]
 
 
-@njit(cache=True)
+@jit
 def _lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
     """Indices of the lower convex hull of points sorted by x (Andrew's monotone chain)."""
     n = x.size
@@ -123,7 +124,7 @@ STEP_NOISE_FACTOR = 2.0
 MAX_STEP_BINS = 20_000
 
 
-@njit(cache=True)
+@jit
 def _bin_minima(
     t: np.ndarray, y: np.ndarray, t0: float, width: float, n: int
 ) -> np.ndarray:  # pragma: no cover - numba

@@ -10,7 +10,8 @@ next copy of the same bytes arrives died in the receiving host, after the captur
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from tracekit.core.kernels import jit
 
 # Verdicts of the receiver's scan, per arrival.
 ACKED = 0  # a later ACK or SACK block of the receiver covers it: the host kept it
@@ -18,7 +19,7 @@ RESENT_UNACKED = 1  # the same bytes arrived again before any ACK covered them: 
 NEVER_ACKED = 2  # the capture ends before either: no verdict
 
 
-@njit(cache=True)
+@jit
 def _scan(
     group: np.ndarray,
     is_data: np.ndarray,

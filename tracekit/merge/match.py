@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tracekit.core.band import band
 from tracekit.errors import TracekitError
 from tracekit.schema import PROTO_TCP, WRAP
 
@@ -221,11 +222,10 @@ def _inside(inner: pd.DataFrame, outer: pd.DataFrame) -> pd.DataFrame:
     and ends at or after it (the latest-starting such one), where there is one."""
     if inner.empty or outer.empty:
         return pd.DataFrame({"row_in": [], "row_out": []}, dtype=np.int64)
-    # Band by direction so one sorted search respects directions (as tracekit.series does).
-    band = np.int64(1 << 41)
-    i_key = inner["cd"].to_numpy() * band + inner["seq"].to_numpy()
+    # Band by direction so one sorted search respects directions.
+    i_key = band(inner["cd"].to_numpy(), inner["seq"].to_numpy())
     o_order = np.lexsort((outer["seq"].to_numpy(), outer["cd"].to_numpy()))
-    o_key = (outer["cd"].to_numpy() * band + outer["seq"].to_numpy())[o_order]
+    o_key = band(outer["cd"].to_numpy(), outer["seq"].to_numpy())[o_order]
     o_end = (outer["seq"].to_numpy() + outer["len"].to_numpy())[o_order]
     o_cd = outer["cd"].to_numpy()[o_order]
     o_row = outer["row"].to_numpy()[o_order]

@@ -9,9 +9,12 @@ import numpy as np
 import pandas as pd
 
 from tracekit import __version__, units
-from tracekit.connections import ranked
+from tracekit.analysis import Analysis
+from tracekit.connections import data_direction, ranked
 from tracekit.findings import Finding, Severity
-from tracekit.pipeline import Analysis
+from tracekit.merge.udpstream import UdpStream
+from tracekit.report import front
+from tracekit.report import marks as M
 from tracekit.report.model import (
     TSG_PALETTE,
     ConnectionView,
@@ -24,10 +27,8 @@ from tracekit.report.model import (
 )
 from tracekit.schema import PROTO_TCP
 from tracekit.series import Direction, kind_mask, rate, trains
-from tracekit.udpstream import UdpStream
 
 P = TSG_PALETTE
-_OUT_OF_ORDER = "#1b9e77"
 _RESENT = ("retransmission", "partial_retransmission")
 
 
@@ -35,7 +36,8 @@ _RESENT = ("retransmission", "partial_retransmission")
 class ReportConfig:
     """What the report shows; validated once."""
 
-    # Throughput averaging window; None: one RTT (the median sample), as the issue asks.
+    # Throughput averaging window; None: one RTT (the median sample), the scale at which a
+    # window-limited or slow-start transfer changes its rate.
     rate_window_s: float | None = None
     # The paper's long-run averages use 2 s (Antony et al., fig. 13).
     long_rate_window_s: float = 2.0
@@ -62,10 +64,8 @@ def _mask(df: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
     return kind_mask(df, *kinds)
 
 
-def _segments_trace(
-    name: str, seg: pd.DataFrame, color: str, keep: bool, rows: np.ndarray | None = None
-) -> Trace:
-    """Bars from seq_rel to end_rel at t_s, of `rows` (a mask) of seg or of all of it.
+def _segments_trace(mark: M.Mark, seg: pd.DataFrame, rows: np.ndarray | None = None) -> Trace:
+    """`mark`'s bars from seq_rel to end_rel at t_s, of `rows` (a mask) of seg or of all of it.
 
     Columns are taken as they are (integers stay integers) and a mask that keeps every row
     takes no copy: the data trace of a big capture is most of its segments.
@@ -75,16 +75,7 @@ def _segments_trace(
         values = seg[name].to_numpy()
         return values if rows is None or rows.all() else values[rows]
 
-    x = column("t_s")
-    return Trace(
-        name=name,
-        kind=Kind.SEGMENTS,
-        x=x,
-        y=column("seq_rel"),
-        y_end=column("end_rel"),
-        color=color,
-        keep=np.full(x.size, keep) if keep else None,
-    )
+    return mark.trace(column("t_s"), column("seq_rel"), column("end_rel"))
 
 
 def _markers(name: str, x: np.ndarray, y: np.ndarray, color: str, symbol: str) -> Trace:
@@ -116,35 +107,30 @@ def tsg_plot(
     seg, acks, sacks = on_axis(d.segments), on_axis(d.acks), on_axis(d.sacks)
     data = on_axis(d.data)
     traces = [
-        _segments_trace("data", data, P.segment, False, _mask(data, ("new",))),
-        _segments_trace("retransmitted", data, P.retransmit, True, _mask(data, _RESENT)),
-        _segments_trace("out of order", data, _OUT_OF_ORDER, True, _mask(data, ("out_of_order",))),
+        _segments_trace(M.DATA, data, _mask(data, ("new",))),
+        _segments_trace(M.RETRANSMITTED, data, _mask(data, _RESENT)),
+        _segments_trace(M.OUT_OF_ORDER, data, _mask(data, ("out_of_order",))),
     ]
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
-    traces.append(_markers("window probe", probes["t_s"], probes["seq_rel"], P.probe, "diamond"))
+    traces.append(M.WINDOW_PROBE.trace(probes["t_s"], probes["seq_rel"]))
     if len(keepalives):
-        traces.append(
-            _markers("keepalive", keepalives["t_s"], keepalives["seq_rel"], P.probe, "circle-open")
-        )
+        traces.append(M.KEEPALIVE.trace(keepalives["t_s"], keepalives["seq_rel"]))
     t = acks["t_s"].to_numpy(np.float64)
-    traces.append(Trace("ACK line", Kind.STEP, t, acks["ack_rel"].to_numpy(), color=P.ack))
-    traces.append(Trace("window edge", Kind.STEP, t, acks["edge_rel"].to_numpy(), color=P.window))
+    traces.append(M.ACK_LINE.trace(t, acks["ack_rel"].to_numpy()))
+    traces.append(M.WINDOW_EDGE.trace(t, acks["edge_rel"].to_numpy()))
     if len(sacks):
         # A SACK block is drawn like a segment: a bar over the bytes it covers.
         blocks = sacks.rename(columns={"left_rel": "seq_rel", "right_rel": "end_rel"})
-        traces.append(_segments_trace("SACK", blocks[~blocks["dsack"]], P.sack, keep=False))
+        traces.append(_segments_trace(M.SACK, blocks[~blocks["dsack"]]))
         if blocks["dsack"].any():
-            dsack = blocks[blocks["dsack"]]
-            traces.append(_segments_trace("D-SACK", dsack, P.retransmit, keep=True))
+            traces.append(_segments_trace(M.DSACK, blocks[blocks["dsack"]]))
     dup = acks[acks["dupack"]]
     if len(dup):
-        traces.append(_markers("duplicate ACK", dup["t_s"], dup["ack_rel"], P.dup_ack, "x-thin"))
+        traces.append(M.DUPLICATE_ACK.trace(dup["t_s"], dup["ack_rel"]))
     zero = acks[acks["win_bytes"] == 0]
     if len(zero):
-        traces.append(
-            _markers("zero window", zero["t_s"], zero["ack_rel"], P.zero_window, "square")
-        )
+        traces.append(M.ZERO_WINDOW.trace(zero["t_s"], zero["ack_rel"]))
     return Plot(
         title,
         "time (s)",
@@ -157,19 +143,19 @@ def tsg_plot(
 
 
 def _sequence_range(data: pd.DataFrame, acks: pd.DataFrame) -> tuple[float, float] | None:
-    """The TSG's initial y span: the data and the ACK line, and the window edge when near.
+    """The TSG's initial y span: the data segments and the ACK line, never the window edge.
 
-    A receive window far above what was ever sent (a 6 MB window on a 3 MB transfer) would
-    flatten every segment to the bottom; it is off the chart then, which says as much.
+    A receive window far above what is in flight (a 6 MB window on a 3 MB transfer) would
+    flatten the transfer to a thin diagonal; the edge runs off the chart then, which says as
+    much, and a window-limited transfer's data run into the edge, which keeps it in view.
+    The page fits every zoomed view by the same rule.
     """
     if data.empty:
         return None
     low = float(data["seq_rel"].min())
     high = max(float(data["end_rel"].max()), float(acks["ack_rel"].max()) if len(acks) else 0.0)
-    edge = float(acks["edge_rel"].max()) if len(acks) else high
-    span = high - low
-    if edge <= high + span:
-        high = max(high, edge)
+    if len(acks):
+        low = min(low, float(acks["ack_rel"].min()))
     pad = 0.04 * (high - low) or 1.0
     return (low - pad, high + pad)
 
@@ -260,6 +246,23 @@ def flight_plot(d: Direction, window_known: bool, shades: tuple[Shade, ...]) -> 
     )
 
 
+def direction_plots(
+    d: Direction,
+    title: str,
+    shades: tuple[Shade, ...],
+    cfg: ReportConfig,
+    window_known: bool,
+) -> tuple[Plot, ...]:
+    """The plots of one direction of the sender's capture: its TSG (findings shaded there),
+    throughput, RTT and flight. They take the direction's tables only, not an Analysis."""
+    return (
+        tsg_plot(d, shades, title),
+        rate_plot(d, cfg, ()),
+        rtt_plot(d, ()),
+        flight_plot(d, window_known, ()),
+    )
+
+
 def _receiver_plots(
     analysis: Analysis, conn: int, direction: int, row: pd.Series, shades: tuple[Shade, ...]
 ) -> tuple[Plot | None, ...]:
@@ -304,29 +307,13 @@ def _merge_plots(
     left = tx[tx["sender_t_s"].notna()]
     came = tx[tx["receiver_t_s"].notna()]
     traces = [
-        _segments_trace(
-            "departure (sender)",
-            left.rename(columns={"sender_t_s": "t_s"}),
-            P.segment,
-            keep=False,
-        ),
-        _segments_trace(
-            "arrival (receiver)",
-            came.rename(columns={"receiver_t_s": "t_s"}),
-            P.receiver,
-            keep=False,
-        ),
+        _segments_trace(M.DEPARTURE, left.rename(columns={"sender_t_s": "t_s"})),
+        _segments_trace(M.ARRIVAL, came.rename(columns={"receiver_t_s": "t_s"})),
     ]
-    for name, code, at, symbol in (
-        ("network drop", "network_drop", "sender_t_s", "x"),
-        ("receiver drop", "receiver_drop", "receiver_t_s", "diamond"),
-        ("sender capture gap", "sender_capture_gap", "receiver_t_s", "triangle-down"),
-        ("receiver capture gap", "receiver_capture_gap", "sender_t_s", "triangle-up"),
-    ):
-        hit = tx[fate == code]
+    for mark in M.FATE_MARKS:
+        hit = tx[fate == mark.fate]
         if len(hit):
-            color = P.loss if code != "receiver_drop" else P.probe
-            traces.append(_markers(name, hit[at], hit["seq_rel"], color, symbol))
+            traces.append(mark.trace(hit[mark.at], hit["seq_rel"]))
     combined = Plot(
         "Departures and arrivals, sender and receiver captures merged",
         "time (s, sender's clock)",
@@ -413,11 +400,44 @@ def _shades(findings: list[Finding], conn: int) -> tuple[Shade, ...]:
 
 
 def _main_direction(row: pd.Series) -> int:
-    return 0 if row["bytes_a2b"] >= row["bytes_b2a"] else 1
+    return int(data_direction(row["bytes_a2b"], row["bytes_b2a"]))
 
 
 def _fmt_rate(bps: float) -> str:
     return units.rate(bps)
+
+
+def connection_plots(
+    analysis: Analysis, conn: int, direction: int, config: ReportConfig | None = None
+) -> tuple[tuple[Plot, ...], tuple[Plot | None, ...]]:
+    """The plots of one direction of one connection, as the report draws them: the sender's
+    TSG, throughput, RTT and flight, then (with a receiver capture) the merged departures and
+    arrivals and the one-way delay; and beside them the receiver's TSG. Every plot opens on the
+    connection's time span. The notebook API (`tracekit.api`) draws these same plots."""
+    cfg = config or ReportConfig()
+    snd = analysis.sender
+    # One row, not the whole table: a capture may hold tens of thousands of connections.
+    row = snd.connections.table.slice(conn, 1).to_pandas().iloc[0]
+    shades = _shades(analysis.findings, conn)
+    arrow = "->" if direction == 0 else "<-"
+    plots = direction_plots(
+        snd.series.of(conn, direction),
+        f"Time-sequence graph, sender's view ({row['a']} {arrow} {row['b']})",
+        shades,
+        cfg,
+        snd.series.window_known.get((conn, direction), False),
+    )
+    receiver_plots: tuple[Plot | None, ...] = ()
+    if analysis.receiver is not None:
+        receiver_plots = _receiver_plots(analysis, conn, direction, row, shades)
+        plots = (*plots, *_merge_plots(analysis, conn, direction, shades))
+    # Every plot of the connection opens on its time span (zoom and pan stay linked).
+    start_s = float(row["start_ns"] - snd.series.t0_ns) / 1e9
+    pad = 0.02 * float(row["duration_s"]) or 1e-3
+    x_range = (start_s - pad, start_s + float(row["duration_s"]) + pad)
+    plots = tuple(replace(p, x_range=x_range) for p in plots)
+    receiver_plots = tuple(p if p is None else replace(p, x_range=x_range) for p in receiver_plots)
+    return plots, receiver_plots
 
 
 def build_report(
@@ -427,42 +447,27 @@ def build_report(
     cfg = config or ReportConfig()
     snd = analysis.sender
     conns = snd.connections.frame()
+    if not analysis.selection.everything:
+        # Only the selected connections, still indexed by their numbers.
+        selected = analysis.connection_table().column("conn").to_numpy()
+        conns = conns[conns["conn"].isin(selected)]
     tcp = conns[conns["proto"] == PROTO_TCP]
     busiest = tcp.assign(total=tcp["bytes_a2b"] + tcp["bytes_b2a"]).sort_values(
         "total", ascending=False, kind="stable"
     )
-    shown = busiest.index[: cfg.max_connections].sort_values().tolist()
+    # Drawn, and listed in the verdicts and the overview plot, the busiest first.
+    shown = busiest.index[: cfg.max_connections].tolist()
     view_of = {conn: i for i, conn in enumerate(shown)}
 
     views = []
+    throughput: list[tuple[int, str, tuple[Plot, ...]]] = []
     for conn in shown:
         row = conns.loc[conn]
         direction = _main_direction(row)
         d = snd.series.of(conn, direction)
-        shades = _shades(analysis.findings, conn)
         arrow = "->" if direction == 0 else "<-"
-        plots: tuple[Plot, ...] = (
-            tsg_plot(
-                d,
-                shades,
-                f"Time-sequence graph, sender's view ({row['a']} {arrow} {row['b']})",
-            ),
-            rate_plot(d, cfg, ()),
-            rtt_plot(d, ()),
-            flight_plot(d, snd.series.window_known.get((conn, direction), False), ()),
-        )
-        receiver_plots: tuple[Plot | None, ...] = ()
-        if analysis.receiver is not None:
-            receiver_plots = _receiver_plots(analysis, conn, direction, row, shades)
-            plots = (*plots, *_merge_plots(analysis, conn, direction, shades))
-        # Every plot of the connection opens on its time span (zoom and pan stay linked).
-        start_s = float(row["start_ns"] - snd.series.t0_ns) / 1e9
-        pad = 0.02 * float(row["duration_s"]) or 1e-3
-        x_range = (start_s - pad, start_s + float(row["duration_s"]) + pad)
-        plots = tuple(replace(p, x_range=x_range) for p in plots)
-        receiver_plots = tuple(
-            p if p is None else replace(p, x_range=x_range) for p in receiver_plots
-        )
+        plots, receiver_plots = connection_plots(analysis, conn, direction, cfg)
+        throughput.append((conn, f"{row['a']} {arrow} {row['b']}", plots))
         rtt = _median_rtt(d)
         # What held each direction back comes first: the verdict of rate_limit_cause.
         verdicts = tuple(
@@ -488,6 +493,7 @@ def build_report(
                 f"{'yes' if row['sack_ok'] else 'no'} / {'yes' if row['ts_ok'] else 'no'}",
             ),
             ("median RTT", units.duration(rtt) if rtt else "no samples"),
+            ("Wireshark filter", analysis.wireshark_filter(conn)),
         )
         views.append(
             ConnectionView(
@@ -503,7 +509,7 @@ def build_report(
     # Listed: the drawn ones and those with findings, then the busiest; in connection order.
     first = set(shown) | {int(c) for c in counts.index}
     listed = conns.set_index("conn", drop=False).loc[
-        ranked(snd.connections.table, first, cfg.max_listed_connections)
+        ranked(analysis.connection_table(), first, cfg.max_listed_connections)
     ]
     overview = Table(
         columns=(
@@ -554,6 +560,10 @@ def build_report(
             for f in analysis.findings
         ),
         links=tuple(view_of.get(f.conn) for f in analysis.findings),
+        ranges=tuple(
+            (f.start_s, f.end_s) if np.isfinite([f.start_s, f.end_s]).all() else None
+            for f in analysis.findings
+        ),
     )
     notes: tuple[str, ...] = ()
     if len(tcp) > len(shown):
@@ -571,4 +581,11 @@ def build_report(
         inputs=inputs,
         version=__version__,
         notes=notes,
+        verdicts=front.verdict_views(analysis.findings, conns, shown, view_of),
+        finding_views=tuple(
+            replace(v, wireshark_filter=analysis.wireshark_filter(v.connection, v.start_s, v.end_s))
+            for v in front.finding_views(analysis.findings, view_of)
+        ),
+        overview_plot=front.overview_plot(throughput, analysis.findings),
+        population=front.population(conns, analysis.findings, view_of),
     )

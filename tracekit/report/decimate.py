@@ -8,7 +8,8 @@ and highest point. Drawn at one bucket per pixel column, the lines match those o
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from tracekit.core.kernels import jit
 
 # M4 keeps four points per bucket.
 POINTS_PER_BUCKET = 4
@@ -67,7 +68,7 @@ def _m4(
     return _m4_any_order(x, lows, tops, n_buckets)
 
 
-@njit(cache=True)
+@jit
 def _m4_pass(
     xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
 ) -> np.ndarray:  # pragma: no cover - compiled
@@ -106,27 +107,7 @@ def _m4_pass(
     return selected
 
 
-def allocate(
-    counts: list[int], total: int, floor: int = 2_000, weights: list[int] | None = None
-) -> list[int]:
-    """Share a drawing budget among traces: small ones keep every point, big ones split the rest.
-
-    Water-filling on cost, a point of trace i costing weights[i] (1 when not given): traces are
-    served cheapest first, each getting all its points or an equal share of the cost that is
-    left, whichever is less; no trace is cut below `floor` points (or its own count).
-    """
-    w = weights or [1] * len(counts)
-    targets = [0] * len(counts)
-    left = total
-    pending = sorted(range(len(counts)), key=lambda i: counts[i] * w[i])
-    for served, i in enumerate(pending):
-        share = left // (len(pending) - served)
-        targets[i] = min(counts[i], max(share // w[i], floor))
-        left = max(0, left - targets[i] * w[i])
-    return targets
-
-
-@njit(cache=True)
+@jit
 def _m4_any_order(
     x: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
 ) -> np.ndarray:  # pragma: no cover - compiled

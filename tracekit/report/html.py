@@ -1,9 +1,11 @@
 """Render a report view model as one self-contained HTML file that opens offline.
 
-The page inlines plotly.js once, its own stylesheet and script, and the data: each trace's
-arrays base64-encoded as little-endian typed arrays (times as microsecond offsets from the trace's
-first point), decimated to a point budget that keeps every marked point. A Content-Security-
-Policy forbids every fetch, so nothing can reach the network even by mistake.
+The page inlines plotly.js once, its own stylesheet and script, and the data: every point of
+each trace, sorted by time, as compressed little-endian typed arrays (times as whole microseconds
+from the trace's first point, whole numbers as deltas), base64 in a JSON element. The page thins
+each view to a point budget itself (report.js), so a zoom into any window draws every point in
+it up to that budget. A Content-Security-Policy forbids every fetch, so nothing can reach the
+network even by mistake.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import base64
 import html
 import json
 import os
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,9 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.atomic import replacing
-from tracekit.report.decimate import allocate, decimate
-from tracekit.report.model import Cell, ConnectionView, Kind, Plot, Report, Table, Trace
+from tracekit.core.atomic import replacing
+from tracekit.report.decimate import decimate
+from tracekit.report.model import (
+    Cell,
+    ConnectionView,
+    FindingView,
+    Kind,
+    Plot,
+    Population,
+    Report,
+    Table,
+    Trace,
+    Verdict,
+)
 
 # plotly.js's gl2d partial bundle (scatter and scattergl), vendored from the npm registry's
 # plotly.js-gl2d-dist-min 3.7.0 (MIT, see plotly-gl2d.LICENSE). The full bundle that the plotly
@@ -49,17 +63,26 @@ DRAW_COST = {Kind.LINE: 1, Kind.STEP: 1, Kind.MARKERS: 3, Kind.SEGMENTS: 10}
 
 @dataclass(frozen=True)
 class Budget:
-    """How much a report may draw, which bounds its size and its load time.
+    """How much a report may carry and each view may draw: its size and its drawing time.
 
-    `total_cost` is in line points (DRAW_COST gives the other kinds' price); points marked
-    `keep` come on top. The default keeps a 5 M-packet capture's report at 2.3 MB (limit 25 MB)
-    and its load in headless Chromium under 3 s (measurements in docs/report.md).
+    `view_cost` is what one plot draws per view, in line points (DRAW_COST gives the other
+    kinds' price), shared among its traces; a trace of marks that must not vanish (`Trace.keep`)
+    draws up to `marks_points` of its points in view before the rest is shared, and says so in
+    the plot's note when it has more. `max_bytes` caps the compressed data: a report whose traces
+    exceed it carries its biggest traces thinned (each time slice's extremes and every kept
+    point), and says which in its footer. Measurements are in docs/report.md.
     """
 
-    total_cost: int = 150_000
-    floor_points: int = 500  # no trace is thinned below this: its shape would be lost
+    view_cost: int = 40_000
+    marks_points: int = 2_000
+    floor_points: int = 500  # no trace is thinned below this in a view: its shape would be lost
     webgl_from_points: int = 5_000  # bars and markers draw with WebGL above this
     open_connections: int = 3  # sections drawn at load; the rest draw when opened
+    max_bytes: int = 20_000_000
+
+    def __post_init__(self) -> None:
+        if self.view_cost < 100 or self.marks_points < 1 or self.floor_points < 4:
+            raise ValueError("view_cost >= 100, marks_points >= 1 and floor_points >= 4")
 
 
 def render(report: Report, budget: Budget = Budget()) -> str:
@@ -71,29 +94,25 @@ def render(report: Report, budget: Budget = Budget()) -> str:
             charts.append((ci, pi, "sender", plot))
             if pair is not None:
                 charts.append((ci, pi, "receiver", pair))
-    traces = [t for *_, chart in charts for t in chart.traces]
-    targets = iter(
-        allocate(
-            [len(t) for t in traces],
-            budget.total_cost,
-            budget.floor_points,
-            [DRAW_COST[t.kind] for t in traces],
-        )
-    )
-    shown = raw = 0
+    if report.overview_plot is not None:
+        # Every drawn connection's throughput, stacked; it belongs to no one connection.
+        charts.append((-1, 0, "overview", report.overview_plot))
+    carried = _carry([[t for t in chart.traces] for *_, chart in charts], budget.max_bytes)
     plots_json: list[dict[str, Any]] = []
     figures: dict[tuple[int, int], list[str]] = {}
-    for ci, pi, side, chart in charts:
-        plot_id = f"plot-{ci}-{pi}-{side}"
-        encoded = [_encode_trace(t, next(targets), budget) for t in chart.traces]
-        shown += sum(e["n"] for e in encoded)
-        raw += sum(e["n_raw"] for e in encoded)
-        plots_json.append(_plot_json(plot_id, ci, chart, encoded))
+    for (ci, pi, side, chart), columns_traces in zip(charts, carried, strict=True):
+        plot_id = f"plot-{ci}-{pi}-{side}" if ci >= 0 else "plot-overview"
+        plots_json.append(_plot_json(plot_id, ci, chart, *columns_traces))
         figures.setdefault((ci, pi), []).append(
             f'<figure class="chart"><figcaption>{_text(chart.title)}</figcaption>'
             f'<div class="plot" id="{plot_id}" style="height:{int(chart.height_px)}px"'
-            f' data-traces="{len(chart.traces)}"></div></figure>'
+            f' data-traces="{len(chart.traces)}"></div>'
+            f'<p class="view-note" id="{plot_id}-note" aria-live="polite"></p></figure>'
         )
+    traces_json = [t for p in plots_json for t in p["traces"]]
+    shown = sum(t["n"] for t in traces_json)
+    raw = sum(t["n_raw"] for t in traces_json)
+    size = sum(len(c["b64"]) for p in plots_json for c in p["columns"])
     sections = []
     for ci, view in enumerate(report.connections):
         rows = [
@@ -101,23 +120,37 @@ def render(report: Report, budget: Budget = Budget()) -> str:
             for cells in (figures[(ci, pi)] for pi in range(len(view.plots)))
         ]
         sections.append(_section(ci, view, "".join(rows), ci < budget.open_connections))
-    payload = {"plots": plots_json}
+    payload = {
+        "plots": plots_json,
+        "budget": {
+            "view_cost": budget.view_cost,
+            "marks_points": budget.marks_points,
+            "floor_points": budget.floor_points,
+            "webgl_from_points": budget.webgl_from_points,
+            "draw_cost": {k.value: v for k, v in DRAW_COST.items()},
+        },
+    }
     note = (
-        f"Plots carry {shown:,} of {raw:,} points: each trace is thinned to its budget keeping, "
-        "per time slice, the first, last, lowest and highest point; retransmissions, losses, "
-        "probes and zero windows are always kept."
+        f"The page carries {shown:,} of {raw:,} points ({size / 1e6:.1f} MB compressed). Each "
+        f"view of a plot draws every point in view up to {budget.view_cost:,} line points' worth "
+        f"(a marker costs {DRAW_COST[Kind.MARKERS]}, a bar {DRAW_COST[Kind.SEGMENTS]}); past "
+        "that, each time slice's first, last, lowest and highest point, and the note under the "
+        "plot says how many are shown of how many."
     )
+    if shown < raw:
+        thinned = sorted({html.unescape(t["name"]) for t in traces_json if t["n"] < t["n_raw"]})
+        note += (
+            f" Over the {budget.max_bytes / 1e6:g} MB data limit, these traces are carried "
+            f"thinned (each time slice's extremes and every kept mark): {', '.join(thinned)}."
+        )
     return _PAGE.format(
         csp=CSP,
         title=_text(report.title),
         css=_asset("report.css"),
         header=_header(report),
-        overview=_table(report.overview, "overview"),
-        findings=(
-            _table(report.findings, "findings")
-            if report.findings.rows
-            else '<p class="empty">No findings.</p>'
-        ),
+        front=_front(report, "".join(figures.get((-1, 0), []))),
+        overview=_connections_table(report),
+        findings=_findings_table(report.findings) if report.findings.rows else "",
         sections="\n".join(sections) or '<p class="empty">No connections to show.</p>',
         notes="".join(f"<p>{_text(n)}</p>" for n in (*report.notes, note)),
         data=_script_json(payload),
@@ -135,69 +168,186 @@ def write(report: Report, path: str | os.PathLike[str], budget: Budget = Budget(
     return target
 
 
-def _encode_trace(trace: Trace, target: int, budget: Budget) -> dict[str, Any]:
-    idx = decimate(trace.x, trace.y, max(target, 4), trace.keep, trace.y_end)
-    x = np.asarray(trace.x, dtype=np.float64)[idx]
-    out: dict[str, Any] = {
-        "name": _text(trace.name),
-        "kind": trace.kind.value,
-        "color": trace.color,
-        "symbol": trace.symbol,
-        "width": trace.width,
-        "dash": trace.dash,
-        "visible": trace.visible,
-        "n": len(idx),
-        "n_raw": len(trace),
-        # plotly simplifies SVG lines to the pixel grid itself, so lines and steps draw faster
-        # as SVG than as WebGL (measured: 800 000 points, 0.5 s against 1.2 s); bars and
-        # markers, one SVG element each, need WebGL once they are many.
-        "gl": trace.kind in (Kind.SEGMENTS, Kind.MARKERS) and len(idx) >= budget.webgl_from_points,
-        "x": _encode_time(x),
-        "y": _encode_values(np.asarray(trace.y)[idx]),
-    }
-    if trace.y_end is not None:
-        out["y_end"] = _encode_values(np.asarray(trace.y_end)[idx])
-    return out
+def _carry(
+    plots: list[list[Trace]], max_bytes: int
+) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Each plot's encoded columns and traces: every point, or, over `max_bytes`, the biggest
+    traces thinned by halves (M4 keeps each slice's extremes and every kept point) until the
+    data fits."""
+    counts = [[len(t) for t in traces] for traces in plots]
+    while True:
+        encoded = [
+            _encode_plot(traces, targets) for traces, targets in zip(plots, counts, strict=True)
+        ]
+        sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
+        if sum(size for size, _ in sizes) <= max_bytes:
+            return encoded
+        # Halve the biggest trace that can still be thinned (not below a few thousand points).
+        candidates = [
+            (counts[pi][ti] * (3 if t.y_end is not None else 2), pi, ti)
+            for pi, traces in enumerate(plots)
+            for ti, t in enumerate(traces)
+            if counts[pi][ti] > 4_000 and (t.keep is None or not t.keep.all())
+        ]
+        if not candidates:
+            return encoded
+        _, pi, ti = max(candidates)
+        counts[pi][ti] //= 2
+
+
+def _encode_plot(
+    traces: list[Trace], targets: list[int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A plot's columns (an array that several traces share, such as the ACK line's and the
+    window edge's times, is carried once) and its traces, which name their columns by index."""
+    columns: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+
+    def column(enc: dict[str, Any]) -> int:
+        key = json.dumps(enc, sort_keys=True)
+        if key not in seen:
+            seen[key] = len(columns)
+            columns.append(enc)
+        return seen[key]
+
+    out = []
+    for trace, target in zip(traces, targets, strict=True):
+        n = len(trace)
+        x = np.asarray(trace.x, dtype=np.float64)
+        if target < n:
+            idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end)
+        elif n > 1 and not bool(np.all(x[1:] >= x[:-1])):
+            # Sorted by time, the page finds a view's points by binary search.
+            idx = np.argsort(x, kind="stable")
+        else:
+            idx = None
+
+        def pick(a: np.ndarray, idx: np.ndarray | None = idx) -> np.ndarray:
+            return np.asarray(a) if idx is None else np.asarray(a)[idx]
+
+        y = pick(trace.y)
+        entry: dict[str, Any] = {
+            "name": _text(trace.name),
+            "kind": trace.kind.value,
+            "color": trace.color,
+            "symbol": trace.symbol,
+            "width": trace.width,
+            "dash": trace.dash,
+            "visible": trace.visible,
+            "fit": trace.fit,
+            "stack": trace.stack,
+            # Every point marked to keep: a trace of marks, counted in every view.
+            "marks": trace.keep is not None and bool(trace.keep.all()) and n > 0,
+            "n": len(y),
+            "n_raw": n,
+            "x": column(_encode_time(pick(x))),
+            "y": column(_encode_values(y)),
+            "y_end": None,
+            "keep": None,
+        }
+        if trace.y_end is not None:
+            # Bars carry their heights: a run of full-sized segments compresses to nothing.
+            y_end = pick(trace.y_end)
+            entry["y_end"] = column(_encode_values(y_end, y))
+        if trace.keep is not None and not entry["marks"]:
+            kept = np.flatnonzero(pick(trace.keep))
+            if len(kept):
+                entry["keep"] = column(_encode_values(kept))
+        out.append(entry)
+    return columns, out
 
 
 def _encode_time(x: np.ndarray) -> dict[str, Any]:
-    """Seconds as a base plus whole microseconds in u4, or as f8 when that cannot hold them."""
-    finite = x[np.isfinite(x)]
-    if len(finite) == len(x) and len(x) > 0:
-        base = float(finite.min())
-        ticks = np.rint((x - base) / TIME_QUANTUM_S)
-        if ticks.max() < 2**32:
-            return _typed(ticks.astype("<u4"), base=base, scale=TIME_QUANTUM_S)
-    return _typed(x.astype("<f8"))
+    """Sorted seconds as whole microseconds from the first, delta-coded, or as f8 when that
+    cannot hold them (not finite, or gaps over an hour)."""
+    if len(x) and bool(np.all(np.isfinite(x))):
+        base = float(x[0])
+        ticks = np.rint((x - base) / TIME_QUANTUM_S).astype(np.int64)
+        enc = _delta(ticks, base, TIME_QUANTUM_S)
+        if enc is not None:
+            return enc
+    return _typed(np.asarray(x, dtype="<f8"))
 
 
-def _encode_values(y: np.ndarray) -> dict[str, Any]:
-    """Whole numbers as u4/i4 when they fit (sequence numbers stay exact), else f4 or f8."""
+def _encode_values(y: np.ndarray, minus: np.ndarray | None = None) -> dict[str, Any]:
+    """Values exactly: whole numbers (and fixed-point ones: kB to the byte, ms to the ns) as
+    deltas, other numbers as f4 (7 significant digits: enough for a rate) or f8.
+
+    With `minus` (whole numbers too), whole y is carried as y - minus (a bar's height) and
+    restored in the page.
+    """
     y = np.asarray(y)
-    if len(y) and np.all(np.isfinite(y)) and np.array_equal(y, np.rint(y)):
-        low, high = float(y.min()), float(y.max())
-        if low >= 0 and high < 2**32:
-            return _typed(y.astype("<u4"))
-        if low >= -(2**31) and high < 2**31:
-            return _typed(y.astype("<i4"))
-        # Sequence numbers past 4 GB: float64 holds whole numbers exactly up to 2**53.
-        return _typed(y.astype("<f8"))
-    # Float32 keeps 7 significant digits: enough for rates, RTTs and bytes in flight.
-    magnitude = float(np.nanmax(np.abs(y))) if len(y) and np.isfinite(y).any() else 0.0
-    return _typed(y.astype("<f4") if magnitude < 1e30 else y.astype("<f8"))
+    if len(y) and bool(np.all(np.isfinite(y))) and float(np.abs(y).max()) < 2**50:
+        y64 = y.astype(np.float64)
+        for digits in (0, 3, 6):
+            q = np.rint(y64 * 10**digits)
+            exact = (
+                np.array_equal(q, y64)
+                if digits == 0
+                else np.allclose(q / 10**digits, y64, rtol=1e-12, atol=0)
+            )
+            if not exact or float(np.abs(q).max()) >= 2**52:
+                continue
+            ints = q.astype(np.int64)
+            other = (
+                minus is not None
+                and digits == 0
+                and bool(np.all(np.isfinite(minus)))
+                and np.array_equal(minus, np.rint(minus))
+            )
+            if other:
+                assert minus is not None
+                ints = ints - np.asarray(minus).astype(np.int64)
+            enc = _delta(ints, 0.0, 10.0**-digits, plus_other=other)
+            if enc is not None:
+                return enc
+            break
+    finite = y[np.isfinite(y)] if len(y) else y
+    magnitude = float(np.abs(finite).max()) if len(finite) else 0.0
+    # Whole numbers whose steps overflow u4 (sequence numbers past 4 GB) stay exact in f8.
+    whole = len(finite) > 0 and np.array_equal(finite, np.rint(finite))
+    return _typed(y.astype("<f4") if magnitude < 1e30 and not whole else y.astype("<f8"))
+
+
+def _delta(
+    ints: np.ndarray, base: float, scale: float, plus_other: bool = False
+) -> dict[str, Any] | None:
+    """Whole numbers as zigzag deltas in u4 (None when a step is too big for that)."""
+    d = np.diff(ints, prepend=np.int64(0))
+    zigzag = (d << 1) ^ (d >> 63)  # small steps either way become small unsigned numbers
+    if len(zigzag) and (int(zigzag.min()) < 0 or int(zigzag.max()) >= 2**32):
+        return None
+    enc = _typed(zigzag.astype("<u4"), base=base, scale=scale)
+    enc["delta"] = True
+    if plus_other:
+        enc["plus_other"] = True
+    return enc
 
 
 def _typed(a: np.ndarray, base: float = 0.0, scale: float = 1.0) -> dict[str, Any]:
+    """A little-endian array, its bytes shuffled (every value's first byte, then every second
+    byte, ...: the high bytes of small numbers are runs of zeros) and deflated, in base64."""
     dtype = {"u4": "u4", "i4": "i4", "f4": "f4", "f8": "f8"}[a.dtype.str[1:]]
+    shuffled = np.ascontiguousarray(a).view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
     return {
         "dtype": dtype,
-        "b64": base64.b64encode(a.tobytes()).decode("ascii"),
+        "n": len(a),
+        "b64": base64.b64encode(zlib.compress(shuffled, 6 if len(a) < 500_000 else 1)).decode(
+            "ascii"
+        ),
         "base": base,
         "scale": scale,
+        "delta": False,
     }
 
 
-def _plot_json(plot_id: str, connection: int, plot: Plot, traces: list[dict[str, Any]]) -> dict:
+def _plot_json(
+    plot_id: str,
+    connection: int,
+    plot: Plot,
+    columns: list[dict[str, Any]],
+    traces: list[dict[str, Any]],
+) -> dict[str, Any]:
     return {
         "id": plot_id,
         "connection": connection,
@@ -208,6 +358,7 @@ def _plot_json(plot_id: str, connection: int, plot: Plot, traces: list[dict[str,
             {"x0": s.start_s, "x1": s.end_s, "label": _text(s.label), "color": s.color}
             for s in plot.shades
         ],
+        "columns": columns,
         "traces": traces,
         "x_range": list(plot.x_range) if plot.x_range else None,
         "y_range": list(plot.y_range) if plot.y_range else None,
@@ -224,7 +375,11 @@ def _header(report: Report) -> str:
 
 
 def _section(index: int, view: ConnectionView, plots: str, open_: bool) -> str:
-    facts = "".join(f"<div><dt>{_text(k)}</dt><dd>{_text(v)}</dd></div>" for k, v in view.facts)
+    facts = "".join(
+        f"<div><dt>{_text(k)}</dt><dd>{_wireshark(v) if k == 'Wireshark filter' else _text(v)}"
+        "</dd></div>"
+        for k, v in view.facts
+    )
     return (
         f'<details class="connection" id="conn-{index}"{" open" if open_ else ""}>'
         f'<summary><span class="num">#{index + 1}</span> {_text(view.title)}</summary>'
@@ -253,7 +408,15 @@ def _table(table: Table, name: str) -> str:
                 cells.append(f'<td class="num" data-n="{float(value)!r}">{shown}</td>')
             else:
                 cells.append(f"<td>{shown}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
+        rng = table.ranges[r] if table.ranges is not None else None
+        if rng is not None and link is not None:
+            # The row zooms its connection's plots to this time range when clicked.
+            body.append(
+                f'<tr class="zoom" data-conn="{int(link)}"'
+                f' data-range="{float(rng[0])!r},{float(rng[1])!r}">{"".join(cells)}</tr>'
+            )
+        else:
+            body.append(f"<tr>{''.join(cells)}</tr>")
     return (
         f'<table class="sortable {name}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
@@ -298,6 +461,146 @@ def _asset(name: str) -> str:
     return resources.files("tracekit.report").joinpath(name).read_text(encoding="utf-8")
 
 
+def _front(report: Report, overview_figure: str) -> str:
+    """What the page says first: each drawn connection's verdict, the overview plot, the
+    population of a capture of many connections, then the findings by severity (info folded)."""
+    parts = []
+    if report.verdicts:
+        parts.append(
+            '<section class="verdicts"><h2>What held each connection back</h2>'
+            + "".join(_verdict(v) for v in report.verdicts)
+            + "</section>"
+        )
+    if overview_figure:
+        # A section the page's script treats as a connection's: it draws when on screen.
+        parts.append(
+            '<section><h2>All drawn connections</h2><details class="connection overview"'
+            f' id="overview" open><summary>Throughput, stacked</summary>{overview_figure}'
+            "</details></section>"
+        )
+    if report.population is not None:
+        parts.append(_population(report.population))
+    parts.append(f"<section><h2>Findings</h2>{_finding_list(report.finding_views)}</section>")
+    return "\n".join(parts)
+
+
+def _severity_badge(severity: str) -> str:
+    return f'<span class="sev sev-{_text(severity)}">{_text(severity)}</span>'
+
+
+def _conn_link(link: int | None, text: str, zoom: tuple[float, float] | None = None) -> str:
+    if link is None:
+        return _text(text)
+    # With a time range, following the link zooms the connection's plots there (report.js).
+    rng = ""
+    if zoom is not None and np.isfinite(zoom).all():
+        rng = f' data-conn="{int(link)}" data-range="{float(zoom[0])!r},{float(zoom[1])!r}"'
+    return f'<a href="#conn-{int(link)}" data-open="conn-{int(link)}"{rng}>{_text(text)}</a>'
+
+
+def _verdict(v: Verdict) -> str:
+    held = "".join(f'<p class="held">{_text(line)}</p>' for line in v.held_back)
+    worst = ""
+    if v.worst is not None:
+        w = v.worst
+        worst = (
+            f'<p class="worst">Worst finding: {_severity_badge(w.severity)} '
+            f"<b>{_text(w.kind)}</b> ({_text(w.direction or 'both')}, "
+            f"{w.start_s:.3f}-{w.end_s:.3f} s): {_text(w.summary)}</p>"
+        )
+    change = f'<p class="change"><b>Change:</b> {_text(v.change)}</p>' if v.change else ""
+    return (
+        f'<div class="verdict sev-{_text(v.severity)}">'
+        f'<p class="who">{_conn_link(v.link, v.title)}</p>{held}{worst}{change}</div>'
+    )
+
+
+def _finding(f: FindingView) -> str:
+    """One finding: its line, which expands to its explanation, evidence and advice."""
+    evidence = "".join(
+        f'<tr><th scope="row">{_text(name)}</th><td>{_text(value)}</td></tr>'
+        for name, value in f.evidence
+    )
+    where = f"connection {f.connection}" + (f" {f.direction}" if f.direction else "")
+    return (
+        f'<details class="finding sev-{_text(f.severity)}"><summary>'
+        f"{_severity_badge(f.severity)} <b>{_text(f.kind)}</b> "
+        f"({_conn_link(f.link, where, (f.start_s, f.end_s))}, {f.start_s:.3f}-{f.end_s:.3f} s):"
+        f" {_text(f.summary)}"
+        f'</summary><div class="finding-body"><p class="explanation">{_text(f.explanation)}</p>'
+        + (f'<table class="evidence"><tbody>{evidence}</tbody></table>' if evidence else "")
+        + f'<p class="advice"><b>What to change:</b> {_text(f.advice)}</p>'
+        + (
+            f'<p class="wireshark"><b>Wireshark:</b> {_wireshark(f.wireshark_filter)}</p>'
+            if f.wireshark_filter
+            else ""
+        )
+        + "</div></details>"
+    )
+
+
+def _wireshark(display_filter: str) -> str:
+    """A display filter, escaped, with a button that copies it (report.js)."""
+    return (
+        f'<code class="wireshark-filter">{_text(display_filter)}</code> '
+        '<button type="button" class="copy" title="Copy the filter">copy</button>'
+    )
+
+
+def _finding_list(findings: tuple[FindingView, ...]) -> str:
+    """Errors and warnings, each expandable; info findings folded in one closed group."""
+    if not findings:
+        return '<p class="empty">No findings.</p>'
+    shown = [f for f in findings if f.severity != "info"]
+    info = [f for f in findings if f.severity == "info"]
+    out = "".join(_finding(f) for f in shown)
+    if not shown:
+        out += '<p class="empty">No warnings or errors.</p>'
+    if info:
+        out += (
+            f'<details class="info-findings"><summary>{len(info)} info finding'
+            f"{'' if len(info) == 1 else 's'} (worth knowing, not a problem by itself)"
+            f"</summary>{''.join(_finding(f) for f in info)}</details>"
+        )
+    return f'<div class="finding-list">{out}</div>'
+
+
+def _population(p: Population) -> str:
+    return (
+        '<section class="population"><h2>Population</h2>'
+        f'<p class="population-summary">{_text(p.summary)}</p>'
+        f'<div class="population-tables"><div><h3>Distributions</h3>'
+        f"{_table(p.distributions, 'distributions')}</div>"
+        f"<div><h3>Findings per kind</h3>{_table(p.kinds, 'kinds')}</div></div>"
+        + (
+            f"<h3>Troubled connections, the worst first</h3>{_table(p.troubled, 'troubled')}"
+            if p.troubled.rows
+            else '<p class="empty">No connection has a warning or an error.</p>'
+        )
+        + "</section>"
+    )
+
+
+def _connections_table(report: Report) -> str:
+    """The connections table; folded when a population summary stands above it."""
+    table = _table(report.overview, "overview")
+    if report.population is None:
+        return table
+    return (
+        f'<details class="connections-table"><summary>{len(report.overview.rows):,} connections'
+        f" listed: sort by a column, follow a number to its plots</summary>{table}</details>"
+    )
+
+
+def _findings_table(findings: Table) -> str:
+    """Every finding as a sortable table (a row zooms its connection's plots), folded."""
+    return (
+        f'<details class="findings-table"><summary>All {len(findings.rows):,} findings as a '
+        f"table: sort by a column, click a row to zoom its plots</summary>"
+        f"{_table(findings, 'findings')}</details>"
+    )
+
+
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -311,8 +614,8 @@ _PAGE = """<!DOCTYPE html>
 <body>
 <header>{header}</header>
 <main>
-<section><h2>Connections</h2>{overview}</section>
-<section><h2>Findings</h2>{findings}</section>
+{front}
+<section><h2>Connections</h2>{overview}{findings}</section>
 <section><h2>Per connection</h2>{sections}</section>
 </main>
 <footer>{notes}</footer>

@@ -11,11 +11,13 @@ from enum import StrEnum
 
 import numpy as np
 
-from tracekit.errors import TracekitError
 
+class ReportError(Exception):
+    """A view model that cannot be drawn (mismatched lengths, a link to no connection, ...).
 
-class ReportError(TracekitError):
-    """A view model that cannot be drawn (mismatched lengths, a link to no connection, ...)."""
+    The model is built from the pipeline's tables, never from a user's input directly, so this is
+    a bug in tracekit: not a TracekitError (bad input, exit 2) but an internal error (exit 3).
+    """
 
 
 class Kind(StrEnum):
@@ -39,6 +41,7 @@ class Palette:
     window: str = "#b8a000"  # yellow receive-window edge (olive, to read on white)
     retransmit: str = "#d7191c"  # red retransmitted segments
     sack: str = "#8e44ad"  # purple SACK blocks
+    out_of_order: str = "#1b9e77"  # first copies of bytes the sequence jumped over
     probe: str = "#e66101"  # window probes (tcptrace marks them as segments beyond the window)
     zero_window: str = "#000000"  # zero-window advertisements
     dup_ack: str = "#5e3c99"  # duplicate ACK ticks
@@ -56,7 +59,8 @@ class Trace:
 
     `x` is time in seconds (float64); `y` is in the plot's y unit. A SEGMENTS trace also needs
     `y_end`, the top of each bar. `keep`, when given, marks points that decimation must never
-    drop (retransmissions, losses, probes).
+    drop (retransmissions, losses, probes). `fit`: a view's y range takes this trace's points in
+    (False for a line that may run far above the rest, as a TSG's window edge does).
     """
 
     name: str
@@ -70,6 +74,8 @@ class Trace:
     width: float = 1.5
     dash: str = "solid"
     visible: bool = True  # False: listed in the legend, hidden until clicked
+    stack: str | None = None  # traces of one stack group are drawn stacked, each filled
+    fit: bool = True
 
     def __post_init__(self) -> None:
         # Plain arrays, whatever came in (a pandas Series would carry its index along).
@@ -137,12 +143,14 @@ class Table:
     """A table of plain values, sortable in the page by clicking a header.
 
     `links`, when given, holds per row the index of the connection view its first cell links to
-    (or None); numbers sort as numbers, None sorts first.
+    (or None); numbers sort as numbers, None sorts first. `ranges`, when given, holds per row a
+    time range (start_s, end_s) or None: clicking the row zooms its connection's plots there.
     """
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     links: tuple[int | None, ...] | None = None
+    ranges: tuple[tuple[float, float] | None, ...] | None = None
 
     def __post_init__(self) -> None:
         for i, row in enumerate(self.rows):
@@ -150,6 +158,12 @@ class Table:
                 raise ReportError(f"table row {i} has {len(row)} cells, not {len(self.columns)}")
         if self.links is not None and len(self.links) != len(self.rows):
             raise ReportError("table links must give one entry per row")
+        if self.ranges is not None:
+            if self.links is None or len(self.ranges) != len(self.rows):
+                raise ReportError("table ranges need links and must give one entry per row")
+            for rng in self.ranges:
+                if rng is not None and not (np.isfinite(rng).all() and rng[0] <= rng[1]):
+                    raise ReportError(f"table range {rng} must be finite and not run backwards")
 
 
 @dataclass(frozen=True)
@@ -171,8 +185,57 @@ class ConnectionView:
 
 
 @dataclass(frozen=True)
+class FindingView:
+    """One finding as the page shows it: a line that expands to its explanation, its evidence
+    (name and value with its unit) and its advice. `link` is the index of the connection view
+    it belongs to (None: not drawn)."""
+
+    severity: str
+    kind: str
+    connection: int
+    direction: str
+    start_s: float
+    end_s: float
+    summary: str
+    explanation: str
+    evidence: tuple[tuple[str, str], ...]
+    advice: str
+    link: int | None = None
+    # A Wireshark display filter that selects the finding's packets ("" when not known).
+    wireshark_filter: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What held one connection back (one line per direction), its worst finding and the change
+    to make: the first thing the page says of each drawn connection."""
+
+    title: str
+    held_back: tuple[str, ...]
+    worst: FindingView | None
+    change: str | None
+    severity: str = "info"
+    link: int | None = None
+
+
+@dataclass(frozen=True)
+class Population:
+    """Many connections at a glance: a one-line count, distributions of their measures, findings
+    per kind, and the troubled connections first."""
+
+    summary: str
+    distributions: Table
+    kinds: Table
+    troubled: Table
+
+
+@dataclass(frozen=True)
 class Report:
-    """The whole page: overview, findings, one view per connection, and where it came from."""
+    """The whole page: verdicts, findings, overview, one view per connection, and its sources.
+
+    `findings` is the sortable table of every finding; `overview_plot`, when given, draws every
+    drawn connection's throughput stacked; `population` summarises a capture of many connections.
+    """
 
     title: str
     overview: Table
@@ -181,9 +244,20 @@ class Report:
     inputs: tuple[str, ...]
     version: str
     notes: tuple[str, ...] = field(default=())
+    verdicts: tuple[Verdict, ...] = field(default=())
+    # The findings again, each expandable to its explanation, evidence and advice, listed by
+    # severity (info folded); the table stays for sorting and zooming.
+    finding_views: tuple[FindingView, ...] = field(default=())
+    overview_plot: Plot | None = None
+    population: Population | None = None
 
     def __post_init__(self) -> None:
-        for name, table in (("overview", self.overview), ("findings", self.findings)):
-            for link in table.links or ():
-                if link is not None and not 0 <= link < len(self.connections):
-                    raise ReportError(f"{name} links to connection {link}, which is not shown")
+        links = [("overview", link) for link in self.overview.links or ()]
+        links += [("findings", link) for link in self.findings.links or ()]
+        links += [("findings", f.link) for f in self.finding_views]
+        links += [("verdicts", v.link) for v in self.verdicts]
+        if self.population is not None:
+            links += [("troubled", link) for link in self.population.troubled.links or ()]
+        for name, link in links:
+            if link is not None and not 0 <= link < len(self.connections):
+                raise ReportError(f"{name} links to connection {link}, which is not shown")

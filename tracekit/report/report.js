@@ -1,55 +1,267 @@
-// tracekit report: draws the plots from the embedded data, links each connection's time axes,
-// sorts tables. window.tracekitStatus records what happened, for tests and for the curious.
+// tracekit report: draws the plots from the embedded data, thins each view to its budget, links
+// each connection's time axes, zooms to a finding when it is clicked, sorts tables.
+// window.tracekitStatus records what happened, for tests and for the curious.
 (function () {
   "use strict";
-  // plots: traces drawn per plot id; timings: [decode, draw] ms per plot; readyMs: when the
-  // plots near the screen at load had painted; lastDrawnMs: when the latest plot was drawn.
-  var status = { errors: [], plots: {}, timings: {}, expected: 0, ready: false, readyMs: null,
-                 lastDrawnMs: null };
+  // plots: traces drawn per plot id; timings: [decode, draw] ms of each plot's first drawing;
+  // paintedMs: when each plot was first on screen; views: what each plot's current view drew;
+  // readyMs: when the plots near the screen at load had painted; lastDrawnMs: the latest draw.
+  var status = { errors: [], plots: {}, timings: {}, paintedMs: {}, views: {}, expected: 0,
+                 ready: false, readyMs: null, lastDrawnMs: null };
   status.startMs = performance.now();
   window.tracekitStatus = status;
   window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
 
   var data = JSON.parse(document.getElementById("tk-data").textContent);
   status.parsedMs = performance.now();
+  var BUDGET = data.budget;
   var byId = {};
   data.plots.forEach(function (p) { byId[p.id] = p; });
 
-  var ARRAYS = { u4: Uint32Array, i4: Int32Array, f4: Float32Array, f8: Float64Array };
+  // ---- decoding: base64 -> inflate -> unshuffle -> typed array -> Float64Array ----------------
 
-  // base64 little-endian typed array -> Float64Array of base + value * scale.
-  function decode(enc) {
-    var bin = atob(enc.b64);
-    var bytes = new Uint8Array(bin.length);
+  var ARRAYS = { u4: Uint32Array, i4: Int32Array, f4: Float32Array, f8: Float64Array };
+  var SIZES = { u4: 4, i4: 4, f4: 4, f8: 8 };
+
+  function base64Bytes(text) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
+    var bin = atob(text), bytes = new Uint8Array(bin.length);
     for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    var raw = new ARRAYS[enc.dtype](bytes.buffer);
-    var out = new Float64Array(raw.length);
-    for (var j = 0; j < raw.length; j++) out[j] = enc.base + raw[j] * enc.scale;
+    return bytes;
+  }
+
+  function inflate(bytes) {
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Response(stream).arrayBuffer();
+  }
+
+  // A column as the page carries it: value = base + v * scale, v the running sum of zigzag
+  // deltas when `delta` (sorted times and sequence numbers step by small amounts).
+  function decodeColumn(enc) {
+    return inflate(base64Bytes(enc.b64)).then(function (buffer) {
+      var size = SIZES[enc.dtype], n = enc.n, b = new Uint8Array(buffer);
+      var out = new Float64Array(n), base = enc.base, scale = enc.scale, i;
+      if (enc.delta) {
+        // u4 zigzag deltas, the four byte planes read side by side (the common, big case).
+        var acc = 0, n2 = 2 * n, n3 = 3 * n;
+        for (i = 0; i < n; i++) {
+          var z = (b[i] | (b[n + i] << 8) | (b[n2 + i] << 16) | (b[n3 + i] << 24)) >>> 0;
+          acc += (z & 1) ? -(z + 1) / 2 : z / 2;
+          out[i] = base + acc * scale;
+        }
+        return out;
+      }
+      var bytes = new Uint8Array(n * size);
+      for (var k = 0; k < size; k++) {
+        var from = k * n;
+        for (i = 0; i < n; i++) bytes[i * size + k] = b[from + i];
+      }
+      var raw = new ARRAYS[enc.dtype](bytes.buffer);
+      for (i = 0; i < n; i++) out[i] = base + raw[i] * scale;
+      return out;
+    });
+  }
+
+  // Every trace of a plot as arrays sorted by time; decoded once, when the plot first draws.
+  var prepared = {};
+  function prepare(p) {
+    if (prepared[p.id]) return prepared[p.id];
+    var t0 = performance.now();
+    prepared[p.id] = Promise.all(p.columns.map(decodeColumn)).then(function (cols) {
+      var traces = p.traces.map(function (t) {
+        var y = cols[t.y], yEnd = null;
+        if (t.y_end !== null) {
+          yEnd = cols[t.y_end];
+          if (p.columns[t.y_end].plus_other) {
+            var top = new Float64Array(y.length);
+            for (var i = 0; i < y.length; i++) top[i] = y[i] + yEnd[i];
+            yEnd = top;
+          }
+        }
+        return { meta: t, x: cols[t.x], y: y, yEnd: yEnd,
+                 keep: t.keep === null ? null : cols[t.keep] };
+      });
+      return { traces: traces, decodeMs: performance.now() - t0 };
+    });
+    return prepared[p.id];
+  }
+
+  // ---- thinning a view: every point in it up to the budget, else M4 ------------------------
+
+  function lowerBound(xs, v) {  // first index with xs[i] >= v
+    var lo = 0, hi = xs.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (xs[mid] < v) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+  function upperBound(xs, v) {  // first index with xs[i] > v
+    var lo = 0, hi = xs.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (xs[mid] <= v) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  // M4 (Jugel et al., VLDB 2014): per bucket of x, the first, last, lowest and highest point.
+  // `ids` lists the candidate indices (sorted), or null for every index in [lo, hi).
+  function m4(tr, ids, lo, hi, x0, x1, buckets) {
+    var xs = tr.x, lows = tr.y, tops = tr.yEnd || tr.y;
+    var span = x1 - x0, scale = span > 0 ? buckets / span : 0;
+    var picked = [], current = -1, first = -1, last = -1, lowAt = -1, topAt = -1;
+    var n = ids ? ids.length : hi - lo;
+    function flush() {
+      if (current < 0) return;
+      picked.push(first, last);
+      if (lowAt >= 0) picked.push(lowAt);
+      if (topAt >= 0) picked.push(topAt);
+    }
+    for (var k = 0; k < n; k++) {
+      var i = ids ? ids[k] : lo + k;
+      var b = span > 0 ? Math.min(buckets - 1, Math.max(0, Math.floor((xs[i] - x0) * scale))) : 0;
+      if (b !== current) { flush(); current = b; first = i; lowAt = topAt = -1; }
+      last = i;
+      var v = lows[i];
+      if (v === v && (lowAt < 0 || v < lows[lowAt])) lowAt = i;
+      v = tops[i];
+      if (v === v && (topAt < 0 || v > tops[topAt])) topAt = i;
+    }
+    flush();
+    picked.sort(function (a, b) { return a - b; });
+    var out = [];
+    for (var j = 0; j < picked.length; j++) if (j === 0 || picked[j] !== picked[j - 1]) out.push(picked[j]);
     return out;
   }
 
-  // A segment is a vertical bar from y to y_end: two points and a gap (NaN) per segment.
-  function bars(x, y, yEnd) {
-    var n = x.length, bx = new Float64Array(3 * n), by = new Float64Array(3 * n);
-    for (var i = 0; i < n; i++) {
-      bx[3 * i] = x[i]; bx[3 * i + 1] = x[i]; bx[3 * i + 2] = NaN;
-      by[3 * i] = y[i]; by[3 * i + 1] = yEnd[i]; by[3 * i + 2] = NaN;
+  // At most `target` of the candidates: all of them when they fit, else M4 with buckets made
+  // finer (never coarser) while that fills less than half the target.
+  function thin(tr, ids, lo, hi, x0, x1, target) {
+    var n = ids ? ids.length : hi - lo;
+    if (n <= target) {
+      if (ids) return Array.prototype.slice.call(ids);
+      var all = new Array(n);
+      for (var i = 0; i < n; i++) all[i] = lo + i;
+      return all;
     }
-    return [bx, by];
+    var buckets = Math.max(1, Math.floor(target / 4)), tooMany = Infinity;
+    var picked = m4(tr, ids, lo, hi, x0, x1, buckets);
+    // A monotone run gives two points a bucket, clustered times leave buckets empty: search
+    // for finer buckets that fill the target (a few passes, never over it).
+    for (var round = 0; round < 4 && 2 * picked.length <= target; round++) {
+      var finer = Math.min(tooMany - 1,
+        Math.floor(buckets * Math.max(1.2, 0.9 * target / Math.max(picked.length, 1))));
+      if (finer <= buckets) break;
+      var candidate = m4(tr, ids, lo, hi, x0, x1, finer);
+      if (candidate.length > target) tooMany = finer;
+      else { picked = candidate; buckets = finer; }
+    }
+    return picked;
   }
 
-  function trace(t) {
-    var x = decode(t.x), y = decode(t.y);
-    var out = {
-      name: t.name, type: t.gl ? "scattergl" : "scatter", x: x, y: y,
-      visible: t.visible ? true : "legendonly", hoverlabel: { namelength: -1 },
-    };
+  function union(a, b) {
+    var out = [], i = 0, j = 0;
+    while (i < a.length || j < b.length) {
+      var v = j >= b.length || (i < a.length && a[i] <= b[j]) ? a[i++] : b[j++];
+      if (out.length === 0 || out[out.length - 1] !== v) out.push(v);
+    }
+    return out;
+  }
+
+  // The view's budget shared among its traces: marks (rare points that must not vanish) take up
+  // to marks_points each first; the rest is water-filled by cost, cheapest trace first, none
+  // cut below floor_points.
+  function allocate(metas, counts) {
+    var cost = BUDGET.draw_cost, left = BUDGET.view_cost, targets = counts.slice();
+    var pending = [];
+    metas.forEach(function (t, i) {
+      if (t.marks) {
+        targets[i] = Math.min(counts[i], BUDGET.marks_points);
+        left -= targets[i] * cost[t.kind];
+      } else {
+        pending.push(i);
+      }
+    });
+    pending.sort(function (a, b) {
+      return counts[a] * cost[metas[a].kind] - counts[b] * cost[metas[b].kind];
+    });
+    pending.forEach(function (i, served) {
+      var share = Math.floor(Math.max(left, 0) / (pending.length - served));
+      var w = cost[metas[i].kind];
+      targets[i] = Math.min(counts[i], Math.max(Math.floor(share / w), BUDGET.floor_points));
+      left -= targets[i] * w;
+    });
+    return targets;
+  }
+
+  function fmt(n) { return n.toLocaleString("en-US"); }
+
+  // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
+  function viewOf(p, prep, x0, x1) {
+    var spans = prep.traces.map(function (tr) {
+      var lo = lowerBound(tr.x, x0), hi = upperBound(tr.x, x1);
+      var lineLike = tr.meta.kind === "line" || tr.meta.kind === "step";
+      // Lines and steps reach the view's edges: one point beyond each side is drawn too.
+      return { inLo: lo, inHi: hi, lo: lineLike ? Math.max(0, lo - 1) : lo,
+               hi: lineLike ? Math.min(tr.x.length, hi + 1) : hi };
+    });
+    var counts = spans.map(function (s) { return s.hi - s.lo; });
+    var targets = allocate(prep.traces.map(function (tr) { return tr.meta; }), counts);
+    var yLow = Infinity, yHigh = -Infinity, notes = [], drawn = {};
+    var out = prep.traces.map(function (tr, ti) {
+      var t = tr.meta, s = spans[ti], target = Math.max(targets[ti], 4), idx;
+      if (tr.keep) {
+        // A partial keep mask: the kept points in view first, M4 of the whole for the rest.
+        var k0 = lowerBound(tr.keep, s.lo), k1 = lowerBound(tr.keep, s.hi);
+        var kept = tr.keep.subarray(k0, k1);
+        idx = kept.length >= target ? thin(tr, kept, 0, 0, x0, x1, target)
+          : union(thin(tr, null, s.lo, s.hi, x0, x1, target - kept.length),
+                  Array.prototype.slice.call(kept));
+      } else {
+        idx = thin(tr, null, s.lo, s.hi, x0, x1, target);
+      }
+      var inView = s.inHi - s.inLo, shown = 0;
+      for (var q = 0; q < idx.length; q++) if (idx[q] >= s.inLo && idx[q] < s.inHi) shown++;
+      drawn[t.name] = [shown, inView];
+      var name = t.name;
+      if (shown < inView) {
+        notes.push(t.name + ": " + fmt(shown) + " of " + fmt(inView) + " in view");
+        if (t.marks) name += " (" + fmt(shown) + " of " + fmt(inView) + ")";
+      }
+      if (t.fit && t.visible) {
+        var from = t.kind === "step" ? s.lo : s.inLo;
+        for (var i = from; i < s.inHi; i++) {
+          var a = tr.y[i], b = tr.yEnd ? tr.yEnd[i] : a;
+          if (a === a) { if (a < yLow) yLow = a; if (a > yHigh) yHigh = a; }
+          if (b === b && b > yHigh) yHigh = b;
+        }
+      }
+      return plotlyTrace(t, tr, idx, name);
+    });
+    var yRange = null;
+    if (yLow <= yHigh) {
+      var pad = (yHigh - yLow) * 0.04 || Math.abs(yHigh) * 0.05 || 1;
+      yRange = [yLow - pad, yHigh + pad];
+    }
+    var note = notes.length
+      ? "Thinned to the view's budget (each time slice's first, last, lowest and highest point): "
+        + notes.join("; ") + ". Zoom in to see every one."
+      : "Every point in view is drawn.";
+    return { traces: out, yRange: yRange, note: note, drawn: drawn };
+  }
+
+  function plotlyTrace(t, tr, idx, name) {
+    var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
+    for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
+    var gl = (t.kind === "segments" || t.kind === "markers") && n >= BUDGET.webgl_from_points;
+    var out = { name: name, type: gl ? "scattergl" : "scatter", x: x, y: y,
+                visible: t.visible ? true : "legendonly", hoverlabel: { namelength: -1 } };
     var line = { color: t.color, width: t.width, dash: t.dash };
+    if (t.stack) { out.stackgroup = t.stack; out.fillcolor = t.color; }  // stacked, filled
     if (t.kind === "segments") {
-      var xy = bars(x, y, decode(t.y_end));
-      // A tick at each end, as tcptrace draws them: a bar shorter than a pixel (one segment
-      // on a long transfer's axis) still shows, and a burst reads as a column of ticks.
-      out.x = xy[0]; out.y = xy[1]; out.mode = "lines+markers"; out.line = line;
+      // A bar from y to y_end: two points and a gap (NaN) each. A tick at each end, as tcptrace
+      // draws them: a bar shorter than a pixel still shows, and a burst reads as a column.
+      var bx = new Float64Array(3 * n), by = new Float64Array(3 * n);
+      for (var j = 0; j < n; j++) {
+        bx[3 * j] = x[j]; bx[3 * j + 1] = x[j]; bx[3 * j + 2] = NaN;
+        by[3 * j] = y[j]; by[3 * j + 1] = tr.yEnd[idx[j]]; by[3 * j + 2] = NaN;
+      }
+      out.x = bx; out.y = by; out.mode = "lines+markers"; out.line = line;
       out.marker = { symbol: "line-ew", size: 6, color: t.color,
                      line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
       out.connectgaps = false;
@@ -64,17 +276,35 @@
     return out;
   }
 
+  // ---- findings' time ranges: outlined, faintly filled, below the data, named in the legend --
+
+  function fmtS(v) { return (+v).toFixed(3); }
+
+  function shadeShapes(p) {
+    // However many overlap, their fills together stay faint: the data under them still reads.
+    var depth = 1;
+    p.shades.forEach(function (s) {
+      var d = 0;
+      p.shades.forEach(function (o) { if (o.x0 <= s.x0 && s.x0 <= o.x1) d++; });
+      depth = Math.max(depth, d);
+    });
+    var alpha = Math.min(0.08, 0.24 / depth);
+    return p.shades.map(function (s) {
+      var rgb = /rgba?\(([^)]*)\)/.exec(s.color);
+      var parts = rgb ? rgb[1].split(",").slice(0, 3).join(",") : "215,25,28";
+      // The legend names the finding and its range; the findings table above has the rest.
+      var kind = s.label.split(":")[0];
+      return {
+        type: "rect", xref: "x", yref: "paper", x0: s.x0, x1: s.x1, y0: 0, y1: 1,
+        layer: "below", fillcolor: "rgba(" + parts + "," + alpha + ")",
+        line: { color: "rgba(" + parts + ",0.6)", width: 1, dash: "dot" },
+        showlegend: true, legendgroup: "findings",
+        name: kind + " " + fmtS(s.x0) + "\u2013" + fmtS(s.x1) + " s",
+      };
+    });
+  }
+
   function layout(p) {
-    var shapes = p.shades.map(function (s) {
-      return { type: "rect", xref: "x", yref: "paper", x0: s.x0, x1: s.x1, y0: 0, y1: 1,
-               fillcolor: s.color, line: { width: 0 }, layer: "below" };
-    });
-    // Labels of neighbouring findings would overprint: stagger them down three rows.
-    var notes = p.shades.map(function (s, i) {
-      return { xref: "x", yref: "paper", x: s.x0, y: 1, xanchor: "left", yanchor: "top",
-               yshift: -15 * (i % 3), text: s.label, showarrow: false,
-               font: { size: 11, color: "#8a1c1c" }, bgcolor: "rgba(255,255,255,0.7)" };
-    });
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
       margin: { l: 70, r: 40, t: 8, b: 44 },
@@ -88,60 +318,97 @@
                showline: true, linecolor: "#c9ced8", exponentformat: "SI" },
       legend: { orientation: "h", x: 0, xanchor: "left", y: 1.0, yanchor: "bottom",
                 font: { size: 11 }, bgcolor: "rgba(255,255,255,0)" },
-      hovermode: "closest", dragmode: "zoom", shapes: shapes, annotations: notes,
+      hovermode: "closest", dragmode: "zoom", shapes: shadeShapes(p),
     };
   }
 
-  // The glue's initial ranges: a connection's time span, a TSG's sequence span.
-  function ranged(p, lay) {
-    if (p.x_range) { lay.xaxis.range = p.x_range.slice(); lay.xaxis.autorange = false; }
-    if (p.y_range) { lay.yaxis.range = p.y_range.slice(); lay.yaxis.autorange = false; }
-    return lay;
+  // Plotly's own double-click would return to the thinned full view's autorange; the page does
+  // it instead (plotly_doubleclick below), so the full view is thinned afresh.
+  var CONFIG = { responsive: true, displaylogo: false, scrollZoom: false, doubleClick: false,
+                 modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "resetScale2d"] };
+
+  function dataExtent(prep) {
+    var lo = Infinity, hi = -Infinity;
+    prep.traces.forEach(function (tr) {
+      if (tr.x.length) { lo = Math.min(lo, tr.x[0]); hi = Math.max(hi, tr.x[tr.x.length - 1]); }
+    });
+    return lo <= hi ? [lo, hi] : [0, 1];
   }
 
-  var CONFIG = { responsive: true, displaylogo: false, scrollZoom: false,
-                 modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+  // Draw plot `div` over `range` (null: its opening view); `userY`, a y range the user chose on
+  // this plot (a box zoom, a pan), is kept, any other view's y fits the data in view.
+  function render(div, range, userY) {
+    var p = byId[div.id];
+    return prepare(p).then(function (prep) {
+      var opening = range === null;
+      var xr = opening ? (p.x_range || dataExtent(prep)) : range;
+      var v = viewOf(p, prep, xr[0], xr[1]);
+      var look = layout(p);
+      var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
+      if (opening && !p.x_range) look.xaxis.autorange = true;
+      else { look.xaxis.range = xr.slice(); look.xaxis.autorange = false; }
+      if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
+      else look.yaxis.autorange = true;
+      var traces = v.traces;
+      var note = document.getElementById(div.id + "-note");
+      if (note) note.textContent = v.note;
+      status.views[div.id] = { range: xr.slice(), drawn: v.drawn };
+      var t1 = performance.now();
+      var done = div.classList.contains("plotted")
+        ? Plotly.react(div, traces, look, CONFIG) : Plotly.newPlot(div, traces, look, CONFIG);
+      return done.then(function () {
+        div.classList.add("plotted");
+        return [prep.decodeMs, performance.now() - t1];
+      });
+    });
+  }
 
-  // Zoom or pan on one plot moves every other plot of the same connection to the same times.
-  var syncing = false;
-  var zoomed = {};  // connection -> its current time range; null or absent: the full range
+  // ---- linked views: a connection's plots share one time range --------------------------
+
+  var view = {};  // connection -> its current time range; null or absent: the opening view
+
+  // Every drawn plot of `connection` to `range` (null: the opening view), after what is queued.
+  function zoomTo(connection, range, source, userY) {
+    view[connection] = range ? range.slice() : null;
+    return enqueue(function () {
+      var divs = document.querySelectorAll("#conn-" + connection + " .plot.drawn");
+      return Promise.all(Array.prototype.map.call(divs, function (d) {
+        return render(d, view[connection], d === source ? userY : null);
+      }));
+    });
+  }
+
   function link(div, connection) {
     div.on("plotly_relayout", function (ev) {
-      if (syncing) return;
-      var update = null;
-      if (ev["xaxis.range[0]"] !== undefined) {
-        update = { "xaxis.range": [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] };
-      } else if (ev["xaxis.range"]) {
-        update = { "xaxis.range": ev["xaxis.range"].slice() };
-      } else if (ev["xaxis.autorange"]) {
-        update = { "xaxis.autorange": true };
-      }
-      if (!update) return;
-      zoomed[connection] = update["xaxis.range"] || null;
-      var others = document.querySelectorAll("#conn-" + connection + " .plot.drawn");
-      var pending = [];
-      syncing = true;
-      others.forEach(function (o) { if (o !== div) pending.push(Plotly.relayout(o, update)); });
-      Promise.all(pending).then(function () { syncing = false; },
-                                function () { syncing = false; });
+      var xr = null, yr = null;
+      if (ev["xaxis.range[0]"] !== undefined) xr = [+ev["xaxis.range[0]"], +ev["xaxis.range[1]"]];
+      else if (ev["xaxis.range"]) xr = [+ev["xaxis.range"][0], +ev["xaxis.range"][1]];
+      if (ev["yaxis.range[0]"] !== undefined) yr = [+ev["yaxis.range[0]"], +ev["yaxis.range[1]"]];
+      else if (ev["yaxis.range"]) yr = [+ev["yaxis.range"][0], +ev["yaxis.range"][1]];
+      if (ev["xaxis.autorange"]) { zoomTo(connection, null, null, null); return; }
+      if (!xr) return;  // a zoom of y alone: only this plot, nothing to re-thin
+      zoomTo(connection, xr, div, yr);
     });
+    div.on("plotly_doubleclick", function () { zoomTo(connection, null, null, null); });
   }
 
   function draw(div) {
     var p = byId[div.id];
     if (!p || div.classList.contains("drawn")) return Promise.resolve();
     div.classList.add("drawn");
-    var t0 = performance.now();
-    var traces = p.traces.map(trace);
-    var t1 = performance.now();
-    var look = ranged(p, layout(p));
     // A plot drawn after its connection was zoomed opens on the same time range.
-    if (zoomed[p.connection]) look.xaxis.range = zoomed[p.connection].slice();
-    return Plotly.newPlot(div, traces, look, CONFIG).then(function () {
-      status.plots[div.id] = div.data.length;
-      status.timings[div.id] = [Math.round(t1 - t0), Math.round(performance.now() - t1)];
+    return render(div, view[p.connection] || null, null).then(function (ms) {
+      status.plots[div.id] = p.traces.length;
+      status.timings[div.id] = [Math.round(ms[0]), Math.round(ms[1])];
       status.lastDrawnMs = performance.now();
       link(div, p.connection);
+      // Painted: the frame after newPlot shows it, and a callback of the frame after that runs
+      // only once it has.
+      requestAnimationFrame(function () {
+        requestAnimationFrame(function () {
+          if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
+        });
+      });
     });
   }
 
@@ -149,23 +416,32 @@
   function undraw(div) {
     if (!div.classList.contains("drawn")) return;
     Plotly.purge(div);
-    div.classList.remove("drawn");
+    div.classList.remove("drawn", "plotted");
     delete status.plots[div.id];
+    delete prepared[div.id];
   }
 
-  // Plots draw one after another, and only once they come near the screen: the first screen is
-  // ready sooner, and a long report holds WebGL contexts only for plots someone looked at.
+  // Plots draw, and views change, one after another; plots draw only once they come near the
+  // screen: the first screen is ready sooner, and a long report decodes and holds WebGL contexts
+  // only for plots someone looked at.
   var queue = Promise.resolve();
-  function enqueue(div) {
-    queue = queue.then(function () { return draw(div); }).catch(function (err) {
+  function enqueue(step) {
+    queue = queue.then(step).catch(function (err) {
       status.errors.push(String(err && err.message || err));
     });
     return queue;
   }
+  // Resolves once every queued drawing and view change is done (for tests and benchmarks).
+  status.idle = function () {
+    var seen = queue;
+    return seen.then(function () { return seen === queue ? true : status.idle(); });
+  };
 
   var watcher = new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
-      if (e.isIntersecting && e.target.closest("details").open) enqueue(e.target);
+      if (e.isIntersecting && e.target.closest("details").open) {
+        enqueue(function () { return draw(e.target); });
+      }
     });
   }, { rootMargin: "200px 0px" });
   document.querySelectorAll(".plot").forEach(function (div) { watcher.observe(div); });
@@ -180,7 +456,7 @@
     section.addEventListener("toggle", function () {
       section.querySelectorAll(".plot").forEach(function (div) {
         if (!section.open) undraw(div);
-        else if (nearScreen(div)) enqueue(div);
+        else if (nearScreen(div)) enqueue(function () { return draw(div); });
       });
     });
   });
@@ -189,6 +465,52 @@
       var target = document.getElementById(a.getAttribute("data-open"));
       if (target) target.open = true;
     });
+  });
+
+  // A finding is a place in the graph: clicking its row opens its connection and zooms every
+  // plot of it to the finding's time range, with 5% of the range (at least 1 ms) either side.
+  function zoomToFinding(row) {
+    var connection = +row.getAttribute("data-conn");
+    var r = row.getAttribute("data-range").split(",").map(Number);
+    var margin = Math.max(0.05 * (r[1] - r[0]), 1e-3);
+    var section = document.getElementById("conn-" + connection);
+    if (!section) return null;
+    section.open = true;
+    var done = zoomTo(connection, [r[0] - margin, r[1] + margin], null, null);
+    section.scrollIntoView({ block: "start" });
+    return done;
+  }
+  // Any element that names a connection and a time range: a findings table row, a finding's
+  // link to its connection.
+  document.addEventListener("click", function (e) {
+    var el = e.target.closest && e.target.closest("[data-conn][data-range]");
+    if (!el) return;
+    if (e.target.closest("a")) e.preventDefault();  // the zoom scrolls to the section itself
+    zoomToFinding(el);
+  });
+
+  // A Wireshark filter's copy button copies the filter beside it. The page is a file, where
+  // navigator.clipboard may be missing: a selected hidden text area and execCommand then.
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button.copy");
+    if (!button) return;
+    e.preventDefault();
+    var code = button.previousElementSibling;
+    var text = code ? code.textContent : "";
+    function fallback() {
+      var area = document.createElement("textarea");
+      area.value = text;
+      document.body.appendChild(area);
+      area.select();
+      try { document.execCommand("copy"); } catch (err) { /* nothing more to try */ }
+      document.body.removeChild(area);
+    }
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).catch(fallback);
+    } else {
+      fallback();
+    }
+    button.textContent = "copied";
   });
 
   // Tables: click (or Enter on) a header to sort by it; again to reverse.
@@ -218,8 +540,8 @@
   var first = Array.prototype.filter.call(
     document.querySelectorAll("details.connection[open] .plot"), nearScreen);
   status.expected = first.length;
-  first.forEach(enqueue);
-  queue.then(function () {
+  first.forEach(function (div) { enqueue(function () { return draw(div); }); });
+  status.idle().then(function () {
     // Ready once the drawn plots are on screen: the first frame after newPlot paints them (the
     // WebGL ones can take long), and a callback of the frame after that runs only once it has.
     requestAnimationFrame(function () {

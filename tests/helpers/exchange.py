@@ -1,0 +1,165 @@
+"""A crafted TCP exchange seen from both ends: segments and ACKs with their times, written as a
+sender capture and a receiver capture (scapy), with NAT between the two when asked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+from scapy.utils import wrpcap
+
+CLIENT, SERVER, NAT = "10.1.0.1", "10.1.0.2", "192.0.2.7"
+ISN_C, ISN_S = 1000, 50000
+DELAY_S = 0.025
+
+
+@dataclass(frozen=True)
+class Seg:
+    """A data segment the client sends at t (sender clock), and where it was captured."""
+
+    t: float
+    seq: int  # relative: first data byte is 1
+    length: int
+    ip_id: int
+    at_sender: bool = True
+    at_receiver: bool = True
+    pieces: int = 1  # > 1: the receiver's capture shows it split (TSO at the sender)
+    late: float = 0.0  # extra seconds on the way: arrives after later segments (reordering)
+
+
+@dataclass(frozen=True)
+class Ack:
+    """An ACK the server sends at t (sender clock), with SACK blocks (relative numbers)."""
+
+    t: float
+    ack: int
+    ip_id: int
+    sack: tuple[tuple[int, int], ...] = ()
+
+
+def _tcp(
+    t: float,
+    src: str,
+    dst: str,
+    sport: int,
+    dport: int,
+    flags: str,
+    seq: int,
+    ack: int,
+    ip_id: int,
+    payload: int = 0,
+    sack: tuple[tuple[int, int], ...] = (),
+    sent: float = 0.0,
+) -> Ether:
+    # TSval is the sending host's millisecond clock (RFC 7323 5.4), the same in both captures.
+    opts: list[tuple[str, object]] = [("Timestamp", (int(sent * 1000) + 1, 0))]
+    if "S" in flags:
+        opts = [("MSS", 1460), ("SAckOK", b""), *opts]
+    if sack:
+        opts.append(("SAck", tuple(x for block in sack for x in block)))
+    pkt = (
+        Ether()
+        / IP(src=src, dst=dst, id=ip_id)
+        / TCP(sport=sport, dport=dport, flags=flags, seq=seq % 2**32, ack=ack % 2**32, options=opts)
+        / (b"x" * payload)
+    )
+    pkt.time = t
+    return pkt
+
+
+def exchange(
+    tmp: Path,
+    segs: list[Seg],
+    acks: list[Ack],
+    *,
+    offset_s: float = 2.0,
+    skew_ppm: float = 0.0,
+    client_at_receiver: str = CLIENT,
+) -> tuple[Path, Path]:
+    """Write sender.pcap (at the client) and receiver.pcap (at the server, its own clock).
+
+    Every packet takes DELAY_S one way; the server's clock reads t + offset + skew * t. The
+    handshake and the ACKs are seen at both ends.
+    """
+
+    def rclock(t: float) -> float:
+        return t + offset_s + skew_ppm * 1e-6 * t
+
+    snd: list[Ether] = []
+    rcv: list[Ether] = []
+    cport, sport = 40000, 5001
+    rc = client_at_receiver
+
+    def c2s(
+        t: float,
+        flags: str,
+        seq: int,
+        ack: int,
+        ip_id: int,
+        n: int = 0,
+        sender: bool = True,
+        receiver: bool = True,
+        pieces: int = 1,
+        late: float = 0.0,
+    ) -> None:
+        if sender:
+            snd.append(_tcp(t, CLIENT, SERVER, cport, sport, flags, seq, ack, ip_id, n, sent=t))
+        if receiver:
+            step = n // pieces
+            for k in range(pieces):
+                size = step if k < pieces - 1 else n - step * (pieces - 1)
+                rcv.append(
+                    _tcp(
+                        rclock(t + DELAY_S + late) + k * 1e-5,
+                        rc,
+                        SERVER,
+                        cport,
+                        sport,
+                        flags,
+                        seq + k * step,
+                        ack,
+                        ip_id,
+                        size,
+                        sent=t,
+                    )
+                )
+
+    def s2c(t: float, flags: str, seq: int, ack: int, ip_id: int, sack=()) -> None:  # type: ignore[no-untyped-def]
+        rcv.append(_tcp(rclock(t), SERVER, rc, sport, cport, flags, seq, ack, ip_id, 0, sack, t))
+        snd.append(
+            _tcp(t + DELAY_S, SERVER, CLIENT, sport, cport, flags, seq, ack, ip_id, 0, sack, t)
+        )
+
+    c2s(0.0, "S", ISN_C, 0, 1)
+    s2c(DELAY_S, "SA", ISN_S, ISN_C + 1, 1)
+    c2s(2 * DELAY_S, "A", ISN_C + 1, ISN_S + 1, 2)
+    for s in segs:
+        c2s(
+            s.t,
+            "A",
+            ISN_C + s.seq,
+            ISN_S + 1,
+            s.ip_id,
+            s.length,
+            s.at_sender,
+            s.at_receiver,
+            s.pieces,
+            s.late,
+        )
+    for a in acks:
+        sack = tuple((ISN_C + lo, ISN_C + hi) for lo, hi in a.sack)
+        s2c(a.t, "A", ISN_S + 1, ISN_C + a.ack, a.ip_id, sack)
+    snd.sort(key=lambda p: float(p.time))
+    rcv.sort(key=lambda p: float(p.time))
+    sp, rp = tmp / "sender.pcap", tmp / "receiver.pcap"
+    wrpcap(str(sp), snd)
+    wrpcap(str(rp), rcv)
+    return sp, rp
+
+
+def clean(n: int = 6) -> tuple[list[Seg], list[Ack]]:
+    segs = [Seg(0.1 + 0.001 * i, 1 + 1000 * i, 1000, 10 + i) for i in range(n)]
+    acks = [Ack(0.1 + 0.001 * i + DELAY_S + 0.0005, 1001 + 1000 * i, 100 + i) for i in range(n)]
+    return segs, acks

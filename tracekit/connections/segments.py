@@ -1,0 +1,172 @@
+"""Which data segments are new, resent or out of order: one rule for connections and series.
+
+A segment resends bytes when it starts below the highest byte its direction already carried,
+unless those bytes fall in a hole the sequence jumped over: the first copy to fill a hole was
+never seen before at this capture point (reordered, or dropped before it, as at a receiver or
+behind a sender's own qdisc), so it is out of order. tcptrace counts the same way ("rexmt data
+pkts" against "outoforder pkts").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracekit.core.band import BAND
+from tracekit.core.kernels import bind
+from tracekit.schema import PROTO_TCP, SEGMENT_KINDS
+
+# numba's typed.Dict and types, which _classify uses: put here by `bind` when numba compiles it.
+Dict: Any = None
+types: Any = None
+
+# Segment classes, in the order the report's legend lists them (declared with the series tables).
+KINDS = SEGMENT_KINDS
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+NEW, RETRANSMISSION, PARTIAL, OUT_OF_ORDER = 0, 1, 2, 3  # KIND_CODE, for the compiled scan
+
+
+def classify_data(
+    conn: np.ndarray, pdir: np.ndarray, seq: np.ndarray, pay: np.ndarray, proto: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kind codes of data segments (-1 elsewhere), and resent segments per (conn, dir) group.
+
+    Elements are grouped by (conn, dir) (group 2 conn + dir), in capture order within a group
+    (groups may interleave); data segments are TCP (`proto`) with payload. Returns the kind
+    codes and, per group, how many segments were resent (whole or partly).
+    """
+    if conn.size == 0:
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int64)
+    return _classify(conn, pdir, seq, pay, proto, 2 * int(conn.max()) + 2)
+
+
+def collect_data(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    proto: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    out_conn: np.ndarray,
+    out_dir: np.ndarray,
+    out_seq: np.ndarray,
+    out_pay: np.ndarray,
+    start: int,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Append the data segments (TCP with payload) of a chunk to the `out_` arrays from row
+    `start`, which must have room for the whole chunk; returns the rows after them and the
+    chunk's TCP packet count. What classify_data needs of a capture read as a stream."""
+    row = np.uint64(start)
+    tcp = 0
+    for i in range(conn.size):
+        if proto[i] != PROTO_TCP:
+            continue
+        tcp += 1
+        if pay[i] == 0:
+            continue
+        out_conn[row] = conn[i]
+        out_dir[row] = pdir[i]
+        out_seq[row] = seq[i]
+        out_pay[row] = pay[i]
+        row += np.uint64(1)
+    # Compiled, the int64 reaches Python as an int; mypy reads the uncompiled body.
+    return np.int64(row), tcp  # type: ignore[return-value]
+
+
+def _group(conn: Any, pdir: Any) -> Any:
+    """The (conn, dir) group's index, unsigned: numba checks a signed index for a negative value
+    at every access (see tracekit.capture.decode._at), and a group is indexed about ten times a
+    segment."""
+    return np.uint64(2 * np.int64(conn) + pdir)
+
+
+def _count_holes(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    proto: np.ndarray,
+    n_groups: int,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per group, how many holes _classify will record: segments that start above the high."""
+    high = np.full(n_groups, -1, dtype=np.int64)
+    holes = np.zeros(n_groups, dtype=np.int64)
+    for i in range(conn.size):
+        if proto[i] != PROTO_TCP or pay[i] == 0:
+            continue
+        g = _group(conn[i], pdir[i])
+        s = np.int64(seq[i])
+        end = s + np.int64(pay[i])
+        if high[g] >= 0 and s > high[g]:
+            holes[g] += 1
+        if end > high[g]:
+            high[g] = end
+    return holes
+
+
+def _classify(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    proto: np.ndarray,
+    n_groups: int,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    n = conn.size
+    kind = np.full(n, -1, dtype=np.int8)
+    resent = np.zeros(n_groups, dtype=np.int64)
+    high = np.full(n_groups, -1, dtype=np.int64)
+    # Holes [lo, hi) the sequence jumped over, each group's in a slice of its own. The high
+    # only climbs, so a group's holes arrive sorted and disjoint: a resent segment finds its
+    # hole by binary search. The slices are sized by a counting pass: arrays grown (rebound)
+    # inside the loop would make numba reload them on every packet, 20 times slower.
+    counts = _count_holes(conn, pdir, seq, pay, proto, n_groups)
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    start[1:] = np.cumsum(counts)
+    used = np.zeros(n_groups, dtype=np.int64)
+    hole_lo = np.empty(start[n_groups], dtype=np.int64)
+    hole_hi = np.empty(start[n_groups], dtype=np.int64)
+    # Offsets already filled inside a hole, per group: the first copy is out of order.
+    filled = Dict.empty(key_type=types.int64, value_type=types.boolean)
+    for i in range(n):
+        if proto[i] != PROTO_TCP or pay[i] == 0:
+            continue
+        g = _group(conn[i], pdir[i])
+        hb = high[g]
+        s = np.int64(seq[i])
+        end = s + np.int64(pay[i])
+        if s >= hb:
+            kind[i] = NEW
+            if hb >= 0 and s > hb:
+                h = np.uint64(start[g] + used[g])
+                hole_lo[h] = hb
+                hole_hi[h] = s
+                used[g] += 1
+        else:
+            kind[i] = PARTIAL if end > hb else RETRANSMISSION
+            # The last hole of the group starting at or below s.
+            lo, hi = start[g], start[g] + used[g]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if hole_lo[mid] <= s:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo > start[g] and s < hole_hi[lo - 1]:
+                k = np.int64(g) * BAND + s
+                if k not in filled:
+                    filled[k] = True
+                    kind[i] = OUT_OF_ORDER
+            if kind[i] != OUT_OF_ORDER:
+                resent[g] += 1
+        if end > hb:
+            high[g] = end
+    return kind, resent
+
+
+bind(
+    globals(),
+    ("_classify", "collect_data"),
+    helpers=("_group", "_count_holes"),
+    numba_names={"Dict": "typed.Dict", "types": "types"},
+)

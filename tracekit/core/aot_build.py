@@ -1,0 +1,78 @@
+"""Build tracekit.core._aot: the kernels of tracekit.core.kernels.SPECS, compiled ahead of time
+by numba.pycc.
+
+Used by setup.py (`pip install` builds it); needs numba, and a C compiler for pycc's glue code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+
+def _numba_type(spec: str) -> Any:
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    from tracekit.core.kernels import parse_spec
+
+    parsed = parse_spec(spec)
+    if parsed is None:
+        return {"i8": types.int64, "b1": types.boolean}[spec]
+    dtype, ndim, readonly = parsed
+    return types.Array(from_dtype(dtype), ndim, "C", readonly=readonly)
+
+
+def _release_the_gil() -> None:
+    """Make pycc's Python wrappers release the GIL around each kernel, as `nogil=True` does for
+    numba's own: `tracekit ingest` reads, numbers and encodes in three threads at once.
+
+    pycc takes no option for it: it compiles every export with a fresh `Flags()` of its module
+    (numba.pycc.compiler), which this replaces by one that says `release_gil`.
+    """
+    from numba.pycc import compiler as pycc_compiler
+
+    base = pycc_compiler.Flags
+    if getattr(base, "tracekit_release_gil", False):
+        return
+
+    class Flags(base):  # type: ignore[misc, valid-type]
+        tracekit_release_gil = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.release_gil = True
+
+    # Replacing a module's class is the point here; mypy types numba's Flags as a fixed class.
+    pycc_compiler.Flags = Flags  # type: ignore[misc]
+
+
+def compiler() -> Any:
+    """The numba.pycc CC object of tracekit.core._aot, every kernel exported."""
+    import warnings
+
+    from numba.core.errors import NumbaPendingDeprecationWarning
+
+    # The modules must hand numba its dispatchers, not an earlier build's functions.
+    os.environ["TRACEKIT_JIT"] = "1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
+        from numba.pycc import CC
+    _release_the_gil()
+
+    from tracekit.core import kernels
+
+    cc = CC("_aot", source_module="tracekit.core.aot_build")
+    for module, specs in kernels.SPECS.items():
+        importlib.import_module(module)
+        for name, spec in specs.items():
+            dispatcher = kernels.jit_dispatcher(module, name)
+            argtypes = tuple(_numba_type(s) for s in spec)
+            dispatcher.compile(argtypes)
+            signature = dispatcher.overloads[argtypes].signature
+            cc.export(kernels.export_name(module, name), signature)(dispatcher.py_func)
+    namespace: dict[str, Any] = {}
+    exec(f"def source_digest():\n    return {kernels.source_digest()}\n", namespace)
+    cc.export("source_digest", "i8()")(namespace["source_digest"])
+    return cc

@@ -1,0 +1,39 @@
+"""Grouped array operations: a group is a run of equal keys in an array sorted by that key.
+
+The merge keeps packets sorted by (connection, direction) and computes per-group running maxima
+over whole columns, instead of looping over groups in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit.core.kernels import jit
+
+
+def segment_starts(keys: np.ndarray) -> np.ndarray:
+    """Boolean mask: True where a sorted key column starts a new segment."""
+    starts = np.ones(keys.size, dtype=bool)
+    if keys.size > 1:
+        starts[1:] = keys[1:] != keys[:-1]
+    return starts
+
+
+def segmented_cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum of the earlier values of the same segment (int64 min where none)."""
+    return _cummax_prev(values.astype(np.int64, copy=False), starts)
+
+
+@jit
+def _cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:  # pragma: no cover
+    # A running maximum is one pass; restarting it per segment has no numpy primitive.
+    lowest = np.iinfo(np.int64).min
+    out = np.empty(values.size, dtype=np.int64)
+    run = lowest
+    for i in range(values.size):
+        if starts[i]:
+            run = lowest
+        out[i] = run
+        if values[i] > run:
+            run = values[i]
+    return out

@@ -1,0 +1,249 @@
+"""The compiled loops of tracekit: how each is compiled, in one place.
+
+The read and connection stages' loops run in `tracekit flows` and `tracekit ingest`, which should
+start without numba's half second of import, so they are built ahead of time (`bind`, below).
+Every later stage imports numba anyway, and marks its loops with `jit`: numba's njit, cached on
+disk, without the GIL (analyses may run as threads of one process).
+
+The record walks, the header decoder, the connection passes and the segment classifier are
+plain Python functions in their modules (`tracekit.capture.records`, `tracekit.capture.decode`,
+`tracekit.connections.walk`, `tracekit.connections.segments`); each module hands them to `bind`
+when it loads.
+
+- **Ahead of time.** `pip install` compiles the kernels that Python calls, for the argument types
+  in `SPECS`, into the extension module `tracekit.core._aot` (numba.pycc, from setup.py and
+  `tracekit.core.aot_build`). When it is there and was built from these very sources, `bind` puts
+  its functions in place and numba is never imported: `tracekit flows` and `tracekit ingest` start
+  without numba's half second of start-up.
+- **Just in time.** Without that module (a source tree, a failed build, a stale build, or
+  `TRACEKIT_JIT=1`), `bind` wraps every kernel and helper in `numba.njit(cache=True, nogil=True)`.
+
+An ahead-of-time function trusts its arguments' types: an array of another dtype would be read
+as raw memory. So each call checks them against `SPECS`, and arguments that differ (another
+caller's dtypes) go to the numba-compiled function instead, which is compiled on demand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# The arguments of each kernel called from Python, by module and name: "u1[:]" a C-contiguous
+# one-dimensional uint8 array (numpy's dtype codes), "[:,:]" two-dimensional, a trailing "r"
+# read-only allowed (the kernel only reads it); "i8" an integer, "b1" a bool.
+SPECS: dict[str, dict[str, tuple[str, ...]]] = {
+    "tracekit.capture.records": {
+        "walk_pcap": ("u1[:]r", "i8", "i8", "b1", "b1", "i8[:]", "u4[:]", "u4[:]", "i8[:]"),
+        "walk_pcapng": (
+            *("u1[:]r", "i8", "i8", "b1", "i8[:]", "i8[:]", "i8[:,:]"),
+            *("i8[:]", "u4[:]", "u4[:]", "i8[:]", "u1[:]"),
+        ),
+    },
+    "tracekit.capture.decode": {
+        "decode_records": (
+            *("u1[:]r", "i8[:]", "u4[:]", "u4[:]", "u1[:]", "i8", "i8", "i8[:]"),
+            *("u1[:]", "u1[:]", "u1[:]", "u2[:]", "u4[:]", "u1[:]", "u4[:]", "u4[:]"),
+            *("u2[:]", "u1[:]", "u2[:]", "u1[:]", "u4[:]", "u4[:]", "u1[:]", "u4[:,:]"),
+            *("i4[:]", "u1[:]", "u1[:]", "u8[:]", "i4[:]", "u8[:,:]", "u8[:]", "i8[:]"),
+        ),
+        "_rehash": ("i4[:]", "u8[:]", "i8"),
+    },
+    "tracekit.connections.walk": {
+        "_assign": (
+            *("i4[:]", "u1[:]", "u1[:]", "u1[:]", "u4[:]"),
+            *("i8[:]", "i8[:]", "u1[:]", "i4[:]", "u1[:]", "i8"),
+        ),
+        "_bases": (
+            *("i4[:]", "u1[:]", "u1[:]", "u1[:]", "u4[:]", "u4[:]", "u1[:]", "u2[:]", "u1[:]"),
+            *("i8", "i8[:]", "i8[:]", "u1[:]", "u2[:]", "u1[:]", "i8[:]", "i8[:]"),
+        ),
+        "_relative": (
+            *("i4[:]", "u1[:]", "u1[:]", "u1[:]", "u4[:]", "u4[:]", "u4[:]", "i8[:]", "i8[:]"),
+            *("i8[:]", "i8[:]", "i8[:]", "i8[:]", "i8[:]", "i8[:]", "i8[:]", "i8[:]", "i8[:]"),
+            *("b1[:]", "b1[:]", "i8[:]", "i8[:]"),
+        ),
+    },
+    "tracekit.connections.segments": {
+        "_classify": ("i4[:]", "u1[:]", "i8[:]", "u4[:]", "u1[:]", "i8"),
+        "collect_data": (
+            *("i4[:]", "u1[:]", "u1[:]", "i8[:]", "u4[:]", "i4[:]", "u1[:]", "i8[:]", "u4[:]"),
+            "i8",
+        ),
+    },
+}
+
+# What the compiled code is made of: these files, and the constants they import.
+SOURCES = (
+    "capture/records.py",
+    "capture/decode.py",
+    "connections/walk.py",
+    "connections/segments.py",
+    "core/band.py",
+    "schema.py",
+    "core/kernels.py",
+)
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def source_digest() -> int:
+    """A 63-bit digest of SOURCES: the ahead-of-time module records the one it was built from."""
+    h = hashlib.sha256()
+    for name in SOURCES:
+        h.update((_PACKAGE / name).read_bytes())
+    return int.from_bytes(h.digest()[:8], "little") >> 1
+
+
+def export_name(module: str, name: str) -> str:
+    """The kernel's name in tracekit.core._aot: its module's path under tracekit, then its own."""
+    return module.removeprefix("tracekit.").replace(".", "_") + "__" + name.lstrip("_")
+
+
+def _load_aot() -> Any:
+    if os.environ.get("TRACEKIT_JIT"):
+        return None
+    try:
+        from tracekit.core import _aot  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if _aot.source_digest() != source_digest():
+        return None  # built from other sources (an edited tree): its kernels are not these
+    return _aot
+
+
+_AOT: Any = _load_aot()
+
+
+def ahead_of_time() -> bool:
+    """Whether the kernels run from tracekit.core._aot (False: numba compiles them)."""
+    return _AOT is not None
+
+
+def parse_spec(spec: str) -> tuple[np.dtype[Any], int, bool] | None:
+    """(dtype, dimensions, read-only allowed) of an array spec; None for a scalar."""
+    if "[" not in spec:
+        return None
+    code, dims = spec.split("[", 1)
+    return np.dtype(code), dims.count(":"), dims.endswith("r")
+
+
+def _matches(args: tuple[Any, ...], checks: list[Any]) -> bool:
+    if len(args) != len(checks):
+        return False
+    for arg, check in zip(args, checks, strict=True):
+        if check is None:
+            if isinstance(arg, np.ndarray):
+                return False
+            continue
+        dtype, ndim, readonly = check
+        if not (
+            isinstance(arg, np.ndarray)
+            and arg.dtype == dtype
+            and arg.ndim == ndim
+            and arg.flags.c_contiguous
+            and (readonly or arg.flags.writeable)
+        ):
+            return False
+    return True
+
+
+class _Module:
+    """One kernel module's functions and, once needed, their numba-compiled versions."""
+
+    def __init__(
+        self, namespace: dict[str, Any], names: tuple[str, ...], numba_names: dict[str, str]
+    ) -> None:
+        self.namespace = namespace
+        self.python = {name: namespace[name] for name in names}
+        self.numba_names = numba_names
+        self.jitted: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def jit(self) -> dict[str, Any]:
+        """numba dispatchers of all the module's kernels and helpers, put in its namespace (a
+        kernel finds its helpers there when numba compiles it).
+
+        Analyses may run as threads of one process (Dask workers). One thread builds the
+        dispatchers while the others wait, and they are published only once every helper is in
+        the namespace: a kernel compiled before that would find a helper still a plain Python
+        function, which numba cannot call (a typing error, in whichever analysis came second).
+        """
+        jitted = self.jitted
+        if jitted is not None:
+            return jitted
+        with self._lock:
+            if self.jitted is None:
+                import numba
+
+                for name, path in self.numba_names.items():
+                    value: Any = numba
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    self.namespace[name] = value
+                # nogil: the ingest stream runs kernels in two threads (connections.stream).
+                built = {n: numba.njit(cache=True, nogil=True)(f) for n, f in self.python.items()}
+                for name, dispatcher in built.items():
+                    if not isinstance(self.namespace[name], _Kernel):
+                        self.namespace[name] = dispatcher
+                self.jitted = built
+            return self.jitted
+
+
+class _Kernel:
+    """A kernel called from Python: the ahead-of-time function when the arguments are the types
+    it was built for, else the numba one."""
+
+    def __init__(self, module: _Module, name: str, compiled: Callable[..., Any]) -> None:
+        self.module, self.name, self.compiled = module, name, compiled
+        self.checks = [parse_spec(s) for s in SPECS[module.namespace["__name__"]][name]]
+        self.__doc__ = module.python[name].__doc__
+        self.__wrapped__ = module.python[name]
+
+    def __call__(self, *args: Any) -> Any:
+        if _matches(args, self.checks):
+            return self.compiled(*args)
+        return self.module.jit()[self.name](*args)
+
+
+def jit(function: Callable[..., Any]) -> Any:
+    """A compiled loop of a stage after connections: `numba.njit(cache=True, nogil=True)`."""
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(function)
+
+
+def bind(
+    namespace: dict[str, Any],
+    kernels: tuple[str, ...],
+    helpers: tuple[str, ...] = (),
+    numba_names: dict[str, str] | None = None,
+) -> None:
+    """Replace a module's kernel functions by their compiled versions (see the module's doc).
+
+    `kernels` are called from Python (each in SPECS), `helpers` only from kernels (a kernel
+    never calls another kernel); `numba_names` are numba objects the kernels use by these
+    global names (e.g. typed.Dict).
+    """
+    module = _Module(namespace, kernels + helpers, numba_names or {})
+    if _AOT is None:
+        module.jit()
+        return
+    for name in kernels:
+        compiled = getattr(_AOT, export_name(namespace["__name__"], name))
+        namespace[name] = _Kernel(module, name, compiled)
+
+
+def jit_dispatcher(module: str, name: str) -> Any:
+    """The numba dispatcher of a bound kernel (for the ahead-of-time build and for tests)."""
+    mod = importlib.import_module(module)
+    kernel = mod.__dict__[name]
+    if isinstance(kernel, _Kernel):
+        return kernel.module.jit()[name]
+    return kernel

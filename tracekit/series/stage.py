@@ -1,0 +1,390 @@
+"""Connections -> per-direction series: segments, ACKs, SACK blocks, RTT samples, flight, rates.
+
+A direction is named by the data it carries: series (conn, 0) is a's data and b's ACKs of it.
+Every packet of a connection is on one timeline per direction, twice over: once as the data
+side of its own direction, once (if it carries an ACK) as the ACK side of the other. The
+packets are grouped by connection with a counting sort, and one compiled pass walks each
+connection's packets once per direction, writing the tables' columns: on a big capture, memory
+that is touched for the first time costs more than the arithmetic, so no per-event column is
+made that no table keeps.
+
+Times are seconds since the capture's first packet. Sequence numbers are the relative 64-bit
+ones of the connections stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from tracekit.connections.segments import (
+    classify_data,
+)
+from tracekit.core.groups import segment_starts
+from tracekit.schema import (
+    PROTO_TCP,
+    SERIES_ACK_COLUMNS,
+    SERIES_FLIGHT_COLUMNS,
+    SERIES_RTT_COLUMNS,
+    SERIES_SACK_COLUMNS,
+    SERIES_SEGMENT_COLUMNS,
+    SERIES_TABLES,
+    WRAP,
+    empty_frame,
+    frame,
+)
+from tracekit.series.measures import resent, with_data
+from tracekit.series.walk import Walk, by_connection, runs, timestamp_pairs
+
+if TYPE_CHECKING:
+    from tracekit.connections import Connections
+
+T = TypeVar("T")
+
+
+TABLES = tuple(SERIES_TABLES)
+
+
+class Direction:
+    """The series of one direction of one connection (views into `Series`' tables).
+
+    Each table is sliced out of `Series` the first time it is asked for (`source`): a capture
+    of thousands of short connections has most detectors look at one table of most directions,
+    or none. The slices are views of `Series`' tables, to read, never to write. Tables given
+    to the constructor are used as they are. `data` and `resent` are computed once and shared
+    by every detector that asks.
+    """
+
+    def __init__(
+        self,
+        conn: int,
+        direction: int,
+        segments: pd.DataFrame | None = None,
+        acks: pd.DataFrame | None = None,
+        sacks: pd.DataFrame | None = None,
+        rtt: pd.DataFrame | None = None,
+        flight: pd.DataFrame | None = None,
+        *,
+        source: Callable[[str], pd.DataFrame] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.direction = direction
+        given = {"segments": segments, "acks": acks, "sacks": sacks, "rtt": rtt, "flight": flight}
+        self._tables = {name: table for name, table in given.items() if table is not None}
+        if source is None and len(self._tables) < len(TABLES):
+            raise TypeError("Direction needs every table, or a source to slice them from")
+        self._source = source
+        self._memo: dict[str, object] = {}
+
+    def __repr__(self) -> str:
+        return f"Direction(conn={self.conn}, direction={self.direction})"
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One of TABLES, sliced on first use."""
+        if name not in self._tables:
+            assert self._source is not None
+            self._tables[name] = self._source(name)
+        return self._tables[name]
+
+    @property
+    def segments(self) -> pd.DataFrame:
+        """Data segments and probes of this direction (Series.segments' columns)."""
+        return self.table("segments")
+
+    @property
+    def acks(self) -> pd.DataFrame:
+        """The other side's ACKs of this direction's data (Series.acks' columns)."""
+        return self.table("acks")
+
+    @property
+    def sacks(self) -> pd.DataFrame:
+        """SACK blocks on those ACKs (Series.sacks' columns)."""
+        return self.table("sacks")
+
+    @property
+    def rtt(self) -> pd.DataFrame:
+        """RTT samples of this direction's data (Series.rtt's columns)."""
+        return self.table("rtt")
+
+    @property
+    def flight(self) -> pd.DataFrame:
+        """Flight and advertised window at each data segment (Series.flight's columns)."""
+        return self.table("flight")
+
+    def memo(self, name: str, compute: Callable[[], T]) -> T:
+        """compute(), once per direction: measurements that several detectors share."""
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]  # type: ignore[return-value]
+
+    @cached_property
+    def data(self) -> pd.DataFrame:
+        """The segments that carry payload (probes and keepalives left out), same index."""
+        return with_data(self.segments)
+
+    @cached_property
+    def resent(self) -> pd.DataFrame:
+        """`resent(segments, sacks)`: which first copies were resent, and D-SACKed."""
+        return resent(self.segments, self.sacks)
+
+
+@dataclass(frozen=True)
+class Series:
+    """All series of a capture, one table each, with `conn` and `dir` columns.
+
+    The tables and their columns, in order and of the dtypes the frames hold, are declared in
+    tracekit/schema.py (SERIES_TABLES: segments, acks, sacks, rtt, flight; docs/tables.md).
+    Every table is sorted by (conn, dir), in capture order within a direction.
+    `window_known` says per (conn, dir) whether windows are true byte counts: False where the
+    window scale is unknown (handshake not captured), so the raw window field is shown.
+    """
+
+    t0_ns: int
+    segments: pd.DataFrame
+    acks: pd.DataFrame
+    sacks: pd.DataFrame
+    rtt: pd.DataFrame
+    flight: pd.DataFrame
+    window_known: dict[tuple[int, int], bool] = field(default_factory=dict)
+
+    _bounds: dict[str, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    _directions: dict[tuple[int, int], Direction] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    # "counts": the segments table's (conn, dir) keys and each one's data segments.
+    _data: dict[str, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    @classmethod
+    def empty(cls) -> Series:
+        """The series of a capture without TCP: every declared table, none with a row."""
+        return cls(
+            t0_ns=0,
+            segments=empty_frame(SERIES_SEGMENT_COLUMNS),
+            acks=empty_frame(SERIES_ACK_COLUMNS),
+            sacks=empty_frame(SERIES_SACK_COLUMNS),
+            rtt=empty_frame(SERIES_RTT_COLUMNS),
+            flight=empty_frame(SERIES_FLIGHT_COLUMNS),
+        )
+
+    def of(self, conn: int, direction: int) -> Direction:
+        """The series of one direction of one connection (the same object on every call)."""
+        if (conn, direction) not in self._directions:
+            self._directions[conn, direction] = self._direction(conn, direction)
+        return self._directions[conn, direction]
+
+    def _direction(self, conn: int, direction: int) -> Direction:
+        target = 2 * conn + direction
+
+        def pick(name: str) -> pd.DataFrame:
+            df = getattr(self, name)
+            keys, starts = self._slices(name, df)
+            i = _position(keys, target)
+            lo, hi = (starts[i], starts[i + 1]) if i >= 0 else (0, 0)
+            # A view of the rows (copy-on-write), numbered from 0 like a table of its own.
+            rows = df.iloc[lo:hi]
+            rows.index = pd.RangeIndex(hi - lo)
+            return rows
+
+        return Direction(conn, direction, source=pick)
+
+    def with_data(self) -> list[tuple[int, int]]:
+        """(conn, dir) of every direction that carried payload, in order."""
+        keys, sent = self._data_counts()
+        return [(int(k) // 2, int(k) % 2) for k in keys[sent > 0]]
+
+    def data_segments(self, conn: int, direction: int) -> int:
+        """How many segments with payload one direction sent (rows of its `Direction.data`),
+        without slicing its tables: detectors skip directions too short for them."""
+        keys, sent = self._data_counts()
+        i = _position(keys, 2 * conn + direction)
+        return int(sent[i]) if i >= 0 else 0
+
+    def rows(self, name: str, conn: int, direction: int) -> int:
+        """How many rows one direction has in one of TABLES, without slicing it."""
+        keys, starts = self._slices(name, getattr(self, name))
+        i = _position(keys, 2 * conn + direction)
+        return int(starts[i + 1] - starts[i]) if i >= 0 else 0
+
+    def _data_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The segments table's (conn, dir) keys and each one's segments with payload."""
+        if not self._data:
+            keys, starts = self._slices("segments", self.segments)
+            if keys.size == 0:
+                sent = np.zeros(0, dtype=np.int64)
+            else:
+                sent = np.add.reduceat(self.segments["len"].to_numpy() > 0, starts[:-1])
+            self._data["counts"] = (keys, sent)
+        return self._data["counts"]
+
+    def _slices(self, name: str, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """The (conn, dir) keys of a table and where each one's rows start (and the end)."""
+        # Every table is sorted by (conn, dir): a direction is one contiguous slice, found
+        # once per table rather than once per look-up.
+        if name not in self._bounds:
+            self._bounds[name] = runs(df["conn"].to_numpy(), df["dir"].to_numpy())
+        return self._bounds[name]
+
+
+def _position(keys: np.ndarray, key: int) -> int:
+    """Where `key` is in the sorted `keys`, or -1."""
+    i = int(np.searchsorted(keys, key))
+    return i if i < keys.size and keys[i] == key else -1
+
+
+def build_series(conns: Connections) -> Series:
+    """Build every direction's series of every TCP connection in two compiled passes.
+
+    Each TCP packet is a data event on its own direction's timeline and, if it carries an ACK,
+    an ACK event on the other's. The packets are grouped by connection (capture order kept);
+    one pass walks each connection's packets once per direction, which writes the segments,
+    ACK and flight tables and pairs Karn's RTT samples, and a second pairs the timestamp
+    echoes. Memory is what costs on big captures, so no per-event column is made.
+    """
+    pk = conns.packets
+    tcp = pk.column("proto").to_numpy() == PROTO_TCP
+    every = bool(tcp.all())
+    rows_tcp = None if every else np.flatnonzero(tcp)  # None: every packet is TCP
+
+    def col(name: str) -> np.ndarray:
+        values = pk.column(name).to_numpy()
+        return values if every else values[rows_tcp]
+
+    t0 = conns.t0_ns
+    ts = col("ts_ns")
+    conn = col("conn")
+    pdir = col("dir")
+    flags = col("tcp_flags")
+    seq = col("seq_rel")
+    ack = col("ack_rel")
+    payload = col("payload_bytes")
+    kind = conns.data_kind
+    if kind is None:
+        kind, _ = classify_data(conn, pdir, seq, payload, col("proto"))
+    elif not every:
+        kind = kind[rows_tcp]
+
+    # Scaled windows: the shift a side announced applies to the windows it sends, never to a
+    # SYN's own window (RFC 7323 2.2); unknown shifts leave the raw window (window_scaled).
+    table = conns.table
+    ws = np.stack(
+        [table.column("ws_a").to_numpy(), table.column("ws_b").to_numpy()], axis=1
+    ).astype(np.int64)
+    shift = np.where(ws > 0, ws, 0).reshape(-1) if ws.size else np.zeros(2, np.int64)
+    ws_state = table.column("ws_state").to_pylist()
+
+    rows, bounds, carries = by_connection(conn, pdir, payload)
+    walked = Walk(rows, bounds, pdir, ts, t0, conn, seq, ack, payload, flags)
+    walked.run(col("win_raw"), shift, kind, col("frame"), carries)
+    segments = pd.DataFrame(walked.segments, copy=False)
+    acks = pd.DataFrame(walked.acks, copy=False)
+    flight = pd.DataFrame(walked.flight, copy=False)
+    ts_seg, ts_ack, n_ts = timestamp_pairs(
+        rows, bounds, pdir, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
+    )
+    del rows
+    ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
+
+    def seconds(rows: np.ndarray) -> np.ndarray:
+        return (ts[rows] - t0) / 1e9
+
+    rtt = _rtt(conn, pdir, seconds, walked.rtt_pairs, ts_pairs)
+    sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack)
+    # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
+    scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
+    return Series(
+        t0_ns=t0,
+        segments=segments,
+        acks=acks,
+        sacks=sacks,
+        rtt=rtt,
+        flight=flight,
+        window_known=scaled,
+    )
+
+
+def _rtt(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    seconds: Callable[[np.ndarray], np.ndarray],
+    seq_pairs: tuple[np.ndarray, np.ndarray],
+    ts_pairs: tuple[np.ndarray, np.ndarray],
+) -> pd.DataFrame:
+    """RTT samples (packet index pairs: the segment's, then the ACK's) as one sorted table."""
+    frames = []
+    sources = {c.name: c for c in SERIES_RTT_COLUMNS}["source"].categories
+    for (seg_i, ack_i), source in ((seq_pairs, "seq"), (ts_pairs, "ts")):
+        t_ack = seconds(ack_i)
+        rtt = t_ack - seconds(seg_i)
+        good = rtt >= 0
+        frames.append(
+            frame(
+                SERIES_RTT_COLUMNS,
+                {
+                    "conn": conn[seg_i[good]],
+                    "dir": pdir[seg_i[good]],
+                    "t_s": t_ack[good],
+                    "rtt_s": rtt[good],
+                    "source": np.full(int(good.sum()), sources.index(source)),
+                },
+            )
+        )
+    return pd.concat(frames, ignore_index=True).sort_values(
+        ["conn", "dir", "t_s"], ignore_index=True
+    )
+
+
+def _sacks(
+    conns: Connections,
+    rows_tcp: np.ndarray | None,
+    seconds: Callable[[np.ndarray], np.ndarray],
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    ack: np.ndarray,
+) -> pd.DataFrame:
+    sack = conns.capture.sack
+    if sack.num_rows == 0:
+        return empty_frame(SERIES_SACK_COLUMNS)
+    row = sack.column("row").to_numpy().astype(np.int64)
+    # Position among the tcp packets (SACK only rides on TCP).
+    i = row if rows_tcp is None else np.searchsorted(rows_tcp, row)
+    c, d = conn[i], 1 - pdir[i]  # the blocks describe the other direction's data
+    isn = np.stack(
+        [conns.table.column("isn_a").to_numpy(), conns.table.column("isn_b").to_numpy()], axis=1
+    ).astype(np.int64)
+    base = isn[c, d]
+    left_raw = sack.column("left").to_numpy().astype(np.int64)
+    right_raw = sack.column("right").to_numpy().astype(np.int64)
+    # Place each edge on the 64-bit line next to the ACK number that carried it.
+    delta = (left_raw - base) % WRAP
+    left = delta + np.round((ack[i] - delta) / WRAP).astype(np.int64) * WRAP
+    right = left + (right_raw - left_raw) % WRAP
+    # RFC 2883 4: a D-SACK is the first block, below the ACK number or inside the second block.
+    first = segment_starts(row)
+    nxt = np.minimum(np.arange(row.size) + 1, row.size - 1)
+    second_same = (nxt != np.arange(row.size)) & (row[nxt] == row)
+    inside_second = second_same & (left >= left[nxt]) & (right <= right[nxt])
+    dsack = first & ((left < ack[i]) | inside_second)
+    blocks = frame(
+        SERIES_SACK_COLUMNS,
+        {
+            "conn": c,
+            "dir": d,
+            "t_s": seconds(i),
+            "left_rel": left,
+            "right_rel": right,
+            "dsack": dsack,
+        },
+    )
+    # Like every table of the series, sorted by (conn, dir), capture order within.
+    return blocks.sort_values(["conn", "dir"], kind="stable", ignore_index=True)
