@@ -1,4 +1,5 @@
-"""`tracekit report CAPTURE [--receiver CAPTURE] -o report.html`: one self-contained page."""
+"""`tracekit report CAPTURE [--receiver CAPTURE] -o report.html`: one self-contained page;
+`--png DIR` / `--svg DIR`: its plots as images."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import click
 from tracekit.cli import common
 
 from tracekit.core.paths import printable
+from tracekit.errors import TracekitError
+from tracekit.report import chromium
 from tracekit.report.build import ReportConfig, build_report
+from tracekit.report.figures import IMAGE_NAME, export
 from tracekit.report.html import write
 
 
@@ -20,9 +24,21 @@ from tracekit.report.html import write
 @click.option(
     "-o",
     "--output",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="HTML file to write (replaced atomically; missing folders are made).",
+)
+@click.option(
+    "--png",
+    "png_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write each drawn plot into as a PNG (1000x600, 2x scale), drawn in "
+    "headless Chromium; files are named conn<N>_<a2b|b2a>_<kind>.png.",
+)
+@click.option(
+    "--svg",
+    "svg_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write each drawn plot into as an SVG (1000x600), as --png names them.",
 )
 @click.option(
     "--rate-window",
@@ -55,12 +71,25 @@ def report(
     conn: int | None,
     from_s: float | None,
     to_s: float | None,
-    output: Path,
+    output: Path | None,
+    png_dir: Path | None,
+    svg_dir: Path | None,
     rate_window: float | None,
     max_connections: int,
     max_listed: int,
 ) -> None:
-    """Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, findings."""
+    """Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, findings.
+
+    With --png or --svg, also (or, without -o, only) each drawn plot as an image.
+    """
+    if output is None and png_dir is None and svg_dir is None:
+        raise click.UsageError("give -o FILE, --png DIR or --svg DIR")
+    folders = {fmt: d for fmt, d in (("png", png_dir), ("svg", svg_dir)) if d is not None}
+    if folders and not chromium.chromium_available():
+        raise TracekitError(
+            f"{chromium.CHROMIUM}: not found: --png and --svg draw the plots in headless Chromium; "
+            "install it (Debian: apt-get install chromium)"
+        )
     selection = common.selection(conn, from_s, to_s)
     config = ReportConfig(
         rate_window_s=rate_window,
@@ -68,14 +97,29 @@ def report(
         max_listed_connections=max(max_listed, max_connections),
     )
     configs = common.detector_configs(config_file)
-    common.refuse_overwriting([capture, receiver, config_file], [output])
-    common.prepare_output(output)
+    inputs_read = [capture, receiver, config_file]
+    common.refuse_overwriting(inputs_read, [output])
+    for folder in folders.values():
+        common.refuse_overwriting(inputs_read, folder=folder, names=IMAGE_NAME)
+    if output is not None:
+        common.prepare_output(output)
+    for folder in folders.values():
+        common.prepare_output(folder, folder=True)
     analysis = common.run_analysis(
         capture, receiver, maps, udp_seq_offset, udp_seq_width, configs=configs, selection=selection
     )
     common.require_merge(analysis, capture, receiver)
     # As the page names them: a file name may hold bytes no UTF-8 page can.
     inputs = tuple(printable(p) for p in (capture, receiver) if p is not None)
-    with common.writing(output):
-        path = write(build_report(analysis, inputs, config), output)
-    click.echo(f"{printable(path)}: {len(analysis.findings)} findings", err=True)
+    built = build_report(analysis, inputs, config)
+    if output is not None:
+        with common.writing(output):
+            path = write(built, output)
+        click.echo(f"{printable(path)}: {len(analysis.findings)} findings", err=True)
+    if folders:
+        # One browser draws both formats; a failure to write names the first folder.
+        with common.writing(next(iter(folders.values()))):
+            written = export(built, folders)
+        for fmt, folder in folders.items():
+            count = sum(1 for w in written if w.suffix == f".{fmt}")
+            click.echo(f"{printable(folder)}: {count} {fmt} images", err=True)

@@ -386,3 +386,67 @@ def test_scrolling_paints_every_plot_and_records_its_time(
             f"{plot_id}: decode {decode_ms} ms, draw {draw_ms} ms, "
             f"painted at {painted[plot_id]:.0f} ms"
         )
+
+
+def _tshark_frames(capture: Path) -> dict[tuple[int, int], int]:
+    """tshark's frame number of each data segment in `capture`, by its time since the first
+    frame (whole microseconds) and its relative sequence number."""
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(capture),
+            "-Y",
+            "tcp.len>0",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "frame.time_relative",
+            "-e",
+            "tcp.seq",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = [line.split("\t") for line in out.splitlines()]
+    return {(round(float(t) * 1e6), int(seq)): int(n) for n, t, seq in rows}
+
+
+def test_hovers_show_each_data_segments_frame_number(browser: Browser, tmp_path: Path) -> None:
+    sender = OVERRUN / "sender.pcap"
+    frames = _tshark_frames(sender)
+    path = write(build_report(analyze(read_capture(sender)), ("s",)), tmp_path / "s.html")
+    # Every drawn bar of the data and resent traces, at the opening view (thinned) and in a
+    # zoom (re-thinned): its time, first byte and hover text; then the hover label plotly
+    # shows over one bar of each.
+    probe = """(async () => {
+      const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
+      const bars = () => tsg.data.filter(t => ['data', 'retransmitted'].includes(t.name))
+        .flatMap(t => Array.from(t.x).flatMap((x, i) => i % 3 === 0
+          ? [[t.name, x, t.y[i], t.hovertext[i], t.hovertext[i + 1]]] : []));
+      const label = async (name) => {
+        const curve = tsg.data.findIndex(t => t.name === name);
+        const point = 3 * Math.floor(tsg.data[curve].x.length / 6);
+        Plotly.Fx.hover(tsg, [{curveNumber: curve, pointNumber: point}]);
+        await new Promise(r => setTimeout(r, 100));
+        const text = tsg.querySelector('.hoverlayer').textContent;
+        Plotly.Fx.unhover(tsg);
+        return [tsg.data[curve].x[point], tsg.data[curve].y[point], text];
+      };
+      const opening = bars(), hovered = [await label('data'), await label('retransmitted')];
+      const x = tsg._fullLayout.xaxis.range, mid = (x[0] + x[1]) / 2;
+      await Plotly.relayout(tsg, {'xaxis.range': [mid - 0.05, mid + 0.05]});
+      await s.idle();
+      return JSON.stringify([opening, bars(), hovered]);
+    })()"""
+    opening, zoomed, hovered = json.loads(browser.open(path, READY, probe, scale=0.1).value)
+    assert {name for name, *_ in opening} == {"data", "retransmitted"}
+    assert len(opening) > 500 and len(zoomed) > 50
+    for name, x, seq, top, bottom in opening + zoomed:
+        expected = frames[(round(x * 1e6), int(seq))]
+        assert top == bottom == f"frame {expected}", (name, x, seq)
+    for x, seq, text in hovered:
+        assert f"frame {frames[(round(x * 1e6), int(seq))]}" in text

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from tracekit.report.html import DRAW_COST, PLOTLY_JS, Budget, render, write
-from tracekit.report.model import ConnectionView, Kind, Plot, Report, Shade, Table, Trace
+from tracekit.report.model import (
+    ConnectionView,
+    Kind,
+    Plot,
+    Report,
+    ReportError,
+    Shade,
+    Table,
+    Trace,
+)
 
 HOSTILE = '</script><script>window.pwned=1</script><!-- "quoted" & <b>bold</b>'
 
@@ -235,3 +244,42 @@ def test_a_finding_row_names_its_connection_and_time_range() -> None:
     page = render(report)
     assert '<tr class="zoom" data-conn="0" data-range="0.2,0.4">' in page
     assert page.count('class="zoom"') == 1  # a finding of no drawn connection zooms nowhere
+
+
+def test_frames_survive_encoding_aligned_with_their_points() -> None:
+    # Frame numbers of interleaved data and ACKs (gaps of 1 or 2), times out of order in one
+    # place, and a limit that thins the trace: each carried point keeps its own frame.
+    rng = np.random.default_rng(11)
+    n = 300_000
+    t = np.sort(rng.uniform(0, 60, n))
+    t[500:510] = t[500:510][::-1]
+    seq = np.cumsum(rng.integers(1, 3000, n))
+    frames = (np.cumsum(rng.integers(1, 3, n)) + 3).astype(np.uint32)
+    frames[7] = 0  # a point with no frame known
+    keep = np.zeros(n, bool)
+    keep[::991] = True
+    bars = Trace("data", Kind.SEGMENTS, t, seq, y_end=seq + 1448, keep=keep, frame=frames)
+    line = Trace("rate", Kind.LINE, t, seq / 1e3)
+    view = ConnectionView("c", (), (Plot("p", "time (s)", "seq", (bars, line)),))
+    report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
+    by_seq = dict(zip(seq.tolist(), frames.tolist(), strict=True))
+    for budget in (Budget(), Budget(max_bytes=600_000)):
+        plot = embedded_data(render(report, budget))["plots"][0]
+        out, rate = plot["traces"]
+        assert rate["frame"] is None  # a line's points are not packets
+        got = decode(plot["columns"][out["frame"]]).astype(np.int64)
+        ys = arrays(plot, out)["y"].astype(np.int64)
+        assert len(got) == len(ys) == out["n"]
+        assert got.tolist() == [by_seq[y] for y in ys.tolist()]
+        assert set(frames[keep].tolist()) <= set(got.tolist())
+    assert out["n"] < n  # the second page carried the trace thinned, frames with it
+
+
+def test_a_frame_array_must_match_its_points() -> None:
+    t = np.arange(3.0)
+    with pytest.raises(ReportError, match="frame"):
+        Trace("a", Kind.MARKERS, t, t, frame=np.array([1, 2], np.uint32))
+    with pytest.raises(ReportError, match="frame"):
+        Trace("a", Kind.MARKERS, t, t, frame=np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(ReportError, match="frame"):
+        Trace("a", Kind.MARKERS, t, t, frame=np.array([1, -1, 3]))

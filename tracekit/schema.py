@@ -352,6 +352,7 @@ SERIES_SACK_COLUMNS: tuple[Column, ...] = (
         "",
         "a D-SACK (RFC 2883 4): the first block, below the ACK number or inside the second",
     ),
+    Column("frame", pa.uint32(), "", "frame number of the ACK that carried the block, 1-based"),
 )
 
 # RTT samples of a direction's data.

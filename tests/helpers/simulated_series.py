@@ -320,6 +320,7 @@ def direction(v: View, conn: int = 0) -> Direction:
             "left_rel": v.sack_left[blocks],
             "right_rel": v.sack_right[blocks],
             "dsack": np.zeros(len(blocks), bool),
+            "frame": ack_frame[blocks],
         }
     )
 

@@ -64,18 +64,35 @@ def _mask(df: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
     return kind_mask(df, *kinds)
 
 
-def _segments_trace(mark: M.Mark, seg: pd.DataFrame, rows: np.ndarray | None = None) -> Trace:
-    """`mark`'s bars from seq_rel to end_rel at t_s, of `rows` (a mask) of seg or of all of it.
+def _frames(df: pd.DataFrame, name: str = "frame") -> np.ndarray | None:
+    """The frame numbers of `df`'s packets for hovers (0 where a packet has none, as the
+    merge's -1 says), or None when the table carries none."""
+    if name not in df.columns:
+        return None
+    values = df[name].to_numpy()
+    return values if values.dtype.kind == "u" else np.maximum(values, 0)
+
+
+def _segments_trace(
+    mark: M.Mark, seg: pd.DataFrame, rows: np.ndarray | None = None, frame: str = "frame"
+) -> Trace:
+    """`mark`'s bars from seq_rel to end_rel at t_s, of `rows` (a mask) of seg or of all of it,
+    each with its packet's frame number from column `frame` when seg has it.
 
     Columns are taken as they are (integers stay integers) and a mask that keeps every row
     takes no copy: the data trace of a big capture is most of its segments.
     """
 
-    def column(name: str) -> np.ndarray:
-        values = seg[name].to_numpy()
+    def column(values: np.ndarray) -> np.ndarray:
         return values if rows is None or rows.all() else values[rows]
 
-    return mark.trace(column("t_s"), column("seq_rel"), column("end_rel"))
+    frames = _frames(seg, frame)
+    return mark.trace(
+        column(seg["t_s"].to_numpy()),
+        column(seg["seq_rel"].to_numpy()),
+        column(seg["end_rel"].to_numpy()),
+        None if frames is None else column(frames),
+    )
 
 
 def _markers(name: str, x: np.ndarray, y: np.ndarray, color: str, symbol: str) -> Trace:
@@ -113,12 +130,16 @@ def tsg_plot(
     ]
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
-    traces.append(M.WINDOW_PROBE.trace(probes["t_s"], probes["seq_rel"]))
+    traces.append(M.WINDOW_PROBE.trace(probes["t_s"], probes["seq_rel"], frame=_frames(probes)))
     if len(keepalives):
-        traces.append(M.KEEPALIVE.trace(keepalives["t_s"], keepalives["seq_rel"]))
+        traces.append(
+            M.KEEPALIVE.trace(keepalives["t_s"], keepalives["seq_rel"], frame=_frames(keepalives))
+        )
     t = acks["t_s"].to_numpy(np.float64)
-    traces.append(M.ACK_LINE.trace(t, acks["ack_rel"].to_numpy()))
-    traces.append(M.WINDOW_EDGE.trace(t, acks["edge_rel"].to_numpy()))
+    # Each step is an ACK: its frame is carried once, shared by the line and the edge.
+    ack_frames = _frames(acks)
+    traces.append(M.ACK_LINE.trace(t, acks["ack_rel"].to_numpy(), frame=ack_frames))
+    traces.append(M.WINDOW_EDGE.trace(t, acks["edge_rel"].to_numpy(), frame=ack_frames))
     if len(sacks):
         # A SACK block is drawn like a segment: a bar over the bytes it covers.
         blocks = sacks.rename(columns={"left_rel": "seq_rel", "right_rel": "end_rel"})
@@ -127,10 +148,10 @@ def tsg_plot(
             traces.append(_segments_trace(M.DSACK, blocks[blocks["dsack"]]))
     dup = acks[acks["dupack"]]
     if len(dup):
-        traces.append(M.DUPLICATE_ACK.trace(dup["t_s"], dup["ack_rel"]))
+        traces.append(M.DUPLICATE_ACK.trace(dup["t_s"], dup["ack_rel"], frame=_frames(dup)))
     zero = acks[acks["win_bytes"] == 0]
     if len(zero):
-        traces.append(M.ZERO_WINDOW.trace(zero["t_s"], zero["ack_rel"]))
+        traces.append(M.ZERO_WINDOW.trace(zero["t_s"], zero["ack_rel"], frame=_frames(zero)))
     return Plot(
         title,
         "time (s)",
@@ -307,13 +328,19 @@ def _merge_plots(
     left = tx[tx["sender_t_s"].notna()]
     came = tx[tx["receiver_t_s"].notna()]
     traces = [
-        _segments_trace(M.DEPARTURE, left.rename(columns={"sender_t_s": "t_s"})),
-        _segments_trace(M.ARRIVAL, came.rename(columns={"receiver_t_s": "t_s"})),
+        _segments_trace(
+            M.DEPARTURE, left.rename(columns={"sender_t_s": "t_s"}), frame="sender_frame"
+        ),
+        _segments_trace(
+            M.ARRIVAL, came.rename(columns={"receiver_t_s": "t_s"}), frame="receiver_frame"
+        ),
     ]
     for mark in M.FATE_MARKS:
         hit = tx[fate == mark.fate]
         if len(hit):
-            traces.append(mark.trace(hit[mark.at], hit["seq_rel"]))
+            # Drawn at its departure or its arrival: the frame of that capture.
+            at_frame = "sender_frame" if mark.at == "sender_t_s" else "receiver_frame"
+            traces.append(mark.trace(hit[mark.at], hit["seq_rel"], frame=_frames(hit, at_frame)))
     combined = Plot(
         "Departures and arrivals, sender and receiver captures merged",
         "time (s, sender's clock)",

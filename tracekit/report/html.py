@@ -2,10 +2,10 @@
 
 The page inlines plotly.js once, its own stylesheet and script, and the data: every point of
 each trace, sorted by time, as compressed little-endian typed arrays (times as whole microseconds
-from the trace's first point, whole numbers as deltas), base64 in a JSON element. The page thins
-each view to a point budget itself (report.js), so a zoom into any window draws every point in
-it up to that budget. A Content-Security-Policy forbids every fetch, so nothing can reach the
-network even by mistake.
+from the trace's first point, whole numbers as deltas, each packet's frame number for its
+hover), base64 in a JSON element. The page thins each view to a point budget itself
+(report.js), so a zoom into any window draws every point in it up to that budget. A
+Content-Security-Policy forbids every fetch, so nothing can reach the network even by mistake.
 """
 
 from __future__ import annotations
@@ -244,6 +244,7 @@ def _encode_plot(
             "y": column(_encode_values(y)),
             "y_end": None,
             "keep": None,
+            "frame": None,
         }
         if trace.y_end is not None:
             # Bars carry their heights: a run of full-sized segments compresses to nothing.
@@ -253,6 +254,10 @@ def _encode_plot(
             kept = np.flatnonzero(pick(trace.keep))
             if len(kept):
                 entry["keep"] = column(_encode_values(kept))
+        if trace.frame is not None:
+            # Packets in capture order: frame numbers step by small amounts, as deltas nearly
+            # nothing once deflated.
+            entry["frame"] = column(_encode_values(pick(trace.frame)))
         out.append(entry)
     return columns, out
 

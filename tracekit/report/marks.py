@@ -89,14 +89,29 @@ class Mark:
         """How the mark looks, in words."""
         return SYMBOL_GLYPHS[self.symbol] if self.symbol is not None else KIND_SHAPES[self.kind]
 
-    def trace(self, x: np.ndarray, y: np.ndarray, y_end: np.ndarray | None = None) -> Trace:
-        """This mark's trace of the given points (bars need `y_end`, their tops)."""
+    def trace(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        y_end: np.ndarray | None = None,
+        frame: np.ndarray | None = None,
+    ) -> Trace:
+        """This mark's trace of the given points (bars need `y_end`, their tops; `frame`, each
+        point's frame number in its capture, when the points are packets)."""
         if self.kind is Kind.MARKERS:
             x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         keep = np.ones(len(x), dtype=bool) if self.keep else None
         if self.symbol is None:
             return Trace(
-                self.name, self.kind, x, y, y_end, color=self.color, keep=keep, fit=self.fit
+                self.name,
+                self.kind,
+                x,
+                y,
+                y_end,
+                color=self.color,
+                keep=keep,
+                fit=self.fit,
+                frame=frame,
             )
         return Trace(
             self.name,
@@ -108,6 +123,7 @@ class Mark:
             symbol=self.symbol,
             keep=keep,
             fit=self.fit,
+            frame=frame,
         )
 
 

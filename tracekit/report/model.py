@@ -60,7 +60,10 @@ class Trace:
     `x` is time in seconds (float64); `y` is in the plot's y unit. A SEGMENTS trace also needs
     `y_end`, the top of each bar. `keep`, when given, marks points that decimation must never
     drop (retransmissions, losses, probes). `fit`: a view's y range takes this trace's points in
-    (False for a line that may run far above the rest, as a TSG's window edge does).
+    (False for a line that may run far above the rest, as a TSG's window edge does). `frame`,
+    for a trace whose points are packets, holds each point's frame number in its capture
+    (1-based, as Wireshark numbers frames; 0: the point has none): hovers show it, so a mark
+    leads to its packet in Wireshark. None for lines and rates, whose points are not packets.
     """
 
     name: str
@@ -76,10 +79,11 @@ class Trace:
     visible: bool = True  # False: listed in the legend, hidden until clicked
     stack: str | None = None  # traces of one stack group are drawn stacked, each filled
     fit: bool = True
+    frame: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         # Plain arrays, whatever came in (a pandas Series would carry its index along).
-        for name in ("x", "y", "y_end", "keep"):
+        for name in ("x", "y", "y_end", "keep", "frame"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, np.ndarray):
                 object.__setattr__(self, name, np.asarray(value))
@@ -94,6 +98,15 @@ class Trace:
             np.ndim(self.keep) != 1 or len(self.keep) != n or self.keep.dtype != np.bool_
         ):
             raise ReportError(f"trace {self.name!r}: keep must be a boolean mask as long as x")
+        if self.frame is not None and (
+            np.ndim(self.frame) != 1
+            or len(self.frame) != n
+            or self.frame.dtype.kind not in "iu"
+            or (n > 0 and int(self.frame.min()) < 0)
+        ):
+            raise ReportError(
+                f"trace {self.name!r}: frame must be whole numbers (0 or more) as long as x"
+            )
 
     def __len__(self) -> int:
         return len(self.x)

@@ -79,7 +79,8 @@
           }
         }
         return { meta: t, x: cols[t.x], y: y, yEnd: yEnd,
-                 keep: t.keep === null ? null : cols[t.keep] };
+                 keep: t.keep === null ? null : cols[t.keep],
+                 frame: t.frame === null || t.frame === undefined ? null : cols[t.frame] };
       });
       return { traces: traces, decodeMs: performance.now() - t0 };
     });
@@ -251,6 +252,16 @@
     var gl = (t.kind === "segments" || t.kind === "markers") && n >= BUDGET.webgl_from_points;
     var out = { name: name, type: gl ? "scattergl" : "scatter", x: x, y: y,
                 visible: t.visible ? true : "legendonly", hoverlabel: { namelength: -1 } };
+    // A point that is a packet names its frame, as Wireshark numbers it (0: none known).
+    var hover = null;
+    if (tr.frame) {
+      hover = new Array(n);
+      for (var h = 0; h < n; h++) {
+        var f = tr.frame[idx[h]];
+        hover[h] = f > 0 ? "frame " + f : "";
+      }
+      out.hovertext = hover;
+    }
     var line = { color: t.color, width: t.width, dash: t.dash };
     if (t.stack) { out.stackgroup = t.stack; out.fillcolor = t.color; }  // stacked, filled
     if (t.kind === "segments") {
@@ -262,6 +273,11 @@
         by[3 * j] = y[j]; by[3 * j + 1] = tr.yEnd[idx[j]]; by[3 * j + 2] = NaN;
       }
       out.x = bx; out.y = by; out.mode = "lines+markers"; out.line = line;
+      if (hover) {
+        var bh = new Array(3 * n);
+        for (var k = 0; k < n; k++) { bh[3 * k] = bh[3 * k + 1] = hover[k]; bh[3 * k + 2] = ""; }
+        out.hovertext = bh;
+      }
       out.marker = { symbol: "line-ew", size: 6, color: t.color,
                      line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
       out.connectgaps = false;

@@ -299,7 +299,7 @@ def build_series(conns: Connections) -> Series:
         return (ts[rows] - t0) / 1e9
 
     rtt = _rtt(conn, pdir, seconds, walked.rtt_pairs, ts_pairs)
-    sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack)
+    sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack, col("frame"))
     # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
     scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
     return Series(
@@ -351,6 +351,7 @@ def _sacks(
     conn: np.ndarray,
     pdir: np.ndarray,
     ack: np.ndarray,
+    frames: np.ndarray,
 ) -> pd.DataFrame:
     sack = conns.capture.sack
     if sack.num_rows == 0:
@@ -384,6 +385,7 @@ def _sacks(
             "left_rel": left,
             "right_rel": right,
             "dsack": dsack,
+            "frame": frames[i],
         },
     )
     # Like every table of the series, sorted by (conn, dir), capture order within.
