@@ -5,7 +5,6 @@ Everything else about the package is in pyproject.toml. When the build cannot be
 compiler, no numba.pycc), tracekit installs without it and numba compiles the kernels on first use.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,12 +15,7 @@ ext_modules = []
 try:
     from tracekit.core.aot_build import compiler
 
-    extension = compiler().distutils_extension(optional=True)
-    # numba.pycc names its C sources by absolute path, which setuptools refuses when it builds a
-    # wheel (`pip install .`, not -e): the same files, relative to this folder, compile alike.
-    here = Path(__file__).resolve().parent
-    extension.sources = [os.path.relpath(s, here) for s in extension.sources]
-    ext_modules.append(extension)
+    ext_modules.append(compiler().distutils_extension(optional=True))
 except Exception as exc:  # any failure leaves the numba path, which always works
     print(f"tracekit: building without ahead-of-time kernels: {exc}", file=sys.stderr)
 
