@@ -139,7 +139,7 @@ class Analysis:
                 {**stream.to_dict(), "lost_numbers": stream.lost.astype(int).tolist()}
                 for stream in self.udp
             ]
-        return _json_numbers(doc)
+        return json_numbers(doc)
 
 
 def _split(endpoint: str) -> tuple[str, str]:
@@ -170,12 +170,12 @@ def _seconds(ns: int) -> str:
     return f"{sign}{whole}.{frac:09d}"
 
 
-def _json_numbers(value: Any) -> Any:
+def json_numbers(value: Any) -> Any:
     """The document with every NaN or infinity as null: JSON has neither (RFC 8259 6)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _json_numbers(v) for k, v in value.items()}
+        return {k: json_numbers(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_numbers(v) for v in value]
+        return [json_numbers(v) for v in value]
     return value

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracekit import __version__
-from tracekit.analysis import Analysis
+from tracekit.analysis import Analysis, json_numbers
 from tracekit.check.baseline import parse_baseline
 from tracekit.check.metrics import ConnectionMetrics, connection_metrics
 from tracekit.check.policy import DEFAULT_POLICY, Policy, Rules
@@ -172,7 +172,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """The `tracekit compare --json` document."""
-        return _json_numbers(
+        return json_numbers(
             {
                 "tracekit_compare": COMPARE_FORMAT,
                 "policy": self.policy_source,
@@ -206,17 +206,6 @@ def _percent(change: float) -> str:
 
 def _count(value: int | None) -> str:
     return "?" if value is None else str(value)
-
-
-def _json_numbers(value: Any) -> Any:
-    """NaN and infinities as null: JSON has neither."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_numbers(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_numbers(v) for v in value]
-    return value
 
 
 # --- inputs and matching ----------------------------------------------------------------------
