@@ -9,6 +9,7 @@ import click
 from tracekit.cli import common
 
 from tracekit.core.paths import printable
+from tracekit.errors import TracekitError
 from tracekit.export import (
     DEFAULT_MAX_CONNECTIONS,
     FORMATS,
@@ -18,6 +19,10 @@ from tracekit.export import (
     export_series,
 )
 from tracekit.pipeline import vantage
+from tracekit.report import chromium
+from tracekit.report.build import ReportConfig, build_report
+from tracekit.report.figures import IMAGE_NAME
+from tracekit.report.figures import export as export_figures
 
 # The names export_series and export_receiver write ([receiver_|merge_]conn<N>_<a2b|b2a>_
 # <series>.<fmt>, or _tsg.xpl), and the temporary files beside them (tracekit.core.atomic),
@@ -69,6 +74,15 @@ EXPORTED_NAME = re.compile(
     help="File format of each series; xplot: one time-sequence graph per direction, as "
     "tcptrace -S writes it.",
 )
+@click.option(
+    "--plot",
+    "plot_fmt",
+    type=click.Choice(("png", "svg")),
+    default=None,
+    help="Also draw each exported direction's time-sequence graph (and, with --receiver, the "
+    "receiver's) as the report draws it, into the same folder as conn<N>_<a2b|b2a>_tsg.<fmt>: "
+    "1000x600, PNG at twice that, rendered in headless Chromium, on the --from/--to window.",
+)
 @common.receiver_option(
     "The receiver's capture of the same transfer: its series, and the merge's transmissions "
     "and delay, are written too."
@@ -90,6 +104,7 @@ def tsg(
     to_s: float | None,
     out_dir: Path,
     fmt: str,
+    plot_fmt: str | None,
     receiver: Path | None,
     maps: tuple[str, ...],
     limit: int,
@@ -101,10 +116,18 @@ def tsg(
     with --from and --to too.
     """
     selection = common.selection(conn, from_s, to_s)
+    if plot_fmt is not None and not chromium.chromium_available():
+        raise TracekitError(
+            f"{chromium.CHROMIUM}: not found: --plot draws the graphs in headless Chromium; "
+            "install it (Debian: apt-get install chromium)"
+        )
     common.refuse_overwriting([capture, receiver], folder=out_dir, names=EXPORTED_NAME)
+    if plot_fmt is not None:
+        common.refuse_overwriting([capture, receiver], folder=out_dir, names=IMAGE_NAME)
     common.prepare_output(out_dir, folder=True)
     analysis = None
-    if receiver is not None:
+    if receiver is not None or plot_fmt is not None:
+        # The plots are the report's: they need the analysis the report draws from.
         analysis = common.run_analysis(capture, receiver, maps, 0, 4, selection=selection)
         common.require_merge(analysis, capture, receiver)
         view = analysis.sender
@@ -113,8 +136,16 @@ def tsg(
         view = vantage(common.read(capture), selection=selection)
     with common.writing(out_dir):
         export = export_series(view, out_dir, conn=conn, fmt=fmt, max_connections=limit or None)
-        if analysis is not None:
+        if analysis is not None and receiver is not None:
             export.written.extend(export_receiver(analysis, out_dir, export.directions, fmt=fmt))
+        if analysis is not None and plot_fmt is not None:
+            # The report's own graphs of the connections exported, on the --from/--to window.
+            drawn = max(limit or analysis.sender.connections.table.num_rows, 1)
+            config = ReportConfig(max_connections=drawn, max_listed_connections=max(drawn, 1000))
+            built = build_report(analysis, (printable(capture),), config)
+            export.written.extend(
+                export_figures(built, {plot_fmt: out_dir}, kinds=("tsg", "tsg_receiver"))
+            )
     click.echo(f"{printable(out_dir)}: {len(export.written)} files", err=True)
     if export.omitted:
         click.echo(

@@ -205,6 +205,9 @@ def _unwritable_args(place: Path) -> dict[str, list[str]]:
         "check --junit": ["check", sender, "--junit", str(place / "j.xml")],
         "check --json": ["check", sender, "--json", str(place / "j.json")],
         "batch": ["batch", str(CLEAN), "-o", str(place / "dataset")],
+        "compare": ["compare", str(CLEAN), str(CLEAN), "-o", str(place / "c.html")],
+        "compare --json": ["compare", str(CLEAN), str(CLEAN), "--json", str(place / "c.json")],
+        "tsg --plot": ["tsg", sender, "--export", str(place / "series"), "--plot", "svg"],
     }
 
 

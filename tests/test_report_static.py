@@ -199,3 +199,42 @@ def test_print_style_hides_the_toolbar_opens_sections_and_keeps_plots_whole(
     assert printed["whole"] and set(printed["whole"]) == {"avoid"}
     # Light paper even when the screen is dark.
     assert printed["paper"] == "rgb(255, 255, 255)"
+
+
+@pytest.mark.browser
+def test_tsg_plot_draws_the_window_of_the_chosen_connection(tmp_path: Path) -> None:
+    if not chromium.chromium_available():
+        pytest.skip("needs Chromium (/usr/bin/chromium)")
+    receiver = SENDER.with_name("receiver.pcap")
+    args = ["tsg", str(SENDER), "--receiver", str(receiver), "--connection", "0"]
+    args += ["--from", "0.2", "--to", "0.5", "--export", str(tmp_path), "--plot", "svg"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    images = sorted(p.name for p in tmp_path.glob("*.svg"))
+    assert images == ["conn0_a2b_tsg.svg", "conn0_a2b_tsg_receiver.svg"]
+    for name in images:
+        root = ET.parse(tmp_path / name).getroot()
+        ticks = [
+            float(t.text)
+            for g in root.iter(f"{SVG}g")
+            if g.get("class") == "xtick"
+            for t in g.iter(f"{SVG}text")
+            if t.text
+        ]
+        # The time axis is the window asked for, not the transfer's 2.5 s.
+        assert ticks and min(ticks) >= 0.2 and max(ticks) <= 0.5, (name, ticks)
+        assert max(ticks) - min(ticks) >= 0.2, (name, ticks)
+    # The series files are written beside the images, as without --plot.
+    assert (tmp_path / "conn0_a2b_segments.csv").is_file()
+
+
+def test_tsg_plot_without_chromium_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chromium, "CHROMIUM", str(tmp_path / "no-chromium"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["tsg", str(SENDER), "--export", str(out), "--plot", "png"])
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1
+    assert "no-chromium: not found" in result.output
+    assert not out.exists()

@@ -461,7 +461,12 @@ def connection_plots(
     # Every plot of the connection opens on its time span (zoom and pan stay linked).
     start_s = float(row["start_ns"] - snd.series.t0_ns) / 1e9
     pad = 0.02 * float(row["duration_s"]) or 1e-3
-    x_range = (start_s - pad, start_s + float(row["duration_s"]) + pad)
+    lo, hi = start_s - pad, start_s + float(row["duration_s"]) + pad
+    # A --from/--to window narrower than the connection: the plots open on the window.
+    sel = analysis.selection
+    lo = lo if sel.from_s is None else max(lo, sel.from_s)
+    hi = hi if sel.to_s is None else min(hi, sel.to_s)
+    x_range = (lo, hi) if hi > lo else (start_s - pad, start_s + float(row["duration_s"]) + pad)
     plots = tuple(replace(p, x_range=x_range) for p in plots)
     receiver_plots = tuple(p if p is None else replace(p, x_range=x_range) for p in receiver_plots)
     return plots, receiver_plots

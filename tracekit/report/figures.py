@@ -13,6 +13,7 @@ import json
 import re
 import tempfile
 import urllib.parse
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,7 @@ class Image:
 
     plot_id: str
     stem: str
+    kind: str
 
 
 def images(report: Report) -> list[Image]:
@@ -109,7 +111,7 @@ def images(report: Report) -> list[Image]:
     """
     out = []
     if report.overview_plot is not None:
-        out.append(Image("plot-overview", "overview_throughput"))
+        out.append(Image("plot-overview", "overview_throughput", "throughput"))
     for ci, view in enumerate(report.connections):
         prefix = _prefix(view, ci)
         seen: set[str] = set()
@@ -123,7 +125,7 @@ def images(report: Report) -> list[Image]:
                 if kind is None or kind in seen:
                     kind = f"plot{pi}_{side}"
                 seen.add(kind)
-                out.append(Image(f"plot-{ci}-{pi}-{side}", f"{prefix}_{kind}"))
+                out.append(Image(f"plot-{ci}-{pi}-{side}", f"{prefix}_{kind}", kind))
     return out
 
 
@@ -140,15 +142,17 @@ def export(
     folders: dict[str, Path],
     budget: Budget | None = None,
     timeout_s: float = 300,
+    kinds: Collection[str] | None = None,
 ) -> list[Path]:
-    """Write each drawn plot of `report` as an image into `folders[fmt]` (fmt: png or svg);
+    """Write each drawn plot of `report` as an image into `folders[fmt]` (fmt: png or svg),
+    only the plots of `kinds` (file-name kinds: tsg, tsg_receiver, throughput, ...) when given;
     return the files written. Raises TracekitError without Chromium."""
     if not chromium.chromium_available():
         raise TracekitError(
             f"{chromium.CHROMIUM}: not found: static images are drawn in headless Chromium; "
             "install it (Debian: apt-get install chromium)"
         )
-    wanted = images(report)
+    wanted = [i for i in images(report) if kinds is None or i.kind in kinds]
     if not wanted:
         return []
     formats = [f for f in FORMATS if f in folders]
