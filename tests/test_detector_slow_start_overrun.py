@@ -9,6 +9,7 @@ drops and the buffer are known by construction.
 from __future__ import annotations
 
 import heapq
+import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -321,3 +322,32 @@ def test_growth_is_judged_against_the_largest_round_before(overrun_ctx) -> None:
     # Round 3 (80) is twice round 2 (40), the largest before it: 2.0 passes, 2.01 does not.
     assert len(run(overrun_ctx, min_growth_factor=2.0)) == 1
     assert run(overrun_ctx, min_growth_factor=2.01) == []
+
+
+# --- a paced start-up (the lab sweep) ---------------------------------------------------------
+
+SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+
+
+@pytest.mark.parametrize("name", ["bbr_0.1bdp", "bbr_0.5bdp", "initcwnd40_bbr_0.1bdp"])
+def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> None:
+    # BBR paces each start-up round at a gain over the rate the round before delivered, so
+    # the ACK line across a round shows the pacer's rate, below the bottleneck's: s is then
+    # the path's rate, and eq. 1 gives the configured buffer.
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    folder = SWEEP / name
+    truth = json.loads((folder / "truth.json").read_text())
+    assert truth["sender"]["congestion_control"] == "bbr"
+    doc = analyze(
+        read_capture(next(folder.glob("sender.pcap*"))),
+        read_capture(next(folder.glob("receiver.pcap*"))),
+    ).to_dict()
+    found = [f for f in doc["findings"] if f["kind"] == KIND]
+    assert found, "the start-up lost a block at the bottleneck (truth: network drops)"
+    ev = found[0]["evidence"]
+    path = truth["path"]
+    assert ev["bottleneck_bps"] == pytest.approx(path["bottleneck_rate_bps"], rel=0.1)
+    configured = path["bottleneck_buffer_bytes"]
+    assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5

@@ -24,6 +24,7 @@ from tracekit.detectors._measure import (
     ack_line_rate_bps,
     lost_data,
     packet_basis,
+    path_rate_bps,
     queue_at_start_bytes,
     resend_counts,
     wire_directions,
@@ -31,6 +32,10 @@ from tracekit.detectors._measure import (
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction, kind_mask, rounds
+
+# Between a paced round (sent at its ACKs' rate, 1x) and slow start by ACK clock (1.5x with
+# delayed ACKs, 2x without): a round sent faster than this over its ACKs' rate queued.
+QUEUE_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class _Round:
     start_s: float
     end_s: float
     flight_t: np.ndarray  # departure times of the flight's segments, ascending
+    previous_t: np.ndarray  # departure times of the round before's flight (empty for round 0)
     flight_end: np.ndarray  # their end_rel
     flight_lost: np.ndarray  # which of them were lost
     payload_bytes: int  # the flight's typical segment payload
@@ -188,12 +194,18 @@ class SlowStartOverrun(Detector):
             return None
         next_start = starts[r + 1] if r + 1 < starts.size else np.inf
         members = first_copy & (t >= starts[r]) & (t < next_start) & (t < first_again[r])
+        before = (
+            first_copy & (t >= starts[r - 1]) & (t < starts[r]) & (t < first_again[r - 1])
+            if r > 0
+            else np.zeros(t.size, dtype=bool)
+        )
         return _Round(
             index=r,
             flights=flights[: r + 1],
             start_s=float(starts[r]),
             end_s=float(rnd["end_s"].iloc[r]),
             flight_t=t[members],
+            previous_t=t[before],
             flight_end=data["end_rel"].to_numpy()[members],
             flight_lost=lost[members],
             payload_bytes=int(np.median(data["len"].to_numpy()[members])),
@@ -201,6 +213,27 @@ class SlowStartOverrun(Detector):
             spurious=int(spurious[members].sum()),
             lost_total=int(lost.sum()),
         )
+
+    @staticmethod
+    def _queued_before(rnd: _Round, size: int, s: float) -> bool:
+        """Whether the round before reached the bottleneck faster than its ACKs came back, so
+        that a queue kept the bottleneck busy and the ACK line across this round is its rate.
+
+        Slow start by ACK clock sends each round at 1.5 to 2 times the rate its ACKs return
+        (each ACK releases what it acknowledges plus as much again, RFC 5681 3.1 with byte
+        counting, RFC 3465; 1.5 with delayed ACKs): such a round always queues. A round that
+        left at no more than QUEUE_MARGIN times its ACKs' rate was paced at or below the
+        bottleneck, whatever the path's RTT or rate. A round too short to time (fewer than
+        three packets) is taken as ACK-clocked: its ACK line is then the only measure.
+        """
+        t = rnd.previous_t
+        if t.size < 3 or not np.isfinite(s) or s <= 0:
+            return True
+        span = float(t[-1] - t[0])
+        if span <= 0:
+            return True
+        sent = (t.size - 1) * size * 8 / span
+        return bool(sent > QUEUE_MARGIN * s)
 
     @staticmethod
     def _burst(rnd: _Round, size: int, s: float) -> tuple[np.ndarray, int, int]:
@@ -254,6 +287,22 @@ class SlowStartOverrun(Detector):
         else:
             s_payload, acks_used = ack_line_rate_bps(ser.acks, rnd.start_s, rnd.end_s)
         s = s_payload * wire
+        s_basis = (
+            "s from the ACK line's advance across the round (the bottleneck's delivery of the "
+            "round before, until the first duplicate ACK)"
+        )
+        if rnd.index > 0 and not self._queued_before(rnd, size, s):
+            # The round before left no faster than its ACKs came back, so no queue kept the
+            # bottleneck busy and the ACK line shows the sender's own rate (a pacer's, BBR's
+            # start-up), a floor of s. The direction's path rate (packet pairs, and what it
+            # sustained) is the bottleneck's; without it the rates are not measured.
+            path = path_rate_bps(ser)
+            s = max(s, path * wire) if path is not None else float("nan")
+            s_basis = (
+                "s: the direction's path rate (packet pairs, and the rate sustained over a few "
+                "RTTs), as the round before left no faster than its ACKs returned (paced): its "
+                "ACK line showed the sender's rate, not the bottleneck's"
+            )
         rtt = ser.rtt[ser.rtt["t_s"] < rnd.start_s]["rtt_s"]
         if rtt.empty:
             rtt = ser.rtt["rtt_s"]
@@ -294,8 +343,7 @@ class SlowStartOverrun(Detector):
                 "bottleneck_bps": s,
                 "bottleneck_acks_count": acks_used,
                 "rate_basis": "wire bytes of l-byte packets: f over the burst at the sender, "
-                "s from the ACK line's advance across the round (the bottleneck's delivery of "
-                "the round before, until the first duplicate ACK)",
+                + s_basis,
                 "base_rtt_s": base_rtt,
             }
             if n_b < n_round:
