@@ -89,6 +89,10 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
     "reverse_ack_drops": lambda f, d: bool(_of(f, "ack_loss")),
     "cross_traffic": lambda f, d: bool(_of(f, "competing_traffic")),
     "stretch_acks": lambda f, d: bool(_of(f, "stretch_acks")),
+    # Holes in the sender capture's sequence, placed at the sending host by its handshake.
+    "sender_host_drops": lambda f, d: any(
+        x["evidence"].get("capture_point") == "sender" for x in _of(f, "capture_holes")
+    ),
 }
 
 
@@ -190,6 +194,14 @@ def score_one(folder: Path) -> dict[str, Any]:
     competing = _of(findings, "competing_traffic")
     if competing and "cross_traffic" in truth:
         row["competing_share_error"] = _competing_error(competing[0], truth)
+    holes = _of(findings, "capture_holes")
+    if truth["drops"].get("sender_nic"):
+        # Each segment the sending host dropped before its capture and TCP resent is a hole
+        # the capture saw filled; with no other loss, the kernel's retransmissions count them.
+        row["sender_host_drops"] = {
+            "found": holes[0]["evidence"]["resent_segments_count"] if holes else 0,
+            "counter": truth["retransmissions"]["segments"],
+        }
     for kind, counter in (("network_drop", "network"), ("receiver_drop", "receiver")):
         found = _of(findings, kind)
         if found:
@@ -356,7 +368,7 @@ def report(rows: list[dict[str, Any]]) -> None:
         "path changes on one clock: skew within 50 ppm of 0",
         lambda x: f"{x:+.2f} ppm",
     )
-    for counter in ("network", "receiver", "reverse_acks"):
+    for counter in ("network", "receiver", "reverse_acks", "sender_host"):
         key = counter if counter == "reverse_acks" else f"{counter}_drops"
         drops = [(r["scenario"], r[key]) for r in rows if key in r]
         if drops:

@@ -107,6 +107,37 @@ def test_ack_clocked_senders_are_not_called_paced(name: str) -> None:
     assert verdict(name).evidence["pacing_fraction"] < 0.1
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        # CUBIC paced at 80% of the bottleneck: pairs on the pacer's timer, an ACK landing
+        # between the two segments of each pair.
+        "paced_cubic_0.1bdp",
+        # Paced at 80 Mbit/s: bursts of 1 ms of the pacing rate, back to back within.
+        "paced_100m_10ms",
+        "bbr_100m_10ms",
+        # Unpaced: an ACK clock on a 10 ms path, and a LAN whose host answers its ACKs (8 us
+        # apart) in batches tens of microseconds later.
+        "base",
+        "lan_stall",
+    ],
+)
+def test_paced_departures_where_the_lab_paced_the_sender(name: str) -> None:
+    # The lab's truth lists "paced" for a sender under BBR or SO_MAX_PACING_RATE and rules it
+    # out for every other; bench/accuracy.py finds it when half the busy time left paced.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    labels = json.loads((folder / "truth.json").read_text())
+    paced = "paced" in labels["labels"]
+    assert paced or "paced" in labels["absent_labels"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (found,) = [
+        f for f in doc["findings"] if f["kind"] == "rate_limit_cause" and f["direction"] == "a2b"
+    ]
+    assert (found["evidence"]["paced_departures_fraction"] >= 0.5) == paced
+
+
 def test_quiet_without_round_trips(tmp_path: Path) -> None:
     # Data one way and no ACK at all: no RTT, so no phase can be sized or judged.
     packets = [tcp(i * 0.001, CLIENT, SERVER, 40000, 80, "A", 1 + 1000 * i, 7, 1000)

@@ -244,12 +244,15 @@ def test_packets_bytes_and_labels_agree_with_tshark(name: str) -> None:
     change = doc["counters"]["change"]
     limits = doc["kernel_limits"]
     # Every payload byte the sender's TCP sent, retransmissions included (tcpi_bytes_sent),
-    # is in the sender capture, whether as frames or as offload super-segments.
-    assert sent["a2b_payload_bytes"] == limits["bytes_sent"]
+    # is in the sender capture, whether as frames or as offload super-segments; but for the
+    # full segments the sender's own NIC queue dropped before its capture point (its tbf's
+    # counter), which the kernel counted as sent.
+    host_drops = doc["drops"]["sender_nic"]
+    assert sent["a2b_payload_bytes"] == limits["bytes_sent"] - host_drops * MSS_BYTES
     if not scenario.offloads:
         # One frame per segment: the kernel's segment counts are the capture's frame counts.
-        assert sent["a2b_segments"] == limits["segs_out"]
-        assert sent["a2b_data_segments"] == limits["data_segs_out"]
+        assert sent["a2b_segments"] == limits["segs_out"] - host_drops
+        assert sent["a2b_data_segments"] == limits["data_segs_out"] - host_drops
     if not scenario.path.direct:
         # The sender's NIC tbf passed every frame the sender sent, and the bottleneck tbf every
         # frame the receiver capture holds; the difference is the bottleneck's drops.
@@ -438,7 +441,16 @@ def copy_is_its_source_cut(name: str) -> None:
 @pytest.mark.slow
 @needs_tcptrace
 @pytest.mark.parametrize(
-    "name", [n for n in STORED if GRID[n].derived_from is None and not GRID[n].offloads]
+    "name",
+    [
+        n
+        for n in STORED
+        if GRID[n].derived_from is None
+        and not GRID[n].offloads
+        # Its sending host dropped originals before the capture: tcptrace, counting bytes
+        # seen twice, cannot see those resends (capture_holes' test counts them).
+        and GRID[n].path.nic_limit_bytes is None
+    ],
 )
 def test_retransmissions_equal_tcptrace(name: str, tmp_path: Path) -> None:
     pcap = tmp_path / "sender.pcap"

@@ -304,10 +304,12 @@ class RateLimitCause(Detector):
         growing_factor: float = 1.1
         # Half the sends at the flight's cap, two segments below the window: a sender cap.
         min_pinned_fraction: float = 0.5
-        # Paced departures: fewer than this share of the segments that follow an ACK leave in
-        # answer to it. An ACK-clocked sender answers every ACK at once (RFC 5681 3: ACKs clock
-        # out data), a pacer sends on its own timer, in step with no ACK; a segment answers an
-        # ACK when it leaves within a quarter of the ACKs' spacing (or two serialisation times).
+        # Paced departures: fewer than this share of the bursts that start after an ACK start
+        # in answer to it. An ACK-clocked sender answers every ACK at once (RFC 5681 3: ACKs
+        # clock out data), a pacer starts each burst on its own timer, in step with no ACK; a
+        # burst answers an ACK when it starts within a quarter of the ACKs' spacing (or two
+        # serialisation times). A timer's starts fall anywhere between two ACKs, a quarter of
+        # them that soon by chance: half is halfway between a timer and an ACK clock.
         paced_answered_fraction: float = 0.5
         # Fewer data segments than this in a direction say nothing about its limits.
         min_data_segments: int = 20
@@ -456,7 +458,9 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        paced = _paced_windows(dt, ack_t, t0, length, n, cfg.paced_answered_fraction)
+        paced = _paced_windows(
+            dt, ack_t, t0, length, n, float(phases.rtt_s[0]), cfg.paced_answered_fraction
+        )
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
@@ -680,26 +684,97 @@ def _paced_windows(
     t0: float,
     length: float,
     n: int,
+    rtt: float,
     fraction: float,
 ) -> npt.NDArray[np.bool_]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
-    ACKs (at least 8 segments that follow an ACK, fewer than `fraction` of them at once)."""
+    ACKs. Judged on the bursts that start after an ACK, at least 8 of them, two ways; either
+    shows the timer:
+
+    - fewer than `fraction` of them start at once after their ACK;
+    - they keep their own time better than their ACKs': the spread of the times between
+      starts is smaller than the spread of the delays from the ACKs. An ACK-clocked start
+      moves with its ACK (its delay is the host's, however the ACKs jitter); a timer's keeps
+      its spacing, and its delay from the ACKs absorbs their jitter. This holds where a
+      pacer sets the path's rate and its ACKs come back in step with its timer.
+
+    Only a burst's first segment can answer an ACK: the rest follow it back to back, however
+    they were released. Linux sends a paced burst of max(2 segments, 1 ms of the pacing rate)
+    at once (tcp_tso_autosize), and an ACK that lands inside such a burst says nothing of what
+    started it. A burst counts when an ACK arrived since the segment before it (something new
+    the sender could answer); one that starts with no ACK since is the timer's or the
+    application's, and is left out rather than called either. False ("cannot tell") when the
+    sender's answers come later than the ACKs come: then ACKs wait on the host in batches (a
+    LAN's microseconds of ACK spacing against tens of microseconds of host time) and no burst
+    can be paired with the ACK that released it.
+    """
     out = np.zeros(n, dtype=bool)
     if t.size < 3 or ack_t.size < 2:
         return out
     gaps = np.diff(t)
     positive = gaps[gaps > 0]
-    # One serialisation time: the closest two segments ever left (back to back at line rate).
-    line = float(np.percentile(positive, 1)) if positive.size else 0.0
-    soon = max(2 * line, 0.25 * float(np.median(np.diff(ack_t))))
+    # One serialisation time: the closest two segments ever left (back to back at line rate),
+    # and at most one RTT (`rtt`, in the warped time of `t`): a segment's serialisation is
+    # part of its own round trip. A sender that never sends two segments closer than an RTT
+    # apart (a pacer on a LAN) shows no back-to-back pair, only its pacing interval.
+    line = min(float(np.percentile(positive, 1)), rtt) if positive.size else 0.0
+    spacing = float(np.median(np.diff(ack_t)))
+    soon = max(2 * line, 0.25 * spacing)
     k = np.searchsorted(ack_t, t, side="right") - 1
     last_ack = ack_t[np.maximum(k, 0)]
     before = np.r_[-np.inf, t[:-1]]
-    follows = (k >= 0) & (last_ack > before)  # the first segment after an ACK
-    answers = follows & (t - last_ack <= soon)
-    w = np.clip(((t - t0) / length).astype(np.int64), 0, n - 1)
-    first = np.bincount(w[follows], minlength=n)
-    answered = np.bincount(w[answers], minlength=n)
+    # A burst starts where a segment does not follow the one before back to back (a gap of
+    # more than two serialisation times: one for the NIC's queue ahead of the capture).
+    begins = t - before > 2 * line
+    after_ack = begins & (k >= 0) & (last_ack > before)
+    if not after_ack.any():
+        return out
+    delay = t[after_ack] - last_ack[after_ack]
+    # Half the answers later than the ACKs' spacing: the host, not the ACK, set the time.
+    if float(np.median(delay)) >= spacing:
+        return out
+    w = np.clip(((t[after_ack] - t0) / length).astype(np.int64), 0, n - 1)
+    first = np.bincount(w, minlength=n)
+    answered = np.bincount(w[delay <= soon], minlength=n)
+    # Eight starts at least: a share and the quartiles of a window rest on a few of each.
     enough = first >= 8
     out[enough] = answered[enough] < fraction * first[enough]
+    # Each start's time since the burst start before it (the first start has none).
+    start_t = t[begins]
+    since = np.full(t.size, np.nan)
+    since[begins] = start_t - np.r_[np.nan, start_t[:-1]]
+    between = since[after_ack]
+    known = np.isfinite(between)
+    spread_between = _window_iqr(w[known], between[known], n)
+    spread_delay = _window_iqr(w[known], delay[known], n)
+    # The delays must spread wider than the NIC's queue ahead of the capture can spread them
+    # (two serialisation times); below that they carry no sign of either clock.
+    timed = (spread_delay > 2 * line) & (spread_between < spread_delay)
+    out |= enough & timed
+    return out
+
+
+def _window_iqr(
+    w: npt.NDArray[np.int64], x: npt.NDArray[np.float64], n: int
+) -> npt.NDArray[np.float64]:
+    """The interquartile range of `x` within each of `n` windows (`w` the window of each value,
+    linear interpolation as np.percentile); NaN for a window with fewer than two values."""
+    out = np.full(n, np.nan)
+    count = np.bincount(w, minlength=n)
+    have = count >= 2
+    if not have.any():
+        return out
+    order = np.lexsort((x, w))
+    ordered = x[order]
+    first = np.r_[0, np.cumsum(count)[:-1]]
+
+    def quantile(q: float) -> npt.NDArray[np.float64]:
+        pos = (count[have] - 1) * q
+        low = np.floor(pos).astype(np.int64)
+        high = np.minimum(low + 1, count[have] - 1)
+        frac = pos - low
+        base = first[have]
+        return ordered[base + low] * (1 - frac) + ordered[base + high] * frac
+
+    out[have] = quantile(0.75) - quantile(0.25)
     return out
