@@ -10,6 +10,7 @@ from tracekit.cli import common
 
 from tracekit.core.paths import printable
 from tracekit.errors import TracekitError
+from tracekit.findings import Severity
 from tracekit.report import chromium
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.figures import IMAGE_NAME, export
@@ -55,6 +56,14 @@ from tracekit.report.html import write
     help="Connections drawn in full, the busiest first.",
 )
 @click.option(
+    "--min-severity",
+    type=click.Choice([s.value for s in Severity]),
+    default=Severity.INFO.value,
+    show_default=True,
+    help="List and shade findings at or above this severity; a note counts the others (the "
+    "verdicts read every finding).",
+)
+@click.option(
     "--max-listed",
     type=click.IntRange(min=1),
     default=1000,
@@ -76,6 +85,7 @@ def report(
     svg_dir: Path | None,
     rate_window: float | None,
     max_connections: int,
+    min_severity: str,
     max_listed: int,
 ) -> None:
     """Write an HTML report of CAPTURE that opens offline: TSGs, rates, RTT, window, findings.
@@ -95,6 +105,7 @@ def report(
         rate_window_s=rate_window,
         max_connections=max_connections,
         max_listed_connections=max(max_listed, max_connections),
+        min_severity=Severity(min_severity),
     )
     configs = common.detector_configs(config_file)
     inputs_read = [capture, receiver, config_file]

@@ -12,6 +12,7 @@ from tracekit.cli.main import cli
 
 from tests.helpers.browser import Browser, png_pixels
 from tests.helpers.crafting import CLIENT, SERVER, tcp, transfer, write
+from tracekit.findings import Severity
 from tracekit.pipeline import analyze_files
 from tracekit.report.build import ReportConfig, build_report
 from tracekit.report.model import Report
@@ -211,3 +212,19 @@ def test_a_udp_stream_only_the_receiver_capture_holds_is_drawn() -> None:
     analysis = analyze_files(sweep / "sender.pcap.zst", sweep / "receiver.pcap.zst")
     titles = [v.title for v in build_report(analysis, ("s", "r")).connections]
     assert f"UDP stream 1 (receiver capture): {udp['src']} -> {udp['dst']}" in titles
+
+
+def test_min_severity_lists_only_findings_at_or_above_it() -> None:
+    root = Path(__file__).resolve().parent.parent / "fixtures/captures/slow_start_overrun"
+    analysis = analyze_files(root / "sender.pcap")
+    info = [f for f in analysis.findings if f.severity.value == "info"]
+    above = [f for f in analysis.findings if f.severity.value != "info"]
+    assert info and above, "the capture has findings of both kinds"
+    report = build_report(analysis, ("x",), ReportConfig(min_severity=Severity.WARNING))
+    assert [row[1] for row in report.findings.rows] == [f.kind for f in above]
+    assert any(f"{len(info)} finding" in n and "below warning" in n for n in report.notes)
+    # The verdict reads every finding: rate_limit_cause is info, and still leads.
+    assert report.verdicts and all(v.held_back for v in report.verdicts)
+    whole = build_report(analysis, ("x",))
+    assert len(whole.findings.rows) == len(analysis.findings)
+    assert not any("below" in n for n in whole.notes)

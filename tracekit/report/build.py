@@ -50,6 +50,9 @@ class ReportConfig:
     # capture holds tens of thousands, which would make a page too slow to open (30,000 rows:
     # 15 MB and 18 s in Chromium); `tracekit flows` lists every one.
     max_listed_connections: int = 1000
+    # Findings listed and shaded: those at or above this severity (the verdicts always read
+    # every finding); the others are counted in a note.
+    min_severity: Severity = Severity.INFO
 
     def __post_init__(self) -> None:
         if self.rate_window_s is not None and not self.rate_window_s > 0:
@@ -445,7 +448,7 @@ def connection_plots(
     snd = analysis.sender
     # One row, not the whole table: a capture may hold tens of thousands of connections.
     row = snd.connections.table.slice(conn, 1).to_pandas().iloc[0]
-    shades = _shades(analysis.findings, conn)
+    shades = _shades(_listed(analysis.findings, cfg), conn)
     arrow = "->" if direction == 0 else "<-"
     plots = direction_plots(
         snd.series.of(conn, direction),
@@ -470,6 +473,11 @@ def connection_plots(
     plots = tuple(replace(p, x_range=x_range) for p in plots)
     receiver_plots = tuple(p if p is None else replace(p, x_range=x_range) for p in receiver_plots)
     return plots, receiver_plots
+
+
+def _listed(findings: list[Finding], cfg: ReportConfig) -> list[Finding]:
+    """The findings at or above the report's severity floor."""
+    return [f for f in findings if f.severity.rank >= cfg.min_severity.rank]
 
 
 def build_report(
@@ -537,7 +545,9 @@ def build_report(
         )
 
     views += [_udp_view(stream) for stream in analysis.udp]
-    counts = pd.Series([f.conn for f in analysis.findings], dtype="int64").value_counts()
+    # The findings the page lists; the verdicts above read every one.
+    kept = _listed(analysis.findings, cfg)
+    counts = pd.Series([f.conn for f in kept], dtype="int64").value_counts()
     # Listed: the drawn ones and those with findings, then the busiest; in connection order.
     first = set(shown) | {int(c) for c in counts.index}
     listed = conns.set_index("conn", drop=False).loc[
@@ -589,12 +599,11 @@ def build_report(
                 round(f.end_s, 6),
                 f.summary,
             )
-            for f in analysis.findings
+            for f in kept
         ),
-        links=tuple(view_of.get(f.conn) for f in analysis.findings),
+        links=tuple(view_of.get(f.conn) for f in kept),
         ranges=tuple(
-            (f.start_s, f.end_s) if np.isfinite([f.start_s, f.end_s]).all() else None
-            for f in analysis.findings
+            (f.start_s, f.end_s) if np.isfinite([f.start_s, f.end_s]).all() else None for f in kept
         ),
     )
     notes: tuple[str, ...] = ()
@@ -604,6 +613,12 @@ def build_report(
         notes += (
             f"{len(conns) - len(listed)} more connections are not listed (those with findings "
             "and the busiest come first); tracekit flows lists every one.",
+        )
+    if len(kept) < len(analysis.findings):
+        below = len(analysis.findings) - len(kept)
+        notes += (
+            f"{below} finding{'s' if below != 1 else ''} below {cfg.min_severity.value} "
+            "are not listed (--min-severity info lists them).",
         )
     return Report(
         title=f"tracekit report: {', '.join(inputs)}",
@@ -616,8 +631,8 @@ def build_report(
         verdicts=front.verdict_views(analysis.findings, conns, shown, view_of),
         finding_views=tuple(
             replace(v, wireshark_filter=analysis.wireshark_filter(v.connection, v.start_s, v.end_s))
-            for v in front.finding_views(analysis.findings, view_of)
+            for v in front.finding_views(kept, view_of)
         ),
-        overview_plot=front.overview_plot(throughput, analysis.findings),
-        population=front.population(conns, analysis.findings, view_of),
+        overview_plot=front.overview_plot(throughput, kept),
+        population=front.population(conns, kept, view_of),
     )
