@@ -450,3 +450,46 @@ def test_hovers_show_each_data_segments_frame_number(browser: Browser, tmp_path:
         assert top == bottom == f"frame {expected}", (name, x, seq)
     for x, seq, text in hovered:
         assert f"frame {frames[(round(x * 1e6), int(seq))]}" in text
+
+
+def test_print_all_plots_puts_every_plot_on_paper(browser: Browser, tmp_path: Path) -> None:
+    # Two connections, the second closed: its five plots never came on screen, so a page
+    # printed as it stands would hold five empty frames. The button draws each as an image.
+    path = write(
+        simulated_report(400, n_connections=2), tmp_path / "two.html", Budget(open_connections=1)
+    )
+    script = """(async () => {
+      const s = window.tracekitStatus;
+      s.noPrintDialog = true;
+      const undrawn = document.querySelectorAll('.plot:not(.plotted)').length;
+      document.getElementById('print-all').click();
+      const until = performance.now() + 60000;
+      while (!s.printReady && performance.now() < until) {
+        await new Promise(r => setTimeout(r, 100));
+      }
+      const images = Array.from(document.querySelectorAll('img.print-image'));
+      await Promise.all(images.map(i => i.decode()));
+      return [document.querySelectorAll('.plot').length, undrawn,
+              images.map(i => [i.src.slice(0, 22), i.naturalWidth]), s.errors];
+    })()"""
+    plots, undrawn, images, errors = browser.open(path, READY, script, timeout=90).value
+    assert undrawn == 5 and errors == []
+    assert len(images) == plots == 10
+    # PNGs at twice the 1000-pixel print width.
+    assert all(src == "data:image/png;base64," and width == 2000 for src, width in images)
+    # In print, the images show and the live plots do not.
+    shown = browser.open(
+        path,
+        READY,
+        """(async () => {
+          window.tracekitStatus.noPrintDialog = true;
+          document.getElementById('print-all').click();
+          while (!window.tracekitStatus.printReady) await new Promise(r => setTimeout(r, 100));
+          const vis = e => getComputedStyle(e).display !== 'none';
+          return [Array.from(document.querySelectorAll('img.print-image')).filter(vis).length,
+                  Array.from(document.querySelectorAll('.plot')).filter(vis).length];
+        })()""",
+        timeout=90,
+        media="print",
+    ).value
+    assert shown == [10, 0]

@@ -375,7 +375,9 @@ def _header(report: Report) -> str:
     return (
         f"<h1>{_text(report.title)}</h1>"
         f'<div class="meta"><span>tracekit {_text(report.version)}</span>'
-        f'<ul class="inputs">{inputs}</ul></div>'
+        f'<ul class="inputs">{inputs}</ul>'
+        '<button type="button" id="print-all" title="Draw every plot as an image, then print">'
+        "Print all plots</button></div>"
     )
 
 

@@ -453,6 +453,60 @@
     return seen.then(function () { return seen === queue ? true : status.idle(); });
   };
 
+  // ---- print: every plot, as the page draws it, as an image ------------------------------
+
+  // A plot draws only once it comes on screen, and a closed section gives its WebGL context
+  // back, so a page printed as it stands holds empty frames. "Print all plots" renders each
+  // plot at its current view (the connection's zoom, else its opening view) as an image the
+  // print style shows in its place, one after another, then opens the print dialog. WebGL
+  // traces are drawn as SVG ones, so the image needs no context of its own.
+  var PRINT_WIDTH = 1000;
+  function printImage(div) {
+    var p = byId[div.id];
+    if (!p) return Promise.resolve();
+    return prepare(p).then(function (prep) {
+      var range = view[p.connection] || p.x_range || dataExtent(prep);
+      var v = viewOf(p, prep, range[0], range[1]);
+      var look = layout(p);
+      look.xaxis.range = range.slice(); look.xaxis.autorange = false;
+      var yr = view[p.connection] ? v.yRange : (p.y_range || v.yRange);
+      if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
+      var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
+      look.width = PRINT_WIDTH; look.height = height;
+      var data = v.traces.map(function (t) {
+        return Object.assign({}, t, t.type === "scattergl" ? { type: "scatter" } : {});
+      });
+      return Plotly.toImage({ data: data, layout: look, config: { staticPlot: true } },
+        { format: "png", width: PRINT_WIDTH, height: height, scale: 2 });
+    }).then(function (url) {
+      var img = document.getElementById(div.id + "-print");
+      if (!img) {
+        img = document.createElement("img");
+        img.id = div.id + "-print";
+        img.className = "print-image";
+        img.alt = "";
+        div.parentNode.insertBefore(img, div.nextSibling);
+      }
+      img.src = url;
+      div.classList.add("has-print-image");
+    });
+  }
+  var printButton = document.getElementById("print-all");
+  if (printButton) {
+    printButton.addEventListener("click", function () {
+      printButton.disabled = true;
+      status.printReady = false;
+      document.querySelectorAll(".plot").forEach(function (div) {
+        enqueue(function () { return printImage(div); });
+      });
+      enqueue(function () {
+        printButton.disabled = false;
+        status.printReady = true;
+        if (!status.noPrintDialog) window.print();
+      });
+    });
+  }
+
   var watcher = new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
       if (e.isIntersecting && e.target.closest("details").open) {
