@@ -10,8 +10,10 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
@@ -246,3 +248,74 @@ def test_no_verdict_phase_is_shorter_than_two_rtts_of_its_path_phase(name: str) 
     starts, ends = np.array(ev["phase_starts_s"]), np.array(ev["phase_ends_s"])
     rtt = np.where(starts < change, first_ms, step["rtt_ms"]) / 1e3
     assert ((ends - starts) >= 2 * rtt).all()
+
+
+def _sweep_kernel(name: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """The sweep scenario's sender kernel account as shares of the transfer (tcp_chrono), and
+    its truth."""
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    doc = json.loads((root / "truth.json").read_text())
+    limits = doc["kernel_limits"]
+    busy = limits["busy_time_us"] / 1e6
+    elapsed = busy / limits["busy_share_of_transfer"]
+    rwnd = limits["rwnd_limited_us"] / 1e6
+    shares = {
+        "application": max(elapsed - busy, 0.0) / elapsed,
+        "receive_window": rwnd / elapsed,
+        "network": max(busy - rwnd, 0.0) / elapsed,
+    }
+    return shares, doc
+
+
+def _sweep_shares(name: str, tell_queued: bool = True) -> npt.NDArray[np.float64]:
+    from tracekit.detectors._limits import limit_states, state_seconds
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    d = _sweep_direction(name)
+    rtt = min_rtt_s(d)
+    assert rtt is not None
+    runs = limit_states(d, segment_size_bytes(d.segments), True, rtt, tell_queued=tell_queued)
+    seconds = state_seconds(*runs)
+    return seconds / seconds.sum()
+
+
+@pytest.mark.parametrize(
+    "name", ["lan_paced_on", "lan_offloads_on", "app_16k_100ms_20ms", "app_64k_1s_300ms"]
+)
+def test_only_an_empty_queue_is_the_applications(name: str) -> None:
+    # A pacer at 800 Mbit/s on a veth pair waits on its timer with data queued (its TCP_INFO
+    # shows unsent bytes in nearly every sample), and a CPU-bound writer copies each 64 KiB
+    # write in while every byte sent is acknowledged: the kernel counts both busy. Writers of
+    # 16 kB every 100 ms and 64 kB every second leave the queue empty three quarters and half
+    # of the time. The application's share is the kernel's within 10 points; left to the
+    # application, the pauses the capture cannot tell make the most that share can be.
+    from tracekit.detectors._limits import APPLICATION
+
+    kernel, _ = _sweep_kernel(name)
+    shares = _sweep_shares(name)
+    assert shares[APPLICATION] == pytest.approx(kernel["application"], abs=0.10)
+    assert _sweep_shares(name, tell_queued=False)[APPLICATION] >= shares[APPLICATION]
+
+
+@pytest.mark.parametrize("name", ["lan_paced_on", "lan_offloads_on", "lan_reno", "base"])
+def test_the_wire_segment_is_the_senders_mss(name: str) -> None:
+    # With segmentation offload the capture holds super-segments of whole MSS, the MSS itself
+    # rarely: their common divisor is the sender's MSS (its TCP_INFO snd_mss).
+    from tracekit.detectors._limits import wire_segment_bytes
+
+    _, doc = _sweep_kernel(name)
+    length = _sweep_direction(name).data["len"].to_numpy().astype(np.int64)
+    assert wire_segment_bytes(length) == doc["transfer"]["sender"]["tcp_info"]["snd_mss"]
+
+
+@pytest.mark.parametrize("name", ["rtt_1ms", "wscale_off_30m_1ms", "ack_drops_3of4"])
+def test_the_window_holds_the_sender_as_the_kernel_counts_it(name: str) -> None:
+    # A 64 KiB window on a 1 ms path: while the congestion window is below it the room left
+    # passes a third of the window, and Linux sends into it (the kernel: 10% not the
+    # window's). Three of four ACKs dropped: each ACK releases four times as much, more than
+    # TCP small queues let into the device at once, and the rest waits busy (the kernel: 23%).
+    from tracekit.detectors._limits import RECEIVE_WINDOW
+
+    kernel, _ = _sweep_kernel(name)
+    shares = _sweep_shares(name)
+    assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)

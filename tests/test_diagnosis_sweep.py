@@ -6,9 +6,11 @@ The subset covers each symptom the detectors were reworked for, each case with i
 (fixtures/sweep/<name>/truth.json, made by `python -m fixtures.lab sweep`): a first round that
 overruns (initial window 40), start/stop with small reopenings, a window scale unknown (a
 snaplen-54 copy, a copy that starts mid-connection), receiver drops in slow start, a 2.5 s stall,
-the RTT from 5 ms to 600 ms, the rate from 5 to 200 Mbit/s, and applications that write less than
-the path carries (idle three quarters and half of the time), and paths that change or are
-shared: an RTT step, cross traffic, GRO at the receiver, trains at twice the bottleneck's rate.
+the RTT from 1 ms to 600 ms, the rate from 5 to 200 Mbit/s, and applications that write less than
+the path carries (idle three quarters and half of the time), a LAN whose CPU-bound hosts pause
+between writes with data queued, and paths that change or are shared: an RTT step, cross
+traffic, GRO at the receiver, trains at twice the bottleneck's rate, a reverse path that drops
+three of every four pure ACKs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SUBSET = (
     "receiver_drops_30m_50ms",
     "both_drops",
     "stall_2500ms",
+    "rtt_1ms",
     "rtt_5ms",
     "rtt_600ms",
     "rate_5m",
@@ -41,15 +44,19 @@ SUBSET = (
     "wscale_off_30m_600ms",
     "app_16k_100ms_20ms",
     "app_64k_1s_300ms",
+    # Idle a third of the time, in pauses shorter than a write takes at the path's rate.
+    "app_64k_40ms_10ms",
     "stall_2500ms_snap54",
     # The path beside the bottleneck: an RTT that steps 6x, another host's traffic through
-    # the bottleneck, GRO's stretch ACKs, and line-rate trains into a bottleneck at half the
-    # access rate. (A reverse path that drops pure ACKs is tests/test_detector_ack_loss.py's:
-    # its verdict misses the kernel's receive-window share by 11 points.)
+    # the bottleneck, GRO's stretch ACKs, line-rate trains into a bottleneck at half the
+    # access rate, and a reverse path that drops pure ACKs.
     "delay_step_cubic_20_120ms",
     "cross_udp_tcp_20m",
     "gro_receiver_50m",
     "bursty_writes_50m_half",
+    "ack_drops_3of4",
+    # A veth pair: RTTs of microseconds, 64 KiB writes copied in between the ACKs.
+    "lan_offloads_on",
 )
 # Where the capture cannot show the receive window's share (its window scale is unknown), the
 # verdict says so and is not scored on its shares.

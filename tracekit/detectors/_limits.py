@@ -11,17 +11,25 @@ account off the sender's capture, so that the verdict can be checked against the
   longer than the sender's own answer to an ACK (its turnaround, see `turnaround_s`) is not
   counted so: a sender with data queued takes that long too, and on a LAN, whose RTT is
   microseconds, such pauses (the writer holding the socket, the host's scheduling) fill much
-  of the transfer while the kernel's queue is never empty.
+  of the transfer while the kernel's queue is never empty. Nor are two pauses the capture
+  cannot tell from a queue with data in it (`limit_states` counts them busy, and can leave
+  them to the application, the most its share can be): one no longer than the sender takes
+  to send the burst that ends it (`copy_pauses`: the host copying that burst in), and one
+  after a burst cut at whole segments (`full_tail_pauses`: a pacer's timer; a write's end
+  leaves a short segment).
 - `receive_window`: the room left under the receiver's advertised right edge (SND.UNA + SND.WND,
   RFC 9293 3.8.6.2.1) is too small for the sender to use: less than what one ACK releases plus
   the segment that does not fit, or less than the burst Linux waits for before it sends into a
   window (tcp_tso_should_defer counts that wait as the window's). That burst is 1 ms of the
   sender's pacing rate (tcp_tso_autosize, sk_pacing_shift 10), 1.2 windows per RTT in
   congestion avoidance (tcp_update_pacing_rate), at least two segments and at most one 64 KiB
-  GSO burst. Both are the transfer's own scale: its ACK clock, its window over its RTT.
-  Measured just before each ACK arrives, once the sender has answered the ACK before (a capture
-  after the sender's queue sees its answer a few serialisation times late, and the kernel
-  judged it at the ACK).
+  GSO burst, or a third of the window (tcp_tso_win_divisor), past which Linux sends anyway.
+  Both are the transfer's own scale: its ACK clock, its window over its RTT. Measured just
+  before each ACK arrives, once the sender has answered the ACK before (a capture after the
+  sender's queue sees its answer a few serialisation times late, and the kernel judged it at
+  the ACK), except while more of that answer is still to leave than TCP small queues let into
+  the device (the same 1 ms of pacing rate): the rest waits in the sender's queue for the
+  device to drain, busy time, not the window's.
 - `network`: data in flight and room under the window: the congestion window or pacing held
   it, the path's business (slow start, loss recovery, a full bottleneck, a pacing rate).
 
@@ -47,6 +55,10 @@ BURST_S = 2.0**-10
 PACING_RATIO = 1.2
 MIN_BURST_SEGMENTS = 2
 GSO_MAX_BYTES = 65536.0
+# Linux sends without waiting for that burst once the room is a third of the window
+# (tcp_tso_should_defer, sysctl tcp_tso_win_divisor, 3 by default): a window's room past that
+# is not the window's doing whatever the burst, as on a short path with a small window.
+TSO_WIN_DIVISOR = 3.0
 STATES = ("application", "receive_window", "network")
 
 
@@ -110,10 +122,19 @@ def least_shift(direction: Direction, mss: int) -> int:
 
 
 def limit_states(
-    direction: Direction, mss: int, window_known: bool, rtt_s: float, least: int | None = None
+    direction: Direction,
+    mss: int,
+    window_known: bool,
+    rtt_s: float,
+    least: int | None = None,
+    tell_queued: bool = True,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int8]]:
     """Runs of one state: (start_s, end_s, state), from the first data segment until the ACK
     of the last byte (or the last event), covering that time without gaps.
+
+    A pause the capture cannot tell from a queue with data in it (`queued_pauses`) is the
+    network's (busy), as the kernel counts a queue not empty; with `tell_queued` False it stays
+    the application's, the most that share can be.
 
     Without a known window scale the advertised window is a raw field, not bytes (RFC 7323
     2.3): only a zero window is certain, so only a zero window counts as the window's doing.
@@ -135,21 +156,163 @@ def limit_states(
         window = window << least
         edge = ack_line + window
         window_known = True
-    return _limit_runs(
+    data_t = data["t_s"].to_numpy()
+    data_end = data["end_rel"].to_numpy().astype(np.int64)
+    start, end, state = _limit_runs(
         acks["frame"].to_numpy().astype(np.int64),
         acks["t_s"].to_numpy(),
         ack_line,
         edge,
         window,
         data["frame"].to_numpy().astype(np.int64),
-        data["t_s"].to_numpy(),
-        data["end_rel"].to_numpy().astype(np.int64),
+        data_t,
+        data_end,
         float(room),
         float(mss),
         float(rtt_s),
         turnaround_s(direction),
         window_known,
     )
+    if tell_queued:
+        state[queued_pauses(direction, start, end, state)] = NETWORK
+    return start, end, state
+
+
+def queued_pauses(
+    direction: Direction,
+    start_s: npt.NDArray[np.float64],
+    end_s: npt.NDArray[np.float64],
+    state: npt.NDArray[np.int8],
+) -> npt.NDArray[np.int64]:
+    """The application runs (indices into the runs of `limit_states`) the capture cannot tell
+    from a queue with data in it: `full_tail_pauses` and `copy_pauses`, both judged on the
+    runs as given."""
+    data = direction.data
+    if data.empty:
+        return np.zeros(0, np.int64)
+    data_t = data["t_s"].to_numpy()
+    data_end = data["end_rel"].to_numpy().astype(np.int64)
+    length = data["len"].to_numpy().astype(np.int64)
+    full = full_tail_pauses(start_s, state, data_t, data_end, length, wire_segment_bytes(length))
+    first = int(data["seq_rel"].min())
+    copy = copy_pauses(start_s, end_s, state, data_t, data_end, first, line_rate(data_t, length))
+    return np.union1d(full, copy)
+
+
+# The share of the sender's departures at least as fast as its line: back-to-back segments are
+# a large share of any window-limited sender's (each ACK releases two or more, RFC 5681 3.1),
+# and the fastest tenth of the pairs is the line, not a burst of a faster ACK clock.
+LINE_RATE_QUANTILE = 0.9
+
+
+def line_rate(data_t: npt.NDArray[np.float64], length: npt.NDArray[np.int64]) -> float:
+    """The rate in bytes per second at which the sender hands segments to its line: the
+    LINE_RATE_QUANTILE of each segment's bytes over its gap from the one before (a
+    super-segment's bytes over its gap, with segmentation offload). 0 without two."""
+    gaps = np.diff(data_t)
+    moving = gaps > 0
+    if not moving.any():
+        return 0.0
+    rates = length[1:][moving] / gaps[moving]
+    return float(np.quantile(rates, LINE_RATE_QUANTILE))
+
+
+# RFC 9293 3.7.1: the send MSS every IPv4 host takes without an MSS option. A divisor of
+# segment lengths below it is a coincidence of short tails, not the size segments are cut at.
+LEAST_MSS_BYTES = 536
+
+
+def wire_segment_bytes(length: npt.NDArray[np.int64]) -> int:
+    """The size the sender cuts its data at (its MSS on the wire): the greatest common
+    divisor of the data segments' lengths, the most common first, leaving out a length that
+    would bring it below LEAST_MSS_BYTES (a short segment: the end of a write).
+
+    Segmentation offload (TSO, GSO) hands the capture super-segments of whole MSS; their
+    common divisor is the MSS even where no single-MSS segment is seen. 0 when no length
+    reaches LEAST_MSS_BYTES.
+    """
+    sizes, counts = np.unique(length[length > 0], return_counts=True)
+    divisor = 0
+    # One step per distinct length (a few to a few hundred), not per segment.
+    for size in sizes[np.argsort(-counts, kind="stable")]:
+        common = int(np.gcd(divisor, int(size)))
+        if common >= LEAST_MSS_BYTES:
+            divisor = common
+    return divisor
+
+
+def full_tail_pauses(
+    start_s: npt.NDArray[np.float64],
+    state: npt.NDArray[np.int8],
+    data_t: npt.NDArray[np.float64],
+    data_end: npt.NDArray[np.int64],
+    length: npt.NDArray[np.int64],
+    segment: int,
+) -> npt.NDArray[np.int64]:
+    """The application runs (indices into the runs) that follow a burst whose last new
+    segment is a whole number of `segment`s (`wire_segment_bytes`).
+
+    A sender sends a segment shorter than its MSS only when nothing more is queued (RFC 9293
+    3.7.4, Nagle; Linux pushes the partial tail at the end of a write, tcp_push): a short last
+    segment says the queue emptied, and the pause after it is the application's. A burst cut
+    at whole segments says nothing of the kind: Linux's pacer sends bursts of whole segments
+    (tcp_tso_autosize) and waits on its timer with the rest queued, as TCP small queues do;
+    only a write that happens to be a multiple of the MSS ends so with its queue empty. The
+    capture cannot tell them apart; the kernel counts the pacer's wait busy.
+    """
+    app = np.flatnonzero(state == APPLICATION)
+    if app.size == 0 or data_t.size == 0 or segment <= 0:
+        return app[:0]
+    t = np.maximum.accumulate(data_t)
+    top = np.maximum.accumulate(data_end)
+    # The segment that last raised (or reached) the highest byte sent, at each departure: the
+    # last new data, retransmissions below it left out.
+    last_new = np.maximum.accumulate(np.where(data_end >= top, np.arange(data_end.size), 0))
+    before = np.searchsorted(t, start_s[app], "right") - 1
+    tail = length[last_new[np.maximum(before, 0)]]
+    return app[(before >= 0) & (tail > 0) & (tail % segment == 0)]
+
+
+def copy_pauses(
+    start_s: npt.NDArray[np.float64],
+    end_s: npt.NDArray[np.float64],
+    state: npt.NDArray[np.int8],
+    data_t: npt.NDArray[np.float64],
+    data_end: npt.NDArray[np.int64],
+    first: int,
+    line_bytes_per_s: float = 0.0,
+) -> npt.NDArray[np.int64]:
+    """The application runs (indices into the runs) no longer than the sender takes to hand
+    the burst that ends them to its line: the bytes it sends from the run's end until its next
+    pause, at its line rate (`line_rate`, bytes per second; 0 when unknown).
+
+    Linux starts its busy clock when a write's first buffer enters the write queue
+    (tcp_skb_entail, tcp_chrono_start), before the bytes are copied in; the wire sees them only
+    once the copy ends (tcp_push at the end of the write, or of a full GSO buffer). A host
+    copies at memory speed, no slower than it feeds its line, so a pause no longer than its
+    burst takes at the line rate may be that copy, the queue not empty: the capture cannot tell
+    it from an idle writer, and the kernel counts it busy. A pause longer than that is more
+    than a copy of the burst takes. On a CPU-bound LAN a 64 KiB write takes tens of
+    microseconds at the line's rate, as long as the host's pauses between writes; on a WAN the
+    line is the sender's NIC, and a writer that pauses between writes pauses longer than its
+    write takes at that rate, however close to the path's rate it writes (the path's rate, or
+    the transfer's rate while busy, would take such pauses for copies: a write of 17 ms at
+    30 Mbit/s every 40 ms at RTT 10 ms idles 12 ms).
+    """
+    app = np.flatnonzero(state == APPLICATION)
+    if app.size == 0 or data_t.size == 0:
+        return app[:0]
+    # Bytes sent by a time: the highest end of the data sent then (capture order, its clock
+    # made monotonic where it steps back).
+    t = np.maximum.accumulate(data_t)
+    sent = np.r_[first, np.maximum.accumulate(data_end)]
+    # The burst ending a pause: from the pause's end (its first departure included) until
+    # the next pause starts, or the last byte.
+    at_end = sent[np.searchsorted(t, end_s[app], "left")]
+    burst = np.r_[sent[np.searchsorted(t, start_s[app[1:]], "right")], sent[-1]] - at_end
+    if line_bytes_per_s <= 0:
+        return app[:0]
+    return app[(end_s[app] - start_s[app]) * line_bytes_per_s <= burst]
 
 
 def state_seconds(
@@ -188,6 +351,7 @@ def _limit_runs(
     usable = np.empty(size)
     una = np.int64(-1)
     nxt = np.int64(-1)
+    sent_at = np.empty(size, dtype=np.int64)  # the highest byte sent by each event
     right = np.inf
     window = np.empty(size)
     last_end = np.int64(-1)
@@ -209,6 +373,7 @@ def _limit_runs(
             last_data = k
             j += 1
         una_at[k] = una
+        sent_at[k] = nxt
         flight[k] = nxt - max(una, np.int64(0)) if nxt >= 0 else 0
         usable[k] = right - nxt
         window[k] = right - una
@@ -246,10 +411,14 @@ def _limit_runs(
             # Nothing in flight: the application's time, unless the sender went on within its
             # turnaround (then its queue was not empty, as far as the wire can tell).
             s = 0 if next_data_t[k] - idle_since > turnaround else 2
-        elif closed or (flight[k] <= 0 and usable[k] < mss):
+        elif flight[k] <= 0 and usable[k] < mss:
             # With nothing in flight, a window that cannot take a segment is shut: the
             # sender's data waits on it (zero-window probes), as the kernel counts it.
             s = 1
+        elif closed:
+            # The window's, once the answer to the last ACK is in the sender's queues; until
+            # then TCP small queues hold what passes their limit, and the sender is busy.
+            s = 2 if sent_at[q] - sent_at[k] > _queue_limit(window[q], mss, rtt) else 1
         else:
             s = 2
         # Runs follow one another without overlap even where the capture's clock steps back
@@ -269,7 +438,19 @@ def _limit_runs(
 
 
 @jit
+def _queue_limit(window: float, mss: float, rtt: float) -> float:  # pragma: no cover - compiled
+    """The bytes TCP small queues let a socket have in its qdisc and device: 2**-10 s of its
+    pacing rate, at least two segments (tcp_small_queue_check: sk_pacing_rate >>
+    sk_pacing_shift, and twice an skb's truesize). What an ACK releases past that leaves only
+    as the device drains the rest, the kernel's time busy, not the window's."""
+    if rtt <= 0:
+        return np.inf
+    return max(PACING_RATIO * window / rtt * BURST_S, MIN_BURST_SEGMENTS * mss)
+
+
+@jit
 def _burst(window: float, mss: float, rtt: float) -> float:  # pragma: no cover - compiled
-    """The bytes Linux waits to have room for before it sends into a window (see BURST_S)."""
+    """The bytes Linux waits to have room for before it sends into a window (see BURST_S),
+    at most a third of the window (TSO_WIN_DIVISOR)."""
     burst = PACING_RATIO * window / rtt * BURST_S if rtt > 0 else GSO_MAX_BYTES
-    return min(max(burst, MIN_BURST_SEGMENTS * mss), GSO_MAX_BYTES)
+    return min(max(burst, MIN_BURST_SEGMENTS * mss), GSO_MAX_BYTES, window / TSO_WIN_DIVISOR)

@@ -810,9 +810,9 @@ def _ack_answers(d: Direction) -> AckAnswers:
     return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line)
 
 
-def answered_share_at(d: Direction, level: float) -> float:
+def answered_share_at(d: Direction, level: float, within_s: float = np.inf) -> float:
     """Of the ACKs that arrive with at least `level` bytes in flight, the share the sender
-    answers with data before the next ACK.
+    answers with data before the next ACK (and within `within_s` of the ACK).
 
     A sender held by its buffer has the next data ready: each ACK that frees room at the cap
     is answered at once (RFC 5681 3: the ACK clocks out data). An application that wrote that
@@ -826,4 +826,5 @@ def answered_share_at(d: Direction, level: float) -> float:
     at_level = answers.sent - acked_before >= level
     if not at_level.any():
         return 0.0
-    return float(answers.answered[at_level].mean())
+    answered = answers.answered & (answers.delay_s <= within_s)
+    return float(answered[at_level].mean())

@@ -42,7 +42,9 @@ from tracekit.detectors._limits import (
     RECEIVE_WINDOW,
     least_shift,
     limit_states,
+    queued_pauses,
     state_seconds,
+    turnaround_s,
 )
 from tracekit.detectors._measure import (
     Competition,
@@ -229,6 +231,11 @@ class RateLimitCause(Detector):
             "window scale unknown: the least shift the flight allows",
         ),
         Evidence("receive_window_fraction_most", "", "the receive window's share at that shift"),
+        Evidence(
+            "application_fraction_most",
+            "",
+            "the application's share had every pause the capture cannot tell been its own",
+        ),
         Evidence("cause", "", "the label the verdict names"),
         Evidence(
             "limit_class",
@@ -342,9 +349,14 @@ class RateLimitCause(Detector):
         # of the windows, which `phases.warp` stretches to the RTT of each later phase.
         rtt, rtt0 = float(phases.rtt_s.min()), float(phases.rtt_s[0])
         known = bool(ctx.series.window_known.get((conn, direction), False))
-        run_start, run_end, run_state = limit_states(d, mss, known, rtt)
+        run_start, run_end, run_state = limit_states(d, mss, known, rtt, tell_queued=False)
         if run_start.size == 0:
             return None
+        # Pauses the capture cannot tell from a queue with data in it count as busy, as the
+        # kernel counts a queue not empty; had they all been the application's, its share
+        # would be the most it can be.
+        untold_app = float(state_seconds(run_start, run_end, run_state)[APPLICATION])
+        run_state[queued_pauses(d, run_start, run_end, run_state)] = NETWORK
         t0, t_end = float(run_start[0]), float(run_end[-1])
         if t_end <= t0:
             return None
@@ -396,6 +408,7 @@ class RateLimitCause(Detector):
             least = least_shift(d, mss)
             bound = limit_states(d, mss, False, rtt, least)
             most_rwnd = max(most_rwnd, float(state_seconds(*bound)[RECEIVE_WINDOW]) / total)
+        most_app = max(float(shares[L_APP]), untold_app / total)
         return self._verdict(
             conn,
             direction,
@@ -410,6 +423,7 @@ class RateLimitCause(Detector):
             paced_share,
             (least, min(most_rwnd, 1.0)),
             competition(ctx, conn, direction, d),
+            min(most_app, 1.0),
         )
 
     def _busy_labels(
@@ -467,9 +481,12 @@ class RateLimitCause(Detector):
         slow = (growth >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
         below_path = rate < cfg.bandwidth_fraction * path if path is not None else np.ones(n, bool)
         # Precedence, last assignment wins: the weakest evidence first.
-        # A cap the sender's buffer holds: each ACK at it is answered at once (the next data
-        # is ready). An application's write leaves those ACKs unanswered.
-        ready = lossless and answered_share_at(d, cap - mss) >= cfg.min_pinned_fraction
+        # A cap the sender's buffer holds: each ACK at it is answered at once, within the
+        # sender's turnaround (the next data is ready). An application's write leaves those
+        # ACKs unanswered; a pacer answers them on its own timer, later.
+        ready = (
+            lossless and answered_share_at(d, cap - mss, turnaround_s(d)) >= cfg.min_pinned_fraction
+        )
         label[(at_cap >= cfg.min_pinned_fraction) & ready & (growth < cfg.growing_factor)] = (
             L_SNDBUF
         )
@@ -501,9 +518,11 @@ class RateLimitCause(Detector):
         paced_share: float,
         scale: tuple[int | None, float],
         competing: Competition | None = None,
+        most_app: float = 0.0,
     ) -> Finding:
         """The finding. `scale`: the least window scale shift the capture allows (None when
-        the handshake gave it) and the most time the receive window can have held the sender."""
+        the handshake gave it) and the most time the receive window can have held the sender;
+        `most_app`: the most time the application can have held it."""
         least, most_rwnd = scale
         known = least is None
         # The RTT quoted is that of the path phase holding most of the transfer; a path that
@@ -579,6 +598,13 @@ class RateLimitCause(Detector):
                 else ""
             )
             + (
+                " Pauses the capture cannot tell from a sender with data queued (a pacer's "
+                "timer, a write still being copied in) count as busy; had they all been the "
+                f"application's, its share would be {most_app:.0%}."
+                if most_app >= kernel["application"] + 0.005
+                else ""
+            )
+            + (
                 ""
                 if known
                 else " The window scale is unknown (the handshake is not in the capture): only "
@@ -594,6 +620,7 @@ class RateLimitCause(Detector):
             "application_fraction": kernel["application"],
             "receive_window_fraction": kernel["receive_window"],
             "network_fraction": kernel["network"],
+            "application_fraction_most": max(most_app, kernel["application"]),
             "slow_start_fraction": float(shares[L_SLOW]),
             "congestion_fraction": float(shares[L_CONG]),
             "bandwidth_fraction": float(shares[L_BW]),
