@@ -427,6 +427,27 @@ def test_every_documented_kind_exists() -> None:
     assert documented <= kinds
 
 
+SCORED_HEADING = "## Where each finding is scored, and where tracekit cannot tell"
+
+
+def scored_table_kinds(text: str) -> list[str]:
+    """The first column of the table under SCORED_HEADING in docs/findings.md, in order."""
+    body = text.split(f"\n{SCORED_HEADING}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in body.splitlines() if line.startswith("|")]
+    # The header row and the row of dashes under it come first.
+    return [row.split("|")[1].strip().strip("`") for row in rows[2:]]
+
+
+def test_the_scored_table_has_one_row_per_kind() -> None:
+    text = DOC.read_text()
+    kinds = [cls.kind for cls in all_detectors()]  # sorted by kind, as the table is
+    assert scored_table_kinds(text) == kinds
+    # The check bites: a row left out, or a row twice, fails it.
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{kinds[0]}` |"))
+    assert scored_table_kinds(text.replace(row + "\n", "")) != kinds
+    assert scored_table_kinds(text.replace(row, f"{row}\n{row}")) != kinds
+
+
 CAPTURES = sorted((DOC.parent.parent / "fixtures" / "captures").glob("*/sender.pcap"))
 
 
