@@ -319,3 +319,24 @@ def test_the_window_holds_the_sender_as_the_kernel_counts_it(name: str) -> None:
     kernel, _ = _sweep_kernel(name)
     shares = _sweep_shares(name)
     assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
+
+
+@pytest.mark.parametrize(
+    "name", ["sndbuf_16k", "sndbuf_48k", "bursty_writes_big_buffer", "rcvbuf_64k"]
+)
+def test_a_writer_blocked_on_its_send_buffer_is_the_sender_buffer(name: str) -> None:
+    # The sender kernel's account says when its writer waited on a full send buffer
+    # (tcpi_sndbuf_limited): for most of the busy time with SO_SNDBUF 16 or 48 kB on a 50 ms
+    # path, never for a writer of 64 kB every 50 ms into a large buffer or a flight pinned by
+    # a 64 kB receive buffer. The verdict names the send buffer exactly when the kernel does.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    limits = json.loads((folder / "truth.json").read_text())["kernel_limits"]
+    blocked = limits["sndbuf_limited_share"] >= 0.5
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (found,) = [f for f in doc["findings"] if f["kind"] == "rate_limit_cause"]
+    assert (found["evidence"]["cause"] == "sender_buffer") == blocked
+    if blocked:
+        # The kernel counts the blocked writer's time as busy: the class is the network's.
+        assert found["evidence"]["limit_class"] == "network"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,26 @@ def test_quiet_when_the_window_scale_is_unknown(tmp_path: Path) -> None:
     ctx = context(tmp_path / "no_syn.pcap")
     assert ctx.series.window_known[(0, 0)] is False
     assert run_detectors(ctx, [WindowLimited]) == []
+
+
+def test_path_rate_from_the_arrivals_when_each_burst_gets_one_ack() -> None:
+    # A reader draining a 16 kB buffer every 200 ms: each burst of a window is acknowledged
+    # by one ACK, so no ACK spacing shows the path; the receiver's capture shows the burst
+    # arriving at the bottleneck's rate (the lab's tbf, in payload bytes).
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "reader_all_200ms"
+    t = json.loads((folder / "truth.json").read_text())
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (f,) = [x for x in doc["findings"] if x["kind"] == "window_limited"]
+    ev = f["evidence"]
+    assert (ev["limited_by"], ev["path_rate_source"]) == ("receiver", "arrival_dispersion")
+    payload_rate = t["path"]["bottleneck_rate_bps"] * PAYLOAD_PER_FRAME
+    assert ev["path_rate_bps"] == pytest.approx(payload_rate, rel=0.05)
+    # The window offered is within the buffer the kernel granted; the path needs its BDP.
+    assert 0 < ev["window_bytes"] <= t["receiver"]["so_rcvbuf_effective"]
+    bdp = t["path"]["bdp_bytes"] * PAYLOAD_PER_FRAME
+    assert ev["window_needed_bytes"] == pytest.approx(bdp, rel=0.07)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,8 +11,10 @@ import pytest
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
+from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors.window_oscillation import WindowOscillation
+from tracekit.pipeline import analyze
 
 
 def test_fires_on_the_slow_reader() -> None:
@@ -52,6 +55,50 @@ def test_zero_windows_agree_with_tshark() -> None:
 def test_quiet_where_the_window_never_swings(name: str) -> None:
     assert "window_oscillation" in truth(name)["absent_labels"]
     assert lab_findings(name, WindowOscillation) == []
+
+
+def test_a_reader_that_squeezed_its_buffer_swings_what_is_left() -> None:
+    # A reader taking 8 kB every 10 ms from a 64 kB buffer: unread data leaves a window of
+    # about 16 kB, and each read reopens half of it, far from the 64 kB first offered. The
+    # window reopens once per read: the period is the reader's (the sweep's configuration).
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "reader_8k_10ms_10ms"
+    config = json.loads((folder / "truth.json").read_text())["scenario_config"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (f,) = [x for x in doc["findings"] if x["kind"] == "window_oscillation"]
+    assert f["evidence"]["period_s"] == pytest.approx(config["read_interval_ms"] / 1e3, rel=0.1)
+
+
+@pytest.mark.parametrize("name", ["reader_6k_2ms_100m", "reader_8k_10ms_10ms"])
+def test_a_reader_that_holds_the_acks_back_reopens_the_window(name: str) -> None:
+    # A reader taking 6 or 8 kB at a time from a 64 kB buffer: the receiver holds its ACKs
+    # until each read (its window cannot advance before), so each read reopens the window,
+    # by a few segments of a window of dozens. At most one cycle per read.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    t = json.loads((folder / "truth.json").read_text())
+    assert "window_oscillation" in t["labels"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (f,) = [x for x in doc["findings"] if x["kind"] == "window_oscillation"]
+    read_s = t["scenario_config"]["read_interval_ms"] / 1e3
+    assert f["evidence"]["period_s"] >= 0.9 * read_s
+    assert f["evidence"]["cycles_count"] <= (f["end_s"] - f["start_s"]) / read_s * 1.1 + 1
+
+
+@pytest.mark.parametrize(
+    "name", ["window_64k_10ms", "rcvbuf_16k", "wscale_off_100m_20ms", "ack_drops_3of4"]
+)
+def test_quiet_on_a_window_limited_ack_clock(name: str) -> None:
+    # A reader that keeps up behind a small window: each ACK frees a segment or two (or,
+    # when the way back drops three ACKs in four, the stretch the survivors cover).
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    assert "window_oscillation" in json.loads((folder / "truth.json").read_text())["absent_labels"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    assert not [x for x in doc["findings"] if x["kind"] == "window_oscillation"]
 
 
 # --- crafted without a handshake: the window scale is unknown, only zeros count -------------

@@ -88,3 +88,32 @@ def test_receiver_verdicts_scan() -> None:
     )
     assert verdict.tolist() == [ACKED, -1, RESENT_UNACKED, ACKED, -1, ACKED, -1, NEVER_ACKED]
     assert not dup.any()
+
+
+def test_a_super_segment_resent_in_pieces_was_dropped() -> None:
+    # Data [0,30) arrives (one GRO'd super-segment), the sender resends it as [0,10), [10,20),
+    # [20,30) before any ACK covers it: the host dropped the first copy. The pieces are new
+    # to the receiver and acknowledged.
+    group = np.zeros(7, dtype=np.int64)
+    is_data = np.array([1, 1, 0, 1, 0, 1, 0], dtype=bool)
+    left = np.array([0, 0, 0, 10, 0, 20, 0])
+    right = np.array([30, 10, 0, 20, 0, 30, 0])
+    ack = np.array([0, 0, 10, 0, 20, 0, 30])
+    none = np.zeros(0, dtype=np.int64)
+    verdict, _ = receiver_verdicts(group, is_data, left, right, ack, none, none, none)
+    assert verdict.tolist() == [RESENT_UNACKED, ACKED, -1, ACKED, -1, ACKED, -1]
+
+
+def test_a_copy_the_receiver_reports_as_a_duplicate_was_kept() -> None:
+    # Data [0,10) arrives and its ACK is held back; the sender's probe resends [0,10), and
+    # the receiver answers with ACK 10 and a D-SACK [0,10) (RFC 2883: below the ACK): it had
+    # the first copy all along.
+    group = np.zeros(3, dtype=np.int64)
+    is_data = np.array([1, 1, 0], dtype=bool)
+    left = np.array([0, 0, 0])
+    right = np.array([10, 10, 0])
+    ack = np.array([0, 0, 10])
+    verdict, _ = receiver_verdicts(
+        group, is_data, left, right, ack, np.array([2]), np.array([0]), np.array([10])
+    )
+    assert verdict.tolist() == [ACKED, ACKED, -1]

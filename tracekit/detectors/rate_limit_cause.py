@@ -14,8 +14,9 @@ Paxson and Shenker, "On the characteristics and origins of internet flow rates",
 - `bandwidth`: the ACKs came back at the path's rate: the bottleneck was busy.
 - `pacing`: departures evenly spaced below the path's rate, with room under every window: a
   pacing rate (SO_MAX_PACING_RATE, fq's maxrate, BBR) set the rate.
-- `sender_buffer`: the flight pinned at a constant cap below the advertised window, without
-  loss: the sender's socket buffer. The kernel counts that time as busy (a writer blocked on
+- `sender_buffer`: the flight pinned at a constant cap below the advertised window, or
+  drained by a third and refilled by a writer each ACK woke, without loss: the sender's
+  socket buffer. The kernel counts that time as busy (a writer blocked on
   a full send buffer leaves tcpi_sndbuf_limited at 0 in the lab's runs), so it is network time.
 - `receive_window`: the window left less room than the sender would use (`_limits`).
 - `application`: nothing in flight and nothing sent: the application had no data.
@@ -49,6 +50,7 @@ from tracekit.detectors._limits import (
 from tracekit.detectors._measure import (
     Competition,
     RttPhases,
+    ack_answers,
     answered_share_at,
     competition,
     data_directions,
@@ -91,8 +93,9 @@ WHY = {
     "window in congestion avoidance) below both the advertised window and the path's capacity",
     L_RWND: "the receiver's advertised window left the sender less room than it would use: "
     "the receiver's buffer set the rate",
-    L_SNDBUF: "the flight was pinned at a constant cap below the advertised window: the "
-    "sender's socket buffer set the rate",
+    L_SNDBUF: "the flight was held below the advertised window by the sender's socket buffer "
+    "(pinned at a constant cap, or drained by a third and refilled each time an ACK freed "
+    "the buffer): the sender's socket buffer set the rate",
     L_APP: "nothing was in flight and nothing was sent: the application gave the sender no data",
     L_BW: "the ACKs came back at the path's rate: the bottleneck link was busy, the transfer "
     "ran as fast as the path allows",
@@ -311,6 +314,18 @@ class RateLimitCause(Detector):
         growing_factor: float = 1.1
         # Half the sends at the flight's cap, two segments below the window: a sender cap.
         min_pinned_fraction: float = 0.5
+        # A writer blocked on a full send buffer sleeps until the ACKs free part of it: Linux
+        # wakes it once the free space is half of what is queued (sk_stream_write_space,
+        # sk_stream_min_wspace), when a third of the buffer has been acknowledged. The flight
+        # then drains by a third or more of itself, the sender silent under open windows, and
+        # the writer refills it in answer to the ACK that crossed that mark. An ACK-clocked
+        # window sender answers every ACK (RFC 5681 3), so its silences, ACK-order noise and
+        # waits for a full segment's room, drain a few segments of the flight, not a third.
+        refill_drain_fraction: float = 1 / 3
+        # At least this many such refills in a window of `phase_rtts` RTTs: one is an accident
+        # of timing; a buffer that holds the flight refills each time a third of it is
+        # acknowledged, once a round trip or more at any path scale, four times a window.
+        min_refills_count: int = 2
         # Paced departures: fewer than this share of the bursts that start after an ACK start
         # in answer to it. An ACK-clocked sender answers every ACK at once (RFC 5681 3: ACKs
         # clock out data), a pacer starts each burst on its own timer, in step with no ACK; a
@@ -487,9 +502,15 @@ class RateLimitCause(Detector):
         ready = (
             lossless and answered_share_at(d, cap - mss, turnaround_s(d)) >= cfg.min_pinned_fraction
         )
-        label[(at_cap >= cfg.min_pinned_fraction) & ready & (growth < cfg.growing_factor)] = (
-            L_SNDBUF
-        )
+        pinned = (at_cap >= cfg.min_pinned_fraction) & ready
+        # Or a writer that sleeps on the full buffer: deep drains, each ended by an ACK.
+        if lossless and known:
+            refill_t, triggered = _buffer_refills(d, mss, cfg.refill_drain_fraction)
+            w = np.clip(((warp(refill_t) - t0) / length).astype(np.int64), 0, n - 1)
+            deep = np.bincount(w, minlength=n)
+            woken = np.bincount(w[triggered], minlength=n)
+            pinned |= (woken >= cfg.min_refills_count) & (2 * woken >= deep)
+        label[pinned & (growth < cfg.growing_factor)] = L_SNDBUF
         label[paced & below_path & (retrans == 0)] = L_PACE
         label[slow & ~paced] = L_SLOW
         label[busy] = L_BW
@@ -703,6 +724,61 @@ def _merge_short(
             label[lo:hi] = label[lo - 1]
         else:
             label[lo:hi] = label[hi]
+
+
+def _buffer_refills(
+    d: Any, mss: int, drain_fraction: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """The sender's deep silences and how each ended: per silence, the time of the ACK that
+    ended it and whether that ACK woke a writer blocked on the send buffer.
+
+    A silence is a run of ACKs that advanced the line, with data still in flight and a
+    segment of room under the advertised window, that the sender left unanswered; it is deep
+    when those ACKs (and the one that ended it) acknowledged `drain_fraction` or more of the
+    flight it began with. The ACK that ends it woke the writer when the sender answered it at
+    once with a full segment: within a quarter of the ACKs' median spacing (or two
+    serialisation times), the latency of a wake-up, where a writer on its own clock lands
+    anywhere in the gap. The window scale must be known (the room is a byte count).
+    """
+    answers = ack_answers(d)
+    acks = d.acks
+    none = (np.zeros(0), np.zeros(0, dtype=bool))
+    if answers.line.size < 3:
+        return none
+    t = acks["t_s"].to_numpy()
+    edge = np.maximum.accumulate(acks["edge_rel"].to_numpy().astype(np.int64))
+    line, sent = answers.line, answers.sent
+    before = np.r_[line[:1], line[:-1]]  # the line as each ACK arrived
+    flight = sent - line
+    room = edge - sent >= mss
+    # ACKs that moved the line with data to come after them (the transfer is not over).
+    moved = acks["advance"].to_numpy().astype(bool) & np.isfinite(answers.delay_s)
+    idx = np.flatnonzero(moved)
+    if idx.size < 3:
+        return none
+    silent = room[idx] & ~answers.answered[idx] & (flight[idx] > 0)
+    resumed = room[idx] & answers.answered[idx]
+    pos = np.arange(idx.size)
+    ends = np.flatnonzero(resumed[1:] & silent[:-1]) + 1  # the ACK that ended a silence
+    if ends.size == 0:
+        return none
+    last_loud = np.maximum.accumulate(np.where(silent, -1, pos))
+    first = idx[last_loud[ends - 1] + 1]  # the silence's first ACK
+    end = idx[ends]
+    peak = sent[first] - before[first]
+    deep = line[end] - before[first] >= drain_fraction * peak
+    # The segment that answered: a woken writer's data leaves in full segments; a sub-MSS
+    # tail released by the ACK (Nagle, RFC 896) is an old write's remainder, not a refill.
+    data = d.data
+    answer = np.searchsorted(data["frame"].to_numpy(), acks["frame"].to_numpy()[end])
+    full = data["len"].to_numpy()[np.minimum(answer, len(data) - 1)] >= mss
+    data_t = data["t_s"].to_numpy()
+    gaps = np.diff(data_t)
+    positive = gaps[gaps > 0]
+    serialisation = float(np.percentile(positive, 1)) if positive.size else 0.0
+    soon = max(2 * serialisation, 0.25 * float(np.median(np.diff(t))))
+    woke = (answers.delay_s[end] <= soon) & full
+    return t[end][deep], woke[deep]
 
 
 def _paced_windows(

@@ -46,7 +46,12 @@ class WindowLimited(Detector):
         Evidence("achieved_rate_bps", "bit/s", "goodput"),
         Evidence("window_rate_bps", "bit/s", "what the window allows, window x 8 / RTT"),
         Evidence("path_rate_bps", "bit/s", "the path's rate"),
-        Evidence("path_rate_source", "", "where it came from", values=("ack_dispersion", "config")),
+        Evidence(
+            "path_rate_source",
+            "",
+            "where it came from",
+            values=("ack_dispersion", "arrival_dispersion", "config"),
+        ),
         Evidence("window_needed_bytes", "bytes", "the bandwidth-delay product, path rate x RTT"),
         Evidence("window_scale_shift_needed", "", "the RFC 7323 shift that window needs"),
         Evidence("window_scale_shift_announced", "", "the shift the receiver announced (-1: none)"),
@@ -121,6 +126,12 @@ class WindowLimited(Detector):
         source = "config"
         if cfg.path_rate_bps <= 0:
             rate_path, source = path_rate_bps(d), "ack_dispersion"
+        if rate_path is None and ctx.merge is not None:
+            # A receiver that acknowledges each burst at once (a stretch ACK, or one delayed
+            # until its reader frees the window) leaves no ACK spacing to measure; with its
+            # capture too the segments' own arrivals show the bottleneck's spacing.
+            rate_path = _arrival_rate_bps(ctx.merge.transmissions_of(conn, direction))
+            source = "arrival_dispersion"
         if rate_path is None:
             return None
         bdp = float(physics.bdp_bytes(rate_path, rtt))
@@ -134,11 +145,12 @@ class WindowLimited(Detector):
         announced = int(row[f"ws_{receiver_side}"])
         times = d.flight["t_s"].to_numpy()[known]
         name = DIRECTIONS[direction]
-        how = (
-            "as configured"
-            if source == "config"
-            else "measured from the spacing of the ACKs of back-to-back segments"
-        )
+        how = {
+            "config": "as configured",
+            "ack_dispersion": "measured from the spacing of the ACKs of back-to-back segments",
+            "arrival_dispersion": "measured from the spacing at which segments that left back "
+            "to back reached the receiver",
+        }[source]
         who = (
             "the receiver's advertised window"
             if limited_by == "receiver"
@@ -198,3 +210,29 @@ class WindowLimited(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+# Samples of the arrival spacing needed for a rate: fewer than a few pairs are one burst's
+# accident (an interrupt at the receiver, a cross-traffic packet between the two).
+MIN_ARRIVAL_PAIRS_COUNT = 3
+
+
+def _arrival_rate_bps(tx: Any, compression_ratio: float = 0.5) -> float | None:
+    """The bottleneck's payload rate from the receiver's capture: receiver-based packet pair
+    (Allman and Paxson, SIGCOMM 1999, 4; Paxson's PBM). Two segments that left back to back,
+    in less than `compression_ratio` of the time between their arrivals, were spaced by the
+    path: the second's payload over that time is the bottleneck's rate. The median of such
+    pairs; None with fewer than MIN_ARRIVAL_PAIRS_COUNT (or no receiver capture rows).
+    """
+    if len(tx) < MIN_ARRIVAL_PAIRS_COUNT + 1:
+        return None
+    tx = tx[tx["fate"] == "delivered"].sort_values("sender_t_s")
+    sent = tx["sender_t_s"].to_numpy(dtype=np.float64)
+    arrived = tx["receiver_t_s"].to_numpy(dtype=np.float64)
+    size = tx["len"].to_numpy(dtype=np.float64)
+    ds, da = np.diff(sent), np.diff(arrived)
+    with np.errstate(invalid="ignore"):
+        spread = (da > 0) & (ds >= 0) & (ds < compression_ratio * da)
+    if spread.sum() < MIN_ARRIVAL_PAIRS_COUNT:
+        return None
+    return float(np.median(size[1:][spread] * 8 / da[spread]))

@@ -10,8 +10,11 @@ bursts until it closes again.
 The sender's view decides: after each packet of the direction's timeline the usable window is
 the right edge the receiver last advertised (ACK + window, RFC 9293 3.8.6.2.1: SND.UNA + SND.WND)
 minus the highest byte sent. Closed is less than one full segment usable; a cycle is a reopening
-by a large share of the largest window, so that the steady trickle of a window-limited sender
-(every ACK frees a segment or two) is not mistaken for it.
+by a large share of the largest window, or of the window offered then and by more than two
+segments, so that the steady trickle of a window-limited sender (every ACK frees a segment or
+two) is not mistaken for it. With the receiver's capture too, a reopening by more than two
+segments counts however small a share it is when it came with an ACK the receiver held back
+until its application read (`_held_acks`): its reader, not the ACK clock, reopened the window.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tracekit.detectors._measure import (
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes, window_scale_shift
+from tracekit.schema import TH_FIN, TH_RST, TH_SYN
 
 
 class _Transitions(NamedTuple):
@@ -130,6 +134,104 @@ def _window_transitions(
     )
 
 
+def _ack_of_event(direction: Any, events: np.ndarray) -> np.ndarray:
+    """The index among the direction's ACKs of the last ACK at or before each event of the
+    merged timeline (ACKs and data segments in capture order, as `transitions` counts them)."""
+    ack_frame = direction.acks["frame"].to_numpy()
+    data_frame = direction.data["frame"].to_numpy()
+    is_ack = np.r_[np.ones(ack_frame.size, bool), np.zeros(data_frame.size, bool)]
+    order = np.argsort(np.r_[ack_frame, data_frame], kind="stable")
+    acks_so_far = np.cumsum(is_ack[order]) - 1
+    return np.maximum(acks_so_far[events], 0)
+
+
+# The share of the ACKs owed at once (two fresh full segments) a receiver must hold back for its
+# reader to be the one reopening the window: a reader that reads on its own clock holds most of
+# them (each burst waits for the next read); a receiver whose window sits at its clamp holds one
+# now and then, a few percent.
+MIN_HELD_SHARE = 0.25
+
+
+def _held_acks(
+    ctx: AnalysisContext, conn: int, direction: int, d: Any, mss: int
+) -> np.ndarray | None:
+    """Per ACK of the direction, with both captures: whether the receiver held it back after
+    the data it acknowledges had arrived. None without the receiver's capture or a path rate.
+
+    A receiver answers at least every second full-sized segment at once (RFC 1122 4.2.3.2,
+    RFC 5681 4.2); Linux holds the ACK only while its window cannot advance, a buffer full
+    of unread data (__tcp_ack_snd_check), and sends it when the application reads. Each
+    ACK's time from the arrival of the last segment it newly acknowledges to its departure
+    (both in the receiver's capture) is the receiver's wait; the least of them is its
+    quickest answer. An ACK that left more than two segment times at the path's rate after
+    that was held: an ACK clock would have answered before the next two segments came in.
+    """
+    path = path_rate_bps(d)
+    if ctx.merge is None or path is None:
+        return None
+    tx = ctx.merge.transmissions_of(conn, direction)
+    # The copies the receiver kept (not those its host dropped, nor duplicates), by right edge.
+    arrived = tx["receiver_t_s"].to_numpy(dtype=np.float64)
+    kept = tx["fate"].isin(["delivered", "reordered"]).to_numpy() & np.isfinite(arrived)
+    if not kept.any():
+        return None
+    end = tx["end_rel"].to_numpy()[kept]
+    arrived = arrived[kept]
+    order = np.argsort(end, kind="stable")
+    end, arrived = end[order], arrived[order]
+    # The receiver's pure ACKs that reached the sender's capture are, in order, the
+    # direction's ACKs there: their departures from the receiver, without the way back.
+    back = ctx.merge.reverse_acks_of(conn, direction)
+    departed = back["t_s"].to_numpy(dtype=np.float64)
+    reached = np.flatnonzero(back["arrived"].to_numpy(dtype=bool))
+    left = departed[reached]
+    # The receiver's ACK before each, whether or not it reached the sender.
+    before = np.r_[-np.inf, departed][reached]
+    frames = ctx.packets.column("frame").to_numpy()
+    ack_frames = d.acks["frame"].to_numpy()
+    row = np.minimum(np.searchsorted(frames, ack_frames), frames.size - 1)
+    if not np.array_equal(frames[row], ack_frames):
+        return None
+    flags = ctx.packets.column("tcp_flags").to_numpy()[row]
+    pure = (ctx.packets.column("payload_bytes").to_numpy()[row] == 0) & (
+        (flags & (TH_SYN | TH_FIN | TH_RST)) == 0
+    )
+    if left.size != int(pure.sum()):
+        return None  # not one for one: the capture's edges cut them differently
+    # Each ACK's newly acknowledged segments, and the last of them to arrive (a segment that
+    # filled a hole arrives after those it releases).
+    line = np.maximum.accumulate(d.acks["ack_rel"].to_numpy())
+    lo = np.asarray(np.searchsorted(end, np.r_[line[:1], line[:-1]], side="right"))
+    hi = np.asarray(np.searchsorted(end, line, side="right"))
+    mine = np.flatnonzero(pure & (hi > lo))
+    nth = np.cumsum(pure)[mine] - 1  # its place among the receiver's ACKs that arrived
+    size = hi[mine] - lo[mine]
+    segment = (
+        np.repeat(lo[mine], size)
+        + np.arange(int(size.sum()))
+        - np.repeat(np.cumsum(size) - size, size)
+    )
+    owner = np.repeat(np.arange(mine.size), size)
+    # Only an ACK of two full segments or more is owed at once (a lone segment's may wait
+    # for the delayed-ACK timer): two that arrived after the receiver's ACK before it.
+    fresh = arrived[segment] > before[nth][owner]
+    owed = np.bincount(owner, weights=fresh, minlength=mine.size) >= 2
+    latest = np.full(mine.size, -np.inf)
+    np.maximum.at(latest, owner, arrived[segment])
+    since = np.full(line.size, np.nan)
+    since[mine[owed]] = (left[nth] - latest)[owed]
+    if not np.isfinite(since).any():
+        return None
+    excess = since - np.nanmin(since)
+    with np.errstate(invalid="ignore"):
+        held = excess > 2 * mss * 8 / path
+    # A habit, not the odd delayed ACK (a window at its clamp holds one now and then): a
+    # reader that paces the window holds a good share of the ACKs owed at once.
+    if held.sum() < MIN_HELD_SHARE * np.isfinite(since).sum():
+        return np.zeros(line.size, dtype=bool)
+    return np.asarray(held)
+
+
 class WindowOscillation(Detector):
     kind = "window_oscillation"
     title = "The receive window oscillated: start/stop mode"
@@ -156,8 +258,9 @@ class WindowOscillation(Detector):
         # "Again and again": three closings that reopen make a pattern, not an accident. At
         # least one: a finding of no cycle has no swing to measure.
         min_cycles_count: int = field(default=3, metadata={"min": 1})
-        # A reopening must free a quarter of the largest window to count as a swing "between
-        # both extremes" (Haas 4.2); a window-limited sender's ACKs free one or two segments.
+        # A reopening must free a quarter of the largest window, or of the window then
+        # offered, to count as a swing "between both extremes" (Haas 4.2); a window-limited
+        # sender's ACKs free one or two segments of a window of many.
         min_reopen_fraction: float = 0.25
 
     config: Config
@@ -181,8 +284,24 @@ class WindowOscillation(Detector):
         known = bool(ctx.series.window_known.get((conn, direction), False))
         largest = int(win.max())
         tr = transitions(d, mss, known)
-        # A reopening counts when it frees a good share of the largest window (any, unscaled).
-        big = tr.open_usable >= cfg.min_reopen_fraction * largest
+        # A reopening counts when it frees a good share of the largest window (any, unscaled),
+        # or of the window the receiver offered then: a receiver whose unread data squeezed
+        # its buffer swings between the extremes of what is left (an opening window of 64 kB,
+        # 16 kB later). That one must also free more than the two segments an ACK of the ACK
+        # clock frees (RFC 1122 4.2.3.2: an ACK for at least every second full-sized
+        # segment), which in a window of eight segments or fewer is a quarter of it.
+        opener = _ack_of_event(d, tr.open_at)
+        window_then = win[opener]
+        big = (tr.open_usable >= cfg.min_reopen_fraction * largest) | (
+            (tr.open_usable >= cfg.min_reopen_fraction * window_then) & (tr.open_usable > 2 * mss)
+        )
+        # With the receiver's capture too: a reopening by more than the ACK clock's two
+        # segments that came with an ACK the receiver held back is its reader's, however small.
+        beyond_clock = ~big & (tr.open_usable > 2 * mss)
+        if big.sum() + beyond_clock.sum() >= cfg.min_cycles_count:
+            held = _held_acks(ctx, conn, direction, d, mss)
+            if held is not None:
+                big |= held[opener] & beyond_clock
         if not known:
             big = np.ones(tr.open_at.size, dtype=bool)
         if big.sum() < cfg.min_cycles_count:
@@ -228,7 +347,10 @@ class WindowOscillation(Detector):
             f"The receiver's window closed to less than one {mss}-byte segment beyond the data "
             f"in flight ({zero_windows} advertisements of exactly zero), the sender stopped, "
             f"and a window update reopened it by at least {cfg.min_reopen_fraction:.0%} of the "
-            f"largest window, {cycles} times, about every {units.duration(period)}. The sender "
+            f"largest window or of the window offered then (or, with the receiver's capture, "
+            "by more than two segments with an ACK the receiver held until its application "
+            f"read), {cycles} times, about every "
+            f"{units.duration(period)}. The sender "
             f"alternated between stopped ({stopped / span:.0%} of the time) and bursts of about "
             f"{burst:.0f} segments, {seg_rate:.1f} segments/s or {units.rate(bytes_rate)} "
             "in all: the rate is set by how fast the receiving application empties a receive "

@@ -3,8 +3,10 @@
 At the receiver's capture point a segment has either arrived or not. If it arrived, the
 receiver's own ACKs (cumulative, RFC 9293 3.4, and SACK blocks, RFC 2018) say whether its host
 kept it: a segment that is neither acknowledged nor selectively acknowledged before the sender's
-next copy of the same bytes arrives died in the receiving host, after the capture point (the
-"receiver drop" that only two captures can tell from a network drop).
+next copies of the same bytes arrive (whole, or in pieces as a resent super-segment is), and
+that the receiver does not then report as a duplicate (a D-SACK, RFC 2883), died in the
+receiving host, after the capture point (the "receiver drop" that only two captures can tell
+from a network drop).
 """
 
 from __future__ import annotations
@@ -17,6 +19,28 @@ from tracekit.core.kernels import jit
 ACKED = 0  # a later ACK or SACK block of the receiver covers it: the host kept it
 RESENT_UNACKED = 1  # the same bytes arrived again before any ACK covered them: the host dropped it
 NEVER_ACKED = 2  # the capture ends before either: no verdict
+
+
+@jit
+def _dsack_overlaps(
+    j: int,
+    s: int,
+    e: int,
+    ack: np.ndarray,
+    sack_start: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> bool:  # pragma: no cover - numba
+    """Whether ACK event j reports a duplicate of bytes in [s, e): its first SACK block is a
+    D-SACK (RFC 2883 4: below the cumulative ACK, or inside the second block)."""
+    first, stop = sack_start[j], sack_start[j + 1]
+    if stop <= first:
+        return False
+    lo, hi = sack_left[first], sack_right[first]
+    dsack = lo < ack[j] or (
+        stop > first + 1 and sack_left[first + 1] <= lo and sack_right[first + 1] >= hi
+    )
+    return bool(dsack and lo < e and hi > s)
 
 
 @jit
@@ -48,11 +72,28 @@ def _scan(
         e = right[i]
         duplicate[i] = e <= acked_so_far
         v = NEVER_ACKED
+        # How far from s later copies have re-sent this arrival's bytes, in order: a sender
+        # that resends a super-segment (TSO, GRO at the receiver) resends it in pieces.
+        resent_to = s
         j = i + 1
         while j < n and group[j] == group[i]:
             if is_data[j]:
-                if left[j] <= s and right[j] >= e:
+                if left[j] <= resent_to and right[j] > resent_to:
+                    resent_to = right[j]
+                if resent_to >= e:
+                    # Re-sent whole before any ACK covered it: dropped, unless the ACK that
+                    # answers the last copy reports it a duplicate (a D-SACK, RFC 2883): the
+                    # host had kept the first copy and only held its ACK back.
                     v = RESENT_UNACKED
+                    k = j + 1
+                    while k < n and group[k] == group[i] and is_data[k]:
+                        k += 1
+                    if (
+                        k < n
+                        and group[k] == group[i]
+                        and _dsack_overlaps(k, s, e, ack, sack_start, sack_left, sack_right)
+                    ):
+                        v = ACKED
                     break
             else:
                 if ack[j] >= e:
