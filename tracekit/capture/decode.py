@@ -18,6 +18,10 @@ from tracekit.schema import OPT_CUT
 # Link types, https://www.tcpdump.org/linktypes.html
 LINK_NULL = 0  # BSD loopback: 4-byte address family in the capturing host's byte order
 LINK_ETHERNET = 1
+LINK_PPP = 9  # PPP, RFC 1661: optional 0xFF 0x03 address and control, then the protocol
+LINK_FDDI = 10  # FDDI: frame control, two 6-byte addresses, then 802.2 LLC/SNAP
+LINK_PPP_HDLC = 50  # PPP in HDLC-like framing, RFC 1662
+LINK_C_HDLC = 104  # Cisco HDLC: address, control, then an Ethernet type
 LINK_RAW_BSD = 12  # DLT_RAW as most BSDs number it
 LINK_RAW_OPENBSD = 14
 LINK_RAW = 101  # LINKTYPE_RAW: the frame starts with the IPv4 or IPv6 header
@@ -30,6 +34,10 @@ KNOWN_LINK_TYPES = frozenset(
     {
         LINK_NULL,
         LINK_ETHERNET,
+        LINK_PPP,
+        LINK_FDDI,
+        LINK_PPP_HDLC,
+        LINK_C_HDLC,
         LINK_RAW_BSD,
         LINK_RAW_OPENBSD,
         LINK_RAW,
@@ -47,6 +55,25 @@ ETHERTYPE_IPV6 = 0x86DD
 ETHERTYPE_VLAN = 0x8100
 ETHERTYPE_QINQ = 0x88A8
 ETHERTYPE_QINQ_OLD = 0x9100
+# What a tunnel carries: Ethernet frames (transparent Ethernet bridging, RFC 1701's protocol
+# type; VXLAN and Geneve say the same), and ERSPAN type II's mirrored frames.
+ETHERTYPE_TEB = 0x6558
+ETHERTYPE_ERSPAN_II = 0x88BE
+# PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
+PPP_IPV4 = 0x0021
+PPP_IPV6 = 0x0057
+# IP protocol numbers of the tunnels decoded: IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213), GRE
+# (RFC 2784, RFC 2890).
+IPPROTO_IPIP = 4
+IPPROTO_IPV6 = 41
+IPPROTO_GRE = 47
+# UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281).
+PORT_VXLAN = 4789
+PORT_GENEVE = 6081
+PORT_GTP_U = 2152
+# Tunnels in tunnels followed at most this deep: real stacks nest two or three (GTP in GRE in
+# IP), and a crafted chain of headers gets no more of the decoder's time than this.
+MAX_TUNNEL_DEPTH = 4
 
 # Why a record was not kept; index into SKIP_REASONS (0 means kept).
 KEPT = 0
@@ -195,6 +222,264 @@ def _u64(b: np.ndarray, p: Any) -> Any:
     return (np.uint64(_u32(b, p)) << np.uint64(32)) | np.uint64(_u32(b, p + 4))
 
 
+def _ethernet(b: np.ndarray, p: Any, end: Any) -> Any:
+    """An Ethernet header at p (VLAN tags skipped): (IP version 4 or 6, or 0; its header's
+    offset; KEPT or SKIP_SHORT_FRAME)."""
+    if end - p < 14:
+        return 0, p, SKIP_SHORT_FRAME
+    ethertype = _u16(b, p + 12)
+    q = p + 14
+    while ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
+        if q + 4 > end:
+            return 0, q, SKIP_SHORT_FRAME
+        ethertype = _u16(b, q + 2)
+        q += 4
+    if ethertype == ETHERTYPE_IPV4:
+        return 4, q, KEPT
+    if ethertype == ETHERTYPE_IPV6:
+        return 6, q, KEPT
+    return 0, q, KEPT
+
+
+def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
+    """The packet a tunnel header at l4 carries: (what: 0 none, 1 Ethernet, 4 or 6 IP; where it
+    starts). Only tunnels whose header is whole in the captured bytes and in the outer payload
+    are followed; anything else is what it was (a GRE or UDP packet)."""
+    stop = min(end, l4 + l4len)
+    if proto == IPPROTO_IPIP:
+        return 4, l4
+    if proto == IPPROTO_IPV6:
+        return 6, l4
+    if proto == IPPROTO_GRE:
+        if stop - l4 < 4:
+            return 0, l4
+        flags = _u16(b, l4)
+        # Version 0 without routing (RFC 2784; RFC 1701's routing is obsolete): checksum, key
+        # and sequence number add 4 bytes each (RFC 2890). Version 1 is PPTP's PPP.
+        if flags & 0x4007:
+            return 0, l4
+        hlen = 4 + 4 * ((flags >> 15) & 1) + 4 * ((flags >> 13) & 1) + 4 * ((flags >> 12) & 1)
+        ptype = _u16(b, l4 + 2)
+        if ptype == ETHERTYPE_ERSPAN_II:
+            hlen += 8  # ERSPAN type II's own header, then the mirrored frame
+        if l4 + hlen >= stop:
+            return 0, l4
+        if ptype == ETHERTYPE_IPV4:
+            return 4, l4 + hlen
+        if ptype == ETHERTYPE_IPV6:
+            return 6, l4 + hlen
+        if ptype in (ETHERTYPE_TEB, ETHERTYPE_ERSPAN_II):
+            return 1, l4 + hlen
+        return 0, l4
+    if proto != 17 or stop - l4 < 16:
+        return 0, l4
+    dport = _u16(b, l4 + 2)
+    h = l4 + 8  # the tunnel's header, after UDP's
+    if dport == PORT_VXLAN:
+        # The I flag says the VNI is valid (RFC 7348 5); the frame follows the 8-byte header.
+        if _at(b, h) & 0x08:
+            return 1, h + 8
+        return 0, l4
+    if dport == PORT_GENEVE:
+        first = _at(b, h)
+        if first >> 6 != 0:  # version 0 only (RFC 8926 3.4)
+            return 0, l4
+        start = h + 8 + np.int64(first & 0x3F) * 4
+        if start >= stop:
+            return 0, l4
+        ptype = _u16(b, h + 2)
+        if ptype == ETHERTYPE_TEB:
+            return 1, start
+        if ptype == ETHERTYPE_IPV4:
+            return 4, start
+        if ptype == ETHERTYPE_IPV6:
+            return 6, start
+        return 0, l4
+    if dport == PORT_GTP_U:
+        # Version 1, protocol type GTP, message type G-PDU (255): user data (TS 29.281 5.1).
+        flags = _at(b, h)
+        if flags >> 5 != 1 or not flags & 0x10 or _at(b, h + 1) != 255:
+            return 0, l4
+        start = h + 8
+        if flags & 0x07:  # sequence number, N-PDU number, next extension type: 4 more bytes
+            start += 4
+            following = np.int64(_at(b, h + 11)) if flags & 0x04 else np.int64(0)
+            # Extension headers: a length in 4-byte units, content, the next type last.
+            hops = 0
+            while following != 0:
+                if start >= stop or hops >= 16:
+                    return 0, l4
+                units = np.int64(_at(b, start)) * 4
+                if units == 0 or start + units > stop:
+                    return 0, l4
+                following = np.int64(_at(b, start + units - 1))
+                start += units
+                hops += 1
+        if start >= stop:
+            return 0, l4
+        nibble = _at(b, start) >> 4
+        if nibble == 4:
+            return 4, start
+        if nibble == 6:
+            return 6, start
+    return 0, l4
+
+
+def _skipped(reason: Any) -> Any:
+    """What `_network` returns for a header it does not keep."""
+    zero = np.uint64(0)
+    return reason, np.int64(0), np.int64(0), np.int64(0), zero, zero, zero, zero, np.int64(0)
+
+
+def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
+    """The IP header at q: (KEPT or a SKIP_ reason, the transport protocol, its header's
+    offset, its length, the source and destination addresses as high and low 64-bit halves,
+    the IPv4 identification).
+
+    The transport length comes from the IP header, so that snaplen-cut frames keep their true
+    payload size, but never runs past `room`, the bytes the frame (or the tunnel carrying this
+    packet) held from the IP header on: a whole frame holds what it holds whatever a damaged or
+    rewritten header claims, and a cut one held its original length; tshark reads both so. A
+    frame longer than its IP packet (Ethernet padding, an FCS) is the IP length's. A zero length
+    field is a super-packet over 64 KiB (Linux BIG TCP: IPv4 since 6.3; IPv6 since 5.19, with
+    the RFC 2675 Jumbo Payload option that says its size): its size is the jumbo option's, else
+    the frame's. A header that does not fit in that length is a bad header; one past the
+    captured bytes of a cut frame is short.
+    """
+    buf = b
+    zero = np.uint64(0)
+    if version == 4:
+        if room < 20:
+            return _skipped(SKIP_BAD_HEADER)
+        if end - q < 20:
+            return _skipped(SKIP_SHORT_FRAME)
+        ihl = np.int64(_at(buf, q) & 15) * 4
+        if _at(buf, q) >> 4 != 4 or ihl < 20:
+            return _skipped(SKIP_BAD_HEADER)
+        total = _u16(buf, q + 2)
+        if total == 0 or total > room:
+            total = room
+        if total < ihl:
+            return _skipped(SKIP_BAD_HEADER)
+        if _u16(buf, q + 6) & 0x3FFF:  # MF flag or a fragment offset, RFC 791
+            return _skipped(SKIP_IP_FRAGMENT)
+        proto = np.int64(_at(buf, q + 9))
+        src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
+        dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
+        # Options, RFC 791 3.1: type, length (counting type and length), value; a length
+        # under 2 or past the header is malformed. Read as far as they were captured.
+        skip = KEPT
+        o = q + 20
+        hend = q + ihl
+        oend = min(hend, end)
+        while o < oend:
+            kind = _at(buf, o)
+            if kind == 0:  # end of option list
+                break
+            if kind == 1:  # no operation
+                o += 1
+                continue
+            if o + 1 >= hend:
+                skip = SKIP_BAD_HEADER
+                break
+            if o + 1 >= end:
+                break
+            olen = np.int64(_at(buf, o + 1))
+            if olen < 2 or o + olen > hend:
+                skip = SKIP_BAD_HEADER
+                break
+            # A source route: until its pointer (1-based) passes the option's end, the
+            # header's destination is the next hop and the route's last address the final
+            # destination, which keys the flow (as tshark's ip.dst shows it).
+            if (
+                kind in (IPOPT_LSRR, IPOPT_SSRR)
+                and olen >= 7
+                and o + olen <= end
+                and np.int64(_at(buf, o + 2)) <= olen
+            ):
+                final = o + 3 + ((olen - 3) // 4 - 1) * 4
+                dst_hi = np.uint64(_u32(buf, final)) << np.uint64(32)
+            o += olen
+        if skip != KEPT:
+            return _skipped(skip)
+        src_lo = zero
+        dst_lo = zero
+        l4 = q + ihl
+        l4len = total - ihl
+        ident = _u16(buf, q + 4)
+    else:
+        if room < 40:
+            return _skipped(SKIP_BAD_HEADER)
+        if end - q < 40:
+            return _skipped(SKIP_SHORT_FRAME)
+        if _at(buf, q) >> 4 != 6:
+            return _skipped(SKIP_BAD_HEADER)
+        l4len = _u16(buf, q + 4)
+        proto = np.int64(_at(buf, q + 6))
+        if l4len == 0:
+            l4len = room - 40
+            # A Jumbo Payload option is in a hop-by-hop header right after the IPv6 header
+            # (RFC 2675 3); options are type, length (of the value), value; Pad1 is 1 byte.
+            if proto == 0 and end - q >= 42:
+                o = q + 42
+                oend = min(q + 40 + (np.int64(_at(buf, q + 41)) + 1) * 8, end)
+                while o + 1 < oend:
+                    kind = _at(buf, o)
+                    if kind == 0:
+                        o += 1
+                        continue
+                    olen = np.int64(_at(buf, o + 1)) + 2
+                    if kind == IP6OPT_JUMBO and olen == 6 and o + 6 <= oend:
+                        l4len = _u32(buf, o + 2)  # all but the IPv6 header
+                        break
+                    o += olen
+        if l4len > room - 40:
+            l4len = room - 40
+        src_hi = _u64(buf, q + 8)
+        src_lo = _u64(buf, q + 16)
+        dst_hi = _u64(buf, q + 24)
+        dst_lo = _u64(buf, q + 32)
+        ident = 0
+        l4 = q + 40
+        # Skip extension headers, RFC 8200 4: each is (next header, length) then data.
+        skip = KEPT
+        while proto in (0, 43, 44, 51, 60, 135, 139, 140):
+            if l4len < 8:
+                skip = SKIP_BAD_HEADER
+                break
+            if end - l4 < 8:
+                skip = SKIP_SHORT_FRAME
+                break
+            if proto == 44:  # fragment header: only an atomic fragment is whole
+                if _u16(buf, l4 + 2) & 0xFFF9:
+                    skip = SKIP_IP_FRAGMENT
+                    break
+                ext = np.int64(8)
+            elif proto == 51:  # AH counts its length in 4-byte units, RFC 4302 2.2
+                ext = (np.int64(_at(buf, l4 + 1)) + 2) * 4
+            else:
+                ext = (np.int64(_at(buf, l4 + 1)) + 1) * 8
+            proto = np.int64(_at(buf, l4))
+            l4 += ext
+            l4len -= ext
+        if skip != KEPT:
+            return _skipped(skip)
+        if l4len < 0:
+            return _skipped(SKIP_BAD_HEADER)
+
+    return (
+        KEPT,
+        np.int64(proto),
+        np.int64(l4),
+        np.int64(l4len),
+        src_hi,
+        src_lo,
+        dst_hi,
+        dst_lo,
+        np.int64(ident),
+    )
+
+
 def decode_records(
     buf: np.ndarray,
     rec_off: np.ndarray,
@@ -247,23 +532,55 @@ def decode_records(
         q = off
         version = 0
         if link == LINK_ETHERNET:
-            if end - off < 14:
+            version, q, skip = _ethernet(buf, off, end)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
+        elif link == LINK_C_HDLC:
+            if end - off < 4:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
-            ethertype = _u16(buf, off + 12)
-            q = off + 14
-            while ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
-                if q + 4 > end:
-                    break
-                ethertype = _u16(buf, q + 2)
-                q += 4
+            ethertype = _u16(buf, off + 2)
+            q = off + 4
             if ethertype == ETHERTYPE_IPV4:
                 version = 4
             elif ethertype == ETHERTYPE_IPV6:
                 version = 6
-            elif ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
+        elif link in (LINK_PPP, LINK_PPP_HDLC):
+            # Address and control (0xFF 0x03) may be left out (RFC 1661 6.6), and a protocol
+            # number below 256 sent in one byte (protocol field compression, RFC 1661 6.5).
+            q = off
+            if end - q >= 2 and _at(buf, q) == 0xFF and _at(buf, q + 1) == 0x03:
+                q += 2
+            if end - q < 1:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
+            if _at(buf, q) & 1:
+                number = np.int64(_at(buf, q))
+                q += 1
+            elif end - q >= 2:
+                number = _u16(buf, q)
+                q += 2
+            else:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            if number == PPP_IPV4:
+                version = 4
+            elif number == PPP_IPV6:
+                version = 6
+        elif link == LINK_FDDI:
+            # Frame control and two addresses (13 bytes), then LLC/SNAP: AA AA 03, an OUI of
+            # zero, and an Ethernet type (RFC 1390).
+            if end - off < 21:
+                reason[i] = SKIP_SHORT_FRAME
+                continue
+            q = off + 21
+            if _at(buf, off + 13) == 0xAA and _at(buf, off + 14) == 0xAA:
+                ethertype = _u16(buf, off + 19)
+                if ethertype == ETHERTYPE_IPV4:
+                    version = 4
+                elif ethertype == ETHERTYPE_IPV6:
+                    version = 6
         elif link in (LINK_SLL, LINK_SLL2):
             hdr = 16 if link == LINK_SLL else 20
             if end - off < hdr:
@@ -314,145 +631,35 @@ def decode_records(
             reason[i] = SKIP_NON_IP
             continue
 
-        # Network layer. The transport length comes from the IP header, so that snaplen-cut
-        # frames keep their true payload size, but never runs past the frame's original length
-        # (`room`, from the IP header on): a whole frame (caplen = origlen) holds what it holds
-        # whatever a damaged or rewritten header claims, and a cut one held its original length;
-        # tshark reads both so. A frame longer than its IP packet (Ethernet padding, an FCS) is
-        # the IP length's. A zero length field is a super-packet over 64 KiB (Linux BIG TCP:
-        # IPv4 since 6.3; IPv6 since 5.19, with the RFC 2675 Jumbo Payload option that says its
-        # size): its size is the jumbo option's, else the frame's. A header that does not fit
-        # in that length is a bad header; one past the captured bytes of a cut frame is short.
         room = origlen - (q - off)
-        if version == 4:
-            if room < 20:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            if end - q < 20:
-                reason[i] = SKIP_SHORT_FRAME
-                continue
-            ihl = np.int64(_at(buf, q) & 15) * 4
-            if _at(buf, q) >> 4 != 4 or ihl < 20:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            total = _u16(buf, q + 2)
-            if total == 0 or total > room:
-                total = room
-            if total < ihl:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            if _u16(buf, q + 6) & 0x3FFF:  # MF flag or a fragment offset, RFC 791
-                reason[i] = SKIP_IP_FRAGMENT
-                continue
-            proto = np.int64(_at(buf, q + 9))
-            src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
-            dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
-            # Options, RFC 791 3.1: type, length (counting type and length), value; a length
-            # under 2 or past the header is malformed. Read as far as they were captured.
-            skip = KEPT
-            o = q + 20
-            hend = q + ihl
-            oend = min(hend, end)
-            while o < oend:
-                kind = _at(buf, o)
-                if kind == 0:  # end of option list
+        skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident = _network(
+            buf, q, version, room, end
+        )
+        # Tunnels: the packet a tunnel carries is the one to count (tshark dissects it so); its
+        # room is what the outer packet's payload held.
+        depth = 0
+        while skip == KEPT and depth < MAX_TUNNEL_DEPTH:
+            inner, nq = _tunnel(buf, proto, l4, l4len, end)
+            if inner == 0:
+                break
+            limit = min(end, l4 + l4len)
+            if inner == 1:
+                version, nq, skip = _ethernet(buf, nq, limit)
+                if skip != KEPT:
                     break
-                if kind == 1:  # no operation
-                    o += 1
-                    continue
-                if o + 1 >= hend:
-                    skip = SKIP_BAD_HEADER
+                if version == 0:
+                    skip = SKIP_NON_IP
                     break
-                if o + 1 >= end:
-                    break
-                olen = np.int64(_at(buf, o + 1))
-                if olen < 2 or o + olen > hend:
-                    skip = SKIP_BAD_HEADER
-                    break
-                # A source route: until its pointer (1-based) passes the option's end, the
-                # header's destination is the next hop and the route's last address the final
-                # destination, which keys the flow (as tshark's ip.dst shows it).
-                if (
-                    kind in (IPOPT_LSRR, IPOPT_SSRR)
-                    and olen >= 7
-                    and o + olen <= end
-                    and np.int64(_at(buf, o + 2)) <= olen
-                ):
-                    final = o + 3 + ((olen - 3) // 4 - 1) * 4
-                    dst_hi = np.uint64(_u32(buf, final)) << np.uint64(32)
-                o += olen
-            if skip != KEPT:
-                reason[i] = skip
-                continue
-            src_lo = zero
-            dst_lo = zero
-            l4 = q + ihl
-            l4len = total - ihl
-            ident = _u16(buf, q + 4)
-        else:
-            if room < 40:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            if end - q < 40:
-                reason[i] = SKIP_SHORT_FRAME
-                continue
-            if _at(buf, q) >> 4 != 6:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            l4len = _u16(buf, q + 4)
-            proto = np.int64(_at(buf, q + 6))
-            if l4len == 0:
-                l4len = room - 40
-                # A Jumbo Payload option is in a hop-by-hop header right after the IPv6 header
-                # (RFC 2675 3); options are type, length (of the value), value; Pad1 is 1 byte.
-                if proto == 0 and end - q >= 42:
-                    o = q + 42
-                    oend = min(q + 40 + (np.int64(_at(buf, q + 41)) + 1) * 8, end)
-                    while o + 1 < oend:
-                        kind = _at(buf, o)
-                        if kind == 0:
-                            o += 1
-                            continue
-                        olen = np.int64(_at(buf, o + 1)) + 2
-                        if kind == IP6OPT_JUMBO and olen == 6 and o + 6 <= oend:
-                            l4len = _u32(buf, o + 2)  # all but the IPv6 header
-                            break
-                        o += olen
-            if l4len > room - 40:
-                l4len = room - 40
-            src_hi = _u64(buf, q + 8)
-            src_lo = _u64(buf, q + 16)
-            dst_hi = _u64(buf, q + 24)
-            dst_lo = _u64(buf, q + 32)
-            ident = 0
-            l4 = q + 40
-            # Skip extension headers, RFC 8200 4: each is (next header, length) then data.
-            skip = KEPT
-            while proto in (0, 43, 44, 51, 60, 135, 139, 140):
-                if l4len < 8:
-                    skip = SKIP_BAD_HEADER
-                    break
-                if end - l4 < 8:
-                    skip = SKIP_SHORT_FRAME
-                    break
-                if proto == 44:  # fragment header: only an atomic fragment is whole
-                    if _u16(buf, l4 + 2) & 0xFFF9:
-                        skip = SKIP_IP_FRAGMENT
-                        break
-                    ext = np.int64(8)
-                elif proto == 51:  # AH counts its length in 4-byte units, RFC 4302 2.2
-                    ext = (np.int64(_at(buf, l4 + 1)) + 2) * 4
-                else:
-                    ext = (np.int64(_at(buf, l4 + 1)) + 1) * 8
-                proto = np.int64(_at(buf, l4))
-                l4 += ext
-                l4len -= ext
-            if skip != KEPT:
-                reason[i] = skip
-                continue
-            if l4len < 0:
-                reason[i] = SKIP_BAD_HEADER
-                continue
+            else:
+                version = inner
+            room = l4 + l4len - nq
+            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident = _network(
+                buf, nq, version, room, end
+            )
+            depth += 1
+        if skip != KEPT:
+            reason[i] = skip
+            continue
 
         # Transport layer.
         flags = 0
@@ -677,4 +884,8 @@ def decode_chunk(
         flows.grow()
 
 
-bind(globals(), ("decode_records", "_rehash"), helpers=("_at", "_u16", "_u32", "_u64"))
+bind(
+    globals(),
+    ("decode_records", "_rehash"),
+    helpers=("_at", "_u16", "_u32", "_u64", "_ethernet", "_tunnel", "_skipped", "_network"),
+)

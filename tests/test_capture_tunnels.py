@@ -1,0 +1,161 @@
+"""Tunnels and the rarer link types: the TCP inside is counted as tshark counts it.
+
+Each capture is real pcap bytes crafted with scapy (or framed by hand for the link types scapy
+does not write): five 100-byte TCP segments of one connection, carried by the tunnel or link
+named. The truth is how they were built, and tshark, where installed, counts the same.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from scapy.contrib.geneve import GENEVE
+from scapy.contrib.gtp import GTP_U_Header
+from scapy.layers.inet import GRE, IP, TCP, UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.layers.vxlan import VXLAN
+from scapy.packet import Packet, Raw
+
+from tests.helpers.crafting import write
+from tracekit.capture import read_capture
+from tracekit.connections import build_connections
+
+SEGMENTS, PAYLOAD = 5, 100
+needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+
+
+def _tcp(i: int) -> Packet:
+    return (
+        IP(src="10.9.0.1", dst="10.9.0.2")
+        / TCP(sport=40000, dport=80, flags="A", seq=1000 + i * PAYLOAD)
+        / Raw(b"x" * PAYLOAD)
+    )
+
+
+def _outer(p: Packet) -> Packet:
+    return Ether() / IP(src="192.0.2.1", dst="192.0.2.2") / p
+
+
+def _udp(port: int) -> Packet:
+    return UDP(sport=5555, dport=port)
+
+
+TUNNELS: dict[str, Callable[[int], Packet]] = {
+    "ipip": lambda i: _outer(_tcp(i)),
+    "ipv6_in_ipv4": lambda i: (
+        Ether()
+        / IP(src="192.0.2.1", dst="192.0.2.2", proto=41)
+        / IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / TCP(sport=40000, dport=80, flags="A", seq=1000 + i * PAYLOAD)
+        / Raw(b"x" * PAYLOAD)
+    ),
+    "gre": lambda i: _outer(GRE() / _tcp(i)),
+    "gre_key_sequence_checksum": lambda i: _outer(
+        GRE(chksum_present=1, key_present=1, key=7, seqnum_present=1, sequence_number=i) / _tcp(i)
+    ),
+    "gre_ethernet": lambda i: _outer(GRE(proto=0x6558) / Ether() / _tcp(i)),
+    "vxlan": lambda i: _outer(_udp(4789) / VXLAN(vni=42, flags=0x08) / Ether() / _tcp(i)),
+    "geneve": lambda i: _outer(_udp(6081) / GENEVE(vni=42, proto=0x6558) / Ether() / _tcp(i)),
+    "gtp_u": lambda i: _outer(_udp(2152) / GTP_U_Header(teid=1, gtp_type=255) / _tcp(i)),
+    "vxlan_in_gre": lambda i: _outer(
+        GRE() / IP(src="198.51.100.1", dst="198.51.100.2") / UDP(sport=5555, dport=4789)
+        / VXLAN(vni=42, flags=0x08) / Ether() / _tcp(i)
+    ),
+}  # fmt: skip
+
+
+def _pcap(path: Path, linktype: int, frames: list[bytes]) -> Path:
+    """A classic pcap of raw frames of one link type (scapy writes Ethernet, not these)."""
+    with path.open("wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, linktype))
+        for k, frame in enumerate(frames):
+            f.write(struct.pack("<IIII", 1, k * 1000, len(frame), len(frame)) + frame)
+    return path
+
+
+# Link type (tcpdump.org/linktypes.html) and the header put before each IPv4 packet.
+LINKS = {
+    "cisco_hdlc": (104, b"\x0f\x00\x08\x00"),
+    "ppp": (9, b"\xff\x03\x00\x21"),
+    "ppp_compressed": (9, b"\x21"),  # no address or control, a one-byte protocol field
+    "ppp_hdlc": (50, b"\xff\x03\x00\x21"),
+    "fddi": (10, b"\x50" + b"\x01" * 6 + b"\x02" * 6 + b"\xaa\xaa\x03\x00\x00\x00\x08\x00"),
+}
+
+
+def _counts(path: Path) -> tuple[int, int]:
+    conns = build_connections(read_capture(path)).table
+    return (
+        int(conns.column("packets_a2b").to_numpy().sum()),
+        int(conns.column("bytes_a2b").to_numpy().sum()),
+    )
+
+
+def _tshark(path: Path) -> tuple[int, int]:
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "tcp.len"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return len(out), sum(int(x) for x in out)
+
+
+@pytest.fixture(params=sorted(TUNNELS) + sorted(LINKS))
+def carried(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    name = request.param
+    path = tmp_path / f"{name}.pcap"
+    if name in TUNNELS:
+        packets = [TUNNELS[name](i) for i in range(SEGMENTS)]
+        for k, p in enumerate(packets):
+            p.time = 1.0 + k * 0.001
+        return write(path, packets)
+    linktype, head = LINKS[name]
+    return _pcap(path, linktype, [head + bytes(_tcp(i)) for i in range(SEGMENTS)])
+
+
+def test_the_tcp_inside_is_counted(carried: Path) -> None:
+    assert _counts(carried) == (SEGMENTS, SEGMENTS * PAYLOAD)
+
+
+@needs_tshark
+def test_counts_equal_tsharks(carried: Path) -> None:
+    assert _counts(carried) == _tshark(carried)
+
+
+def _nested(depth: int) -> Packet:
+    """One segment inside `depth` IPv4-in-IPv4 tunnels."""
+    packet = _tcp(0)
+    for _ in range(depth):
+        packet = IP(src="192.0.2.1", dst="192.0.2.2") / packet
+    return packet
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        # A GRE header that says a key follows, cut before it.
+        lambda: _outer(GRE(key_present=1)).__bytes__()[:-2],
+        # Geneve options said to run past the packet.
+        lambda: bytes(_outer(UDP(sport=1, dport=6081) / GENEVE(optionlen=63, proto=0x6558))),
+        # GTP-U extension headers whose length is zero (a chain that never ends).
+        lambda: bytes(_outer(UDP(sport=1, dport=2152)))
+        + bytes([0x34, 0xFF, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0x85, 0, 0, 0, 0]),
+        # IP in IP nested deeper than the decoder follows: seven tunnels around one segment.
+        lambda: bytes(Ether() / _nested(7)),
+        # VXLAN without its VNI flag: an ordinary UDP datagram to port 4789.
+        lambda: bytes(_outer(_udp(4789) / Raw(b"\x00" * 8 + bytes(Ether() / _tcp(0))))),
+    ],
+    ids=["gre_cut", "geneve_options_past_end", "gtp_zero_extension", "too_deep", "vxlan_no_vni"],
+)  # fmt: skip
+def test_a_damaged_or_deep_tunnel_is_not_tcp(build: Callable[[], bytes], tmp_path: Path) -> None:
+    frame = build()
+    path = _pcap(tmp_path / "bad.pcap", 1, [frame, frame])
+    capture = read_capture(path)
+    # Read, not refused; and no TCP found where the inner segment is out of reach.
+    proto = capture.packets.column("proto").to_numpy()
+    assert not (proto == 6).any()
