@@ -159,3 +159,17 @@ def test_a_damaged_or_deep_tunnel_is_not_tcp(build: Callable[[], bytes], tmp_pat
     # Read, not refused; and no TCP found where the inner segment is out of reach.
     proto = capture.packets.column("proto").to_numpy()
     assert not (proto == 6).any()
+
+
+def test_an_ipv6_packet_behind_an_ipv4_ethernet_type_is_ipv6(tmp_path: Path) -> None:
+    # tcprewrite gives every frame one Ethernet type: IPv6 packets then follow 0x0800.
+    segment = (
+        IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / TCP(sport=40000, dport=80, flags="A", seq=1)
+        / Raw(b"x" * PAYLOAD)
+    )
+    frame = b"\x00" * 12 + b"\x08\x00" + bytes(segment)
+    path = _pcap(tmp_path / "rewritten.pcap", 1, [frame] * SEGMENTS)
+    assert _counts(path)[1] == SEGMENTS * PAYLOAD
+    if shutil.which("tshark"):
+        assert _counts(path) == _tshark(path)

@@ -348,6 +348,11 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
     """
     buf = b
     zero = np.uint64(0)
+    # A version nibble of 6 where the link layer said IPv4 (a rewritten capture: tcprewrite
+    # gives every frame one Ethernet type) is an IPv6 packet, as Wireshark's IPv4 dissector
+    # hands it to IPv6.
+    if version == 4 and end - q >= 1 and _at(buf, q) >> 4 == 6:
+        version = 6
     if version == 4:
         if room < 20:
             return _skipped(SKIP_BAD_HEADER)
