@@ -38,8 +38,13 @@ def _tcp(i: int) -> Packet:
     )
 
 
+def _eth() -> Packet:
+    # Both addresses given: scapy otherwise looks the destination up (ARP), seconds a frame.
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+
+
 def _outer(p: Packet) -> Packet:
-    return Ether() / IP(src="192.0.2.1", dst="192.0.2.2") / p
+    return _eth() / IP(src="192.0.2.1", dst="192.0.2.2") / p
 
 
 def _udp(port: int) -> Packet:
@@ -49,7 +54,7 @@ def _udp(port: int) -> Packet:
 TUNNELS: dict[str, Callable[[int], Packet]] = {
     "ipip": lambda i: _outer(_tcp(i)),
     "ipv6_in_ipv4": lambda i: (
-        Ether()
+        _eth()
         / IP(src="192.0.2.1", dst="192.0.2.2", proto=41)
         / IPv6(src="2001:db8::1", dst="2001:db8::2")
         / TCP(sport=40000, dport=80, flags="A", seq=1000 + i * PAYLOAD)
@@ -59,13 +64,13 @@ TUNNELS: dict[str, Callable[[int], Packet]] = {
     "gre_key_sequence_checksum": lambda i: _outer(
         GRE(chksum_present=1, key_present=1, key=7, seqnum_present=1, sequence_number=i) / _tcp(i)
     ),
-    "gre_ethernet": lambda i: _outer(GRE(proto=0x6558) / Ether() / _tcp(i)),
-    "vxlan": lambda i: _outer(_udp(4789) / VXLAN(vni=42, flags=0x08) / Ether() / _tcp(i)),
-    "geneve": lambda i: _outer(_udp(6081) / GENEVE(vni=42, proto=0x6558) / Ether() / _tcp(i)),
+    "gre_ethernet": lambda i: _outer(GRE(proto=0x6558) / _eth() / _tcp(i)),
+    "vxlan": lambda i: _outer(_udp(4789) / VXLAN(vni=42, flags=0x08) / _eth() / _tcp(i)),
+    "geneve": lambda i: _outer(_udp(6081) / GENEVE(vni=42, proto=0x6558) / _eth() / _tcp(i)),
     "gtp_u": lambda i: _outer(_udp(2152) / GTP_U_Header(teid=1, gtp_type=255) / _tcp(i)),
     "vxlan_in_gre": lambda i: _outer(
         GRE() / IP(src="198.51.100.1", dst="198.51.100.2") / UDP(sport=5555, dport=4789)
-        / VXLAN(vni=42, flags=0x08) / Ether() / _tcp(i)
+        / VXLAN(vni=42, flags=0x08) / _eth() / _tcp(i)
     ),
 }  # fmt: skip
 
@@ -146,9 +151,9 @@ def _nested(depth: int) -> Packet:
         lambda: bytes(_outer(UDP(sport=1, dport=2152)))
         + bytes([0x34, 0xFF, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0x85, 0, 0, 0, 0]),
         # IP in IP nested deeper than the decoder follows: seven tunnels around one segment.
-        lambda: bytes(Ether() / _nested(7)),
+        lambda: bytes(_eth() / _nested(7)),
         # VXLAN without its VNI flag: an ordinary UDP datagram to port 4789.
-        lambda: bytes(_outer(_udp(4789) / Raw(b"\x00" * 8 + bytes(Ether() / _tcp(0))))),
+        lambda: bytes(_outer(_udp(4789) / Raw(b"\x00" * 8 + bytes(_eth() / _tcp(0))))),
     ],
     ids=["gre_cut", "geneve_options_past_end", "gtp_zero_extension", "too_deep", "vxlan_no_vni"],
 )  # fmt: skip
