@@ -117,3 +117,26 @@ def test_a_copy_the_receiver_reports_as_a_duplicate_was_kept() -> None:
         group, is_data, left, right, ack, np.array([2]), np.array([0]), np.array([10])
     )
     assert verdict.tolist() == [ACKED, ACKED, -1]
+
+
+def test_a_capture_of_one_direction_leaves_every_arrival_unjudged_but_the_resent() -> None:
+    # A tap on one direction: data only, no ACK. Each arrival has no verdict (the capture
+    # holds no ACK), except [10,20), whose bytes came again: dropped in the host. A second
+    # group's ACK must not answer the first group's data.
+    group = np.array([0, 0, 0, 0, 0, 1, 1])
+    is_data = np.array([1, 1, 1, 1, 1, 1, 0], dtype=bool)
+    left = np.array([0, 10, 20, 10, 30, 0, 0])
+    right = np.array([10, 20, 30, 20, 40, 10, 0])
+    ack = np.array([0, 0, 0, 0, 0, 0, 10])
+    none = np.zeros(0, dtype=np.int64)
+    verdict, dup = receiver_verdicts(group, is_data, left, right, ack, none, none, none)
+    assert verdict.tolist() == [
+        NEVER_ACKED,
+        RESENT_UNACKED,
+        NEVER_ACKED,
+        NEVER_ACKED,
+        NEVER_ACKED,
+        ACKED,
+        -1,
+    ]
+    assert not dup.any()

@@ -60,6 +60,25 @@ def _scan(
     n = group.size
     verdict = np.full(n, -1, dtype=np.int8)
     duplicate = np.zeros(n, dtype=np.bool_)
+    # Per event, the next ACK event of its group (n: none), and the lowest left edge of the
+    # group's data events after it. A data event that no later one starts at or below can
+    # never be re-sent, so its scan visits the ACK events alone: a capture of one direction
+    # (a tap on one side, no ACKs), whose scan would otherwise run to the end for every
+    # arrival, stays linear.
+    next_ack = np.full(n, n, dtype=np.int64)
+    least_left_after = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    following_ack = n
+    least = np.iinfo(np.int64).max
+    for i in range(n - 1, -1, -1):
+        if i == n - 1 or group[i] != group[i + 1]:
+            following_ack = n
+            least = np.iinfo(np.int64).max
+        next_ack[i] = following_ack
+        least_left_after[i] = least
+        if is_data[i]:
+            least = min(least, left[i])
+        else:
+            following_ack = i
     acked_so_far = np.int64(-(1 << 62))
     for i in range(n):
         if i == 0 or group[i] != group[i - 1]:
@@ -75,7 +94,10 @@ def _scan(
         # How far from s later copies have re-sent this arrival's bytes, in order: a sender
         # that resends a super-segment (TSO, GRO at the receiver) resends it in pieces.
         resent_to = s
-        j = i + 1
+        # Nothing later starts at or below s: no copy can re-send these bytes, and only ACKs
+        # can decide.
+        acks_only = least_left_after[i] > s
+        j = next_ack[i] if acks_only else i + 1
         while j < n and group[j] == group[i]:
             if is_data[j]:
                 if left[j] <= resent_to and right[j] > resent_to:
@@ -107,7 +129,7 @@ def _scan(
                 if covered:
                     v = ACKED
                     break
-            j += 1
+            j = next_ack[j] if acks_only else j + 1
         verdict[i] = v
     return verdict, duplicate
 
