@@ -176,5 +176,8 @@ def test_an_ipv6_packet_behind_an_ipv4_ethernet_type_is_ipv6(tmp_path: Path) -> 
     frame = b"\x00" * 12 + b"\x08\x00" + bytes(segment)
     path = _pcap(tmp_path / "rewritten.pcap", 1, [frame] * SEGMENTS)
     assert _counts(path)[1] == SEGMENTS * PAYLOAD
+    # Its addresses are the IPv6 header's, not its first bytes read as IPv4.
+    ends = build_connections(read_capture(path)).table.select(["a", "b"]).to_pylist()[0]
+    assert ends == {"a": "[2001:db8::1]:40000", "b": "[2001:db8::2]:80"}
     if shutil.which("tshark"):
         assert _counts(path) == _tshark(path)

@@ -328,13 +328,13 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
 def _skipped(reason: Any) -> Any:
     """What `_network` returns for a header it does not keep."""
     zero = np.uint64(0)
-    return reason, np.int64(0), np.int64(0), np.int64(0), zero, zero, zero, zero, np.int64(0)
+    return (reason, np.int64(0), np.int64(0), np.int64(0), zero, zero, zero, zero, np.int64(0), 0)
 
 
 def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
     """The IP header at q: (KEPT or a SKIP_ reason, the transport protocol, its header's
     offset, its length, the source and destination addresses as high and low 64-bit halves,
-    the IPv4 identification).
+    the IPv4 identification, the IP version read).
 
     The transport length comes from the IP header, so that snaplen-cut frames keep their true
     payload size, but never runs past `room`, the bytes the frame (or the tunnel carrying this
@@ -482,6 +482,7 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
         dst_hi,
         dst_lo,
         np.int64(ident),
+        version,
     )
 
 
@@ -637,7 +638,7 @@ def decode_records(
             continue
 
         room = origlen - (q - off)
-        skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident = _network(
+        skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident, version = _network(
             buf, q, version, room, end
         )
         # Tunnels: the packet a tunnel carries is the one to count (tshark dissects it so); its
@@ -658,7 +659,7 @@ def decode_records(
             else:
                 version = inner
             room = l4 + l4len - nq
-            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident = _network(
+            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident, version = _network(
                 buf, nq, version, room, end
             )
             depth += 1

@@ -187,9 +187,12 @@ def _held_acks(
     left = departed[reached]
     # The receiver's ACK before each, whether or not it reached the sender.
     before = np.r_[-np.inf, departed][reached]
+    # The packet table is in connection order, not frame order: each ACK's row by its frame.
     frames = ctx.packets.column("frame").to_numpy()
+    by_frame = np.argsort(frames, kind="stable")
     ack_frames = d.acks["frame"].to_numpy()
-    row = np.minimum(np.searchsorted(frames, ack_frames), frames.size - 1)
+    place = np.minimum(np.searchsorted(frames[by_frame], ack_frames), frames.size - 1)
+    row = by_frame[place]
     if not np.array_equal(frames[row], ack_frames):
         return None
     flags = ctx.packets.column("tcp_flags").to_numpy()[row]
