@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracekit.analysis import Analysis
-from tracekit.core.paths import printable, require_regular_file
+from tracekit.core.paths import printable, read_toml, require_regular_file
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge import parse_map
 from tracekit.pipeline import analyze_files
@@ -146,17 +145,7 @@ def read_manifest(path: Path) -> list[CaptureInput]:
     (optional, with a receiver: a list of `SENDER_ADDR=RECEIVER_ADDR` NAT rules, as `--map`).
     """
     require_regular_file(path)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TracekitError(f"{path}: no such manifest") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TracekitError(f"{path}: cannot read manifest: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TracekitError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        # tomllib recurses once per nesting level: thousands of [[[...]]] exhaust the stack.
-        raise TracekitError(f"{path}: not valid TOML: nested too deep") from None
+    doc = read_toml(path, "manifest", "manifest")
     unknown = sorted(set(doc) - {"capture"})
     entries = doc.get("capture", [])
     if unknown or not isinstance(entries, list):

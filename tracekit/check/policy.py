@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tomllib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
+from tracekit.core.paths import read_toml
 from tracekit.errors import TracekitError
 from tracekit.findings import Severity
 from tracekit.tunables import DetectorConfigs, parse_detector_tables
@@ -222,15 +222,5 @@ def parse_policy(
 
 def load_policy(path: Path, known_kinds: Collection[str] | None = None) -> Policy:
     """Read and validate a policy file (TOML)."""
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TracekitError(f"{path}: no such policy file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TracekitError(f"{path}: cannot read policy: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TracekitError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        # tomllib recurses once per nesting level: thousands of [[[...]]] exhaust the stack.
-        raise TracekitError(f"{path}: not valid TOML: nested too deep") from None
+    doc = read_toml(path, "policy", "policy file")
     return parse_policy(doc, str(path), known_kinds)

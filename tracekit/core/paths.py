@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import stat
+import tomllib
 import unicodedata
 from pathlib import Path
+from typing import Any
 
-from tracekit.errors import CaptureError
+from tracekit.errors import CaptureError, TracekitError
 
 # os.fsdecode keeps a byte that is not UTF-8 as the lone surrogate U+DC80 + byte.
 _SURROGATE_BASE = 0xDC00
@@ -62,3 +64,20 @@ def require_regular_file(path: Path) -> None:
     else:
         kind = "a device"
     raise CaptureError(printable(path), f"{kind}, not a regular file")
+
+
+def read_toml(path: Path, what: str, missing: str) -> dict[str, Any]:
+    """A TOML file the user named (a policy, a manifest), each failure one line naming the
+    file: `missing` says what it is when absent ("no such <missing>"), `what` when unreadable
+    ("cannot read <what>")."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TracekitError(f"{path}: no such {missing}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TracekitError(f"{path}: cannot read {what}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TracekitError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib recurses once per nesting level: thousands of [[[...]]] exhaust the stack.
+        raise TracekitError(f"{path}: not valid TOML: nested too deep") from None
