@@ -82,10 +82,9 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
     "snaplen_truncated": lambda f, d: bool(_of(f, "snaplen_truncated")),
     "super_segments": lambda f, d: any(bool(c.get("tso")) for c in d["connections"][:1]),
     "sndbuf_limited": lambda f, d: _cause(f, "sender_buffer"),
-    # The merge found a step of the path's minimal delays (a path change, not clock skew).
-    "delay_step": lambda f, d: (
-        len(((d.get("two_vantage") or {}).get("clock") or {}).get("path_phases") or ()) > 1
-    ),
+    # A step of the path's base RTT while the transfer sent (with both captures, the merge's:
+    # both directions' minimal delays moved together, a path change and not clock skew).
+    "delay_step": lambda f, d: bool(_of(f, "path_change")),
     "reverse_ack_drops": lambda f, d: bool(_of(f, "ack_loss")),
     "cross_traffic": lambda f, d: bool(_of(f, "competing_traffic")),
     "stretch_acks": lambda f, d: bool(_of(f, "stretch_acks")),
@@ -180,6 +179,28 @@ def score_one(folder: Path) -> dict[str, Any]:
     if "delay_step" in labels["expected"] and clock:
         # Both captures read one clock: the truth is skew 0.
         row["skew_ppm"] = clock["skew_ppm"]
+    true_rtts = _phase_rtts_ms(truth)
+    found = _of(findings, "path_change")
+    if found and true_rtts:
+        row["phase_rtts_pair"] = _phase_error(found[0], true_rtts)
+    if receivers:
+        # The same path from the sender's capture alone: its RTT floor's steps.
+        alone = analyze(read_capture(sender)).to_dict()
+        steps = [
+            f
+            for f in alone["findings"]
+            if f["kind"] == "path_change"
+            and f["conn"] == busiest["conn"]
+            and f["direction"] == data_dir
+        ]
+        row["sender_only_step"] = {
+            "expected": "delay_step" in labels["expected"],
+            # Another flow's standing queue is a longer round trip to one capture: not scored.
+            "unsure": "cross_traffic" in labels["expected"],
+            "found": bool(steps),
+        }
+        if steps and true_rtts:
+            row["phase_rtts_sender"] = _phase_error(steps[0], true_rtts)
     lost = _of(findings, "ack_loss")
     if "reverse_acks" in truth["drops"]:
         row["reverse_acks"] = {
@@ -210,6 +231,21 @@ def score_one(folder: Path) -> dict[str, Any]:
                 "counter": truth["drops"][counter],
             }
     return row
+
+
+def _phase_rtts_ms(truth: dict[str, Any]) -> list[float]:
+    """The relay's RTT of each path phase, in order (empty for a path that held)."""
+    steps = (truth["path"].get("delay_schedule") or {}).get("steps") or []
+    return [truth["path"]["rtt_ms"], *(s["rtt_ms"] for s in steps)] if steps else []
+
+
+def _phase_error(finding: dict[str, Any], true_ms: list[float]) -> float:
+    """The largest relative error of a path_change finding's phase RTTs against the relay's
+    (inf when it found another number of phases)."""
+    ours = finding["evidence"]["phase_rtts_s"]
+    if len(ours) != len(true_ms):
+        return float("inf")
+    return max(abs(o * 1e3 - t) / t for o, t in zip(ours, true_ms, strict=True))
 
 
 def _competing_error(finding: dict[str, Any], truth: dict[str, Any]) -> float:
@@ -368,6 +404,34 @@ def report(rows: list[dict[str, Any]]) -> None:
         "path changes on one clock: skew within 50 ppm of 0",
         lambda x: f"{x:+.2f} ppm",
     )
+    alone = [r for r in rows if "sender_only_step" in r and not r["sender_only_step"]["unsure"]]
+    if alone:
+        cells = [r["sender_only_step"] for r in alone]
+        tp = sum(c["expected"] and c["found"] for c in cells)
+        fp = sum(c["found"] and not c["expected"] for c in cells)
+        steps = sum(c["expected"] for c in cells)
+        wrong = [
+            r["scenario"]
+            for r in alone
+            if r["sender_only_step"]["expected"] != r["sender_only_step"]["found"]
+        ]
+        print(
+            f"\npath changes from the sender's capture alone: found in {tp} of {steps} step "
+            f"scenarios, {fp} found in the {len(cells) - steps} others (cross-traffic "
+            f"scenarios not scored: another flow's queue is a longer round trip to one capture)"
+            + (f"; wrong: {', '.join(wrong)}" if wrong else "")
+        )
+    for key, title in (
+        ("phase_rtts_pair", "both captures"),
+        ("phase_rtts_sender", "the sender's capture alone"),
+    ):
+        _tolerance(
+            rows,
+            key,
+            lambda x: x <= 0.05,
+            f"path phases' RTTs within 5% of the relay's, from {title},",
+            lambda x: f"largest error {x:.1%}",
+        )
     for counter in ("network", "receiver", "reverse_acks", "sender_host"):
         key = counter if counter == "reverse_acks" else f"{counter}_drops"
         drops = [(r["scenario"], r[key]) for r in rows if key in r]

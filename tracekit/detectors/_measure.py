@@ -27,6 +27,7 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit.core.kernels import jit
+from tracekit.detectors._rtt_steps import RttStep, rtt_steps
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
 from tracekit.schema import PROTO_TCP
@@ -180,8 +181,10 @@ class RttPhases:
 
     A path that changes mid-transfer (a reroute, a satellite handover) has one base RTT per
     phase. The phases come from the two-capture merge, which tells a step of both directions'
-    minimal delays from clock skew and from a queue (`tracekit.merge.clock.path_steps`); with
-    one capture, or a path that held, there is one phase and its RTT is the smallest sample.
+    minimal delays from clock skew and from a queue (`tracekit.merge.clock.path_steps`), or,
+    with the sender's capture alone, from steps of the RTT floor that the transfer's own queue
+    cannot explain (`tracekit.detectors._rtt_steps`). A path that held has one phase, and its
+    RTT is the smallest sample.
     """
 
     starts_s: npt.NDArray[np.float64]  # when each phase after the first began
@@ -267,14 +270,29 @@ class RttPhases:
 
 
 def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
-    """The direction's base RTT per path phase (None without an RTT sample)."""
+    """The direction's base RTT per path phase (None without an RTT sample).
+
+    With a receiver's capture the phases are the merge's (both directions' one-way delays);
+    without one, the steps of the sender's RTT floor that its own queue cannot explain
+    (`rtt_steps`)."""
     base = min_rtt_s(direction)
     if base is None:
         return None
     clock = ctx.merge.clock if ctx.merge is not None else None
-    if clock is None or len(clock.phases) < 2:
-        return RttPhases(starts_s=np.zeros(0), rtt_s=np.array([base]))
-    starts = np.array([p.start_s for p in clock.phases[1:]], dtype=np.float64)
+    if clock is not None:
+        if len(clock.phases) < 2:
+            return RttPhases(starts_s=np.zeros(0), rtt_s=np.array([base]))
+        starts = np.array([p.start_s for p in clock.phases[1:]], dtype=np.float64)
+        # A phase without a sample of its own takes the merge's round trip of the path there.
+        fallback = np.array([p.rtt_s for p in clock.phases], dtype=np.float64)
+    else:
+        steps = rtt_steps_of(direction)
+        if not steps:
+            return RttPhases(starts_s=np.zeros(0), rtt_s=np.array([base]))
+        starts = np.array([s.at_s for s in steps], dtype=np.float64)
+        fallback = np.array(
+            [steps[0].rtt_before_s, *(s.rtt_after_s for s in steps)], dtype=np.float64
+        )
     t = direction.rtt["t_s"].to_numpy()
     rtt = direction.rtt["rtt_s"].to_numpy()
     # A sample belongs to a phase only if its segment left and its ACK came back within it: a
@@ -284,12 +302,29 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     k = k[ok]
     lowest = np.full(starts.size + 1, np.inf)
     np.minimum.at(lowest, k, rtt[ok])
-    # A phase without a sample of its own takes the merge's round trip of the path there, and
-    # failing that (clocks a hostile capture makes run backwards) the direction's least RTT.
-    fallback = np.array([p.rtt_s for p in clock.phases], dtype=np.float64)
+    # Failing both (clocks a hostile capture makes run backwards), the direction's least RTT.
     lowest = np.where(np.isfinite(lowest), lowest, fallback)
     lowest = np.where(np.isfinite(lowest) & (lowest > 0), lowest, base)
     return RttPhases(starts_s=starts, rtt_s=lowest)
+
+
+def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
+    """The path steps of one direction's RTT floor, from its own capture (`rtt_steps`)."""
+
+    def compute() -> tuple[RttStep, ...]:
+        t = direction.rtt["t_s"].to_numpy()
+        rtt = direction.rtt["rtt_s"].to_numpy()
+        departure = t - rtt
+        flight = direction.flight
+        if flight.empty:
+            return ()
+        # The bytes in flight just after each sampled segment left (the flight table has a row
+        # per data segment; a departure before the first is the first's).
+        at = np.searchsorted(flight["t_s"].to_numpy(), departure, side="right") - 1
+        in_flight = flight["flight_bytes"].to_numpy()[np.maximum(at, 0)]
+        return rtt_steps(departure, rtt, in_flight, path_rate_bps(direction))
+
+    return direction.memo("rtt_steps", compute)
 
 
 # --- traffic that shared the path ---------------------------------------------------------------

@@ -162,7 +162,7 @@ class PathPhase:
         }
 
 
-def _windowed_min(values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+def windowed_min(values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     """At each boundary k between bins (1..n-1): the least value over the `span` bins before
     it and over the `span` bins from it (inf where none)."""
     n = values.size
@@ -173,7 +173,7 @@ def _windowed_min(values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray
     return windows[k], windows[k + span]
 
 
-def _wobble(bins: np.ndarray) -> float:
+def floor_wobble(bins: np.ndarray) -> float:
     """How far a stretch's per-bin floors sit above its least: their median minus their min."""
     seen = bins[np.isfinite(bins)]
     return float(np.median(seen) - seen.min()) if seen.size else np.inf
@@ -210,8 +210,8 @@ def path_steps(
         return np.zeros(0), width
     f_bins = _bin_minima(fx, fy, lo, width, n)
     r_bins = _bin_minima(rx, ry, lo, width, n)
-    f_before, f_after = _windowed_min(f_bins, STEP_SPAN_BINS)
-    r_before, r_after = _windowed_min(r_bins, STEP_SPAN_BINS)
+    f_before, f_after = windowed_min(f_bins, STEP_SPAN_BINS)
+    r_before, r_after = windowed_min(r_bins, STEP_SPAN_BINS)
     with np.errstate(invalid="ignore"):
         jf, jr = f_after - f_before, r_after - r_before
     seen = np.isfinite(jf) & np.isfinite(jr)
@@ -226,8 +226,8 @@ def path_steps(
     for p in np.flatnonzero(step):
         for bins, jump in ((f_bins, jf[p]), (r_bins, jr[p])):
             wobble = max(
-                _wobble(bins[max(p + 1 - STEP_SPAN_BINS, 0) : p + 1]),
-                _wobble(bins[p + 1 : p + 1 + STEP_SPAN_BINS]),
+                floor_wobble(bins[max(p + 1 - STEP_SPAN_BINS, 0) : p + 1]),
+                floor_wobble(bins[p + 1 : p + 1 + STEP_SPAN_BINS]),
             )
             step[p] &= abs(jump) >= STEP_NOISE_FACTOR * wobble
     if not step.any():

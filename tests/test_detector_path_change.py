@@ -1,0 +1,73 @@
+"""path_change: a step of the path's base RTT, from both captures or from the sender's alone.
+
+The lab's relay changed its delay mid-transfer on a schedule its truth records; every other
+sweep row ran on a relay whose delay held, whatever queue the transfer built.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracekit.capture import read_capture
+from tracekit.pipeline import analyze
+
+SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+STEPS = ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
+
+
+def _findings(name: str, receiver: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    folder = SWEEP / name
+    rcv = read_capture(folder / "receiver.pcap.zst") if receiver else None
+    doc = analyze(read_capture(folder / "sender.pcap.zst"), rcv).to_dict()
+    truth = json.loads((folder / "truth.json").read_text())
+    return [f for f in doc["findings"] if f["kind"] == "path_change"], truth
+
+
+@pytest.mark.parametrize("receiver", [False, True], ids=["sender_alone", "both_captures"])
+@pytest.mark.parametrize("name", STEPS)
+def test_a_relay_delay_step_is_found_with_each_phase_rtt(name: str, receiver: bool) -> None:
+    found, truth = _findings(name, receiver)
+    (f,) = found
+    ev = f["evidence"]
+    (step,) = truth["path"]["delay_schedule"]["steps"]
+    true_rtts = [truth["path"]["rtt_ms"] / 1e3, step["rtt_ms"] / 1e3]
+    assert ev["steps_count"] == 1
+    # Each phase's base RTT within 5% of the relay's (its serialisation adds well under that).
+    for ours, true in zip(ev["phase_rtts_s"], true_rtts, strict=True):
+        assert abs(ours - true) <= 0.05 * true
+    # The step's time: the relay's schedule counts from the SYN, the sender's first packet. The
+    # floors are read in bins of four round trips of the shorter phase, and the step is placed
+    # within one of them.
+    assert abs(ev["step_times_s"][0] - step["at_s"]) <= 4 * min(true_rtts)
+    assert ev["measured_where"] == (
+        "both directions' delays (two captures)"
+        if receiver
+        else "the RTT floor at the sender (one capture)"
+    )
+    if not receiver:
+        assert "another flow's standing queue" in f["explanation"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # The transfer's own queue raised its RTT floor several-fold (1 ms paths with a buffer
+        # of many RTTs; a buffer of 3 BDP; BBR probing for bandwidth), or a stall left only a
+        # few samples on one side: no path change, the relay's delay held.
+        "rtt_1ms",
+        "buffer_reno_3bdp",
+        "buffer_cubic_3bdp",
+        "bbr_100m_10ms",
+        "stall_2500ms",
+        "lan_stall",
+        "lan_reno",
+    ],
+)
+def test_a_transfer_s_own_queue_is_no_path_change(name: str) -> None:
+    found, truth = _findings(name, receiver=False)
+    assert not truth["path"].get("delay_schedule")
+    assert found == []
