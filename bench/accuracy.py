@@ -223,6 +223,13 @@ def score_one(folder: Path) -> dict[str, Any]:
             "found": holes[0]["evidence"]["resent_segments_count"] if holes else 0,
             "counter": truth["retransmissions"]["segments"],
         }
+    if "reverse_data" in truth["drops"]:
+        # Data the receiver's host sent back, lost in the middle: the other direction's drops.
+        back = _of([f for f in findings if f.get("direction") == "other"], "network_drop")
+        row["reverse_data"] = {
+            "found": back[0]["evidence"]["network_drops_packets"] if back else 0,
+            "counter": truth["drops"]["reverse_data"],
+        }
     for kind, counter in (("network_drop", "network"), ("receiver_drop", "receiver")):
         found = _of(findings, kind)
         if found:
@@ -432,8 +439,8 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"path phases' RTTs within 5% of the relay's, from {title},",
             lambda x: f"largest error {x:.1%}",
         )
-    for counter in ("network", "receiver", "reverse_acks", "sender_host"):
-        key = counter if counter == "reverse_acks" else f"{counter}_drops"
+    for counter in ("network", "receiver", "reverse_acks", "reverse_data", "sender_host"):
+        key = counter if counter.startswith("reverse_") else f"{counter}_drops"
         drops = [(r["scenario"], r[key]) for r in rows if key in r]
         if drops:
             exact = sum(d["found"] == d["counter"] for _, d in drops)

@@ -220,15 +220,18 @@ FATE_PACKET_COLUMNS: tuple[Column, ...] = (
 )
 
 # One row per data transmission of a connection seen in both captures (Merge.transmissions):
-# the combined time-sequence graph of departures and arrivals (Antony et al. fig. 7).
+# the combined time-sequence graph of departures and arrivals (Antony et al. fig. 7). Columns
+# name roles: `sender_*` is where the data left, `receiver_*` where it arrived. For data a
+# connection carried back (from the receiver capture's host), that is the receiver's capture
+# and the sender's, in turn; every time is on the sender capture's clock.
 TRANSMISSION_COLUMNS: tuple[Column, ...] = (
     Column("conn", pa.int32(), "", "connection in the sender capture"),
     Column("dir", pa.uint8(), "", "0: a2b, 1: b2a (the sender capture's sides)"),
     Column("seq_rel", pa.int64(), "bytes", "first byte, relative to the sender capture's ISN"),
     Column("end_rel", pa.int64(), "bytes", "sequence number after the last byte"),
     Column("len", pa.int64(), "bytes", "payload bytes"),
-    Column("sender_frame", pa.int64(), "", "frame in the sender capture (-1: not in it)"),
-    Column("receiver_frame", pa.int64(), "", "first frame in the receiver capture (-1: none)"),
+    Column("sender_frame", pa.int64(), "", "frame in the data sender's capture (-1: not in it)"),
+    Column("receiver_frame", pa.int64(), "", "first frame in its receiver's capture (-1: none)"),
     Column("sender_t_s", pa.float64(), "s", "departure, s since the sender capture's start"),
     Column(
         "receiver_t_s",

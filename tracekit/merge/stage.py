@@ -202,7 +202,25 @@ def merge(
         to_sender=to_sender,
         verdict=verdict,
         duplicate=duplicate,
+        n_conn=sender.table.num_rows,
     )
+    returning = _returning_fates(
+        sender=sender,
+        receiver=receiver,
+        snd=snd,
+        rcv=rcv,
+        found=found,
+        pairs=pairs,
+        data_dir_s=data_dir_s,
+        origin_ns=origin_ns,
+        to_sender=to_sender,
+    )
+    if returning is not None:
+        back, fate_at_receiver, fate_at_sender = returning
+        transmissions = pd.concat([transmissions, back], ignore_index=True)
+        # Each packet is data one way or the other: the two judgements touch other rows.
+        sender_fate = np.where(sender_fate == FATE_NONE, fate_at_sender, sender_fate)
+        receiver_fate = np.where(receiver_fate == FATE_NONE, fate_at_receiver, receiver_fate)
     delay = _delay(s_conn[s_row[f]], s_dir[s_row[f]], t_s[f], to_sender(t_r[f]) - t_s[f], clock)
     span_s = (int(s_ts.max()) - origin_ns) / 1e9 if n_s else 0.0
     reverse = _reverse_acks(rcv, r_row, r_ts, origin_ns, data_dir_s, to_sender, clock, span_s)
@@ -433,6 +451,65 @@ def _receiver_scan(
     return verdict, duplicate
 
 
+def _returning_fates(
+    *,
+    sender: Connections,
+    receiver: Connections,
+    snd: pd.DataFrame,
+    rcv: pd.DataFrame,
+    found: pd.DataFrame,
+    pairs: pd.DataFrame,
+    data_dir_s: np.ndarray,
+    origin_ns: int,
+    to_sender: Callable[[np.ndarray], np.ndarray],
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """The fates of the data connections carried back, from the receiver's host to the
+    sender's (None when no connection carried any): the transmissions' rows, and the fate of
+    each row of the receiver's and of the sender's packet tables.
+
+    The same judgement as the data's own direction, with the captures' roles swapped: the
+    receiver's capture saw this data leave, the sender's saw it arrive, and the sender's host
+    acknowledged it. The rows are in the sender's terms (its connection, direction and sequence
+    base) and on its clock, and their columns keep their roles: `sender_*` is where the data
+    left (the receiver's capture here), `receiver_*` where it arrived.
+    """
+    back = (1 - data_dir_s).astype(np.int64)
+
+    def carried(frame: pd.DataFrame) -> np.ndarray:
+        conn = frame["conn"].to_numpy()
+        return np.asarray(
+            frame["tcp"].to_numpy()
+            & (frame["len"].to_numpy() > 0)
+            & (frame["dir"].to_numpy() == back[conn])
+        )
+
+    if pairs.empty or not (carried(snd).any() or carried(rcv).any()):
+        return None
+    # The data's receiver is the sender capture's host: its ACKs and SACK blocks tell what its
+    # TCP took in. _receiver_scan reads a capture in its own terms, so the pairs swap sides and
+    # the direction judged is given per receiver-capture connection.
+    swapped = pairs.rename(columns={"conn_s": "conn_r", "conn_r": "conn_s"})
+    back_r = np.zeros(receiver.table.num_rows, dtype=np.int64)
+    back_r[pairs["conn_r"].to_numpy()] = back[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
+    verdict, duplicate = _receiver_scan(sender, swapped, back_r)
+    table, fate_at_receiver, fate_at_sender = _fates(
+        sender=receiver,
+        receiver=sender,
+        snd=rcv,
+        rcv=snd,
+        found=found.rename(columns={"s_row": "r_row", "r_row": "s_row"}),
+        data_dir_s=back,
+        origin_ns=origin_ns,
+        to_sender=lambda seconds: np.asarray(seconds, dtype=np.float64),
+        verdict=verdict,
+        duplicate=duplicate,
+        n_conn=sender.table.num_rows,
+    )
+    # Departures were stamped by the receiver's clock: on the sender's, as every time is.
+    table["sender_t_s"] = to_sender(table["sender_t_s"].to_numpy(dtype=np.float64))
+    return table, fate_at_receiver, fate_at_sender
+
+
 def _coverage(rcv_data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The union of the receiver's arrivals per direction: block starts (banded) and ends."""
     if rcv_data.empty:
@@ -463,7 +540,11 @@ def _fates(
     to_sender: object,
     verdict: np.ndarray,
     duplicate: np.ndarray,
+    n_conn: int,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """One direction's transmissions and their fates, from the capture that saw the data leave
+    (`sender`, `snd`) and the one that saw it arrive (`receiver`, `rcv`, in the first's terms);
+    `n_conn` is how many connections those terms number."""
     n_s, n_r = sender.packets.num_rows, receiver.packets.num_rows
     sender_fate = np.full(n_s, FATE_NONE, dtype=np.uint8)
     receiver_fate = np.full(n_r, FATE_NONE, dtype=np.uint8)
@@ -521,7 +602,7 @@ def _fates(
     covered &= blk_end[np.maximum(pos, 0)] >= end if blk_end.size else covered
     rack = rcv[(rcv["tcp"]).to_numpy() & (rcv["dir"] != data_dir_s[rcv["conn"]]).to_numpy()]
     rack = rack[(rack["flags"].to_numpy() & TH_ACK) != 0]
-    max_ack = np.full(2 * sender.table.num_rows + 2, -1, dtype=np.int64)
+    max_ack = np.full(2 * n_conn + 2, -1, dtype=np.int64)
     np.maximum.at(
         max_ack, (rack["conn"] * 2 + (1 - rack["dir"])).to_numpy(), rack["ack"].to_numpy()
     )
