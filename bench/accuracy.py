@@ -129,9 +129,14 @@ def score_one(folder: Path) -> dict[str, Any]:
     findings: Findings = doc["findings"]
     # The scenario's transfer is the busiest connection; score its findings only, those of its
     # data direction (b2a when the capture starts mid-connection with the receiver's ACK, so
-    # that the receiver is side a) taken as a2b.
+    # that the receiver is side a) taken as a2b. The truth names the transfer's sender; where
+    # data went both ways, the other direction may carry more bytes (its resends).
     busiest = max(doc["connections"], key=lambda c: c["bytes_a2b"] + c["bytes_b2a"])
-    data_dir = "a2b" if busiest["bytes_a2b"] >= busiest["bytes_b2a"] else "b2a"
+    sender_end = (truth.get("flow") or {}).get("sender")
+    if sender_end in (busiest["a"], busiest["b"]):
+        data_dir = "a2b" if busiest["a"] == sender_end else "b2a"
+    else:
+        data_dir = "a2b" if busiest["bytes_a2b"] >= busiest["bytes_b2a"] else "b2a"
     findings = [
         {**f, "direction": "a2b" if f.get("direction") == data_dir else f.get("direction")}
         if f.get("direction") in (data_dir, None)
@@ -225,7 +230,7 @@ def score_one(folder: Path) -> dict[str, Any]:
         }
     if "reverse_data" in truth["drops"]:
         # Data the receiver's host sent back, lost in the middle: the other direction's drops.
-        back = _of([f for f in findings if f.get("direction") == "other"], "network_drop")
+        back = [f for f in findings if f["kind"] == "network_drop" and f["direction"] == "other"]
         row["reverse_data"] = {
             "found": back[0]["evidence"]["network_drops_packets"] if back else 0,
             "counter": truth["drops"]["reverse_data"],

@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from fixtures.lab import SCENARIOS, LabError, run_scenario
-from fixtures.lab.readings import missing_at_receiver, read_frames, tcptrace_retransmissions
+from fixtures.lab.readings import (
+    Frames,
+    missing_at_receiver,
+    read_frames,
+    tcptrace_retransmissions,
+)
 
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "tshark", "tcptrace")
 pytestmark = [
@@ -143,4 +148,42 @@ def test_receiver_gro_with_the_capture_on_the_last_hop(tmp_path: Path) -> None:
     assert host["records_above_mss"] > 0 and host["data_records"] < int(data.sum())
     # One ACK per merged packet: more than the two segments an ACK covers without GRO.
     assert receiver["segments_per_ack"] > 2
+    assert namespaces_of(os.getpid()) == []
+
+
+def test_data_both_ways_with_acks_and_data_dropped_on_the_way_back(tmp_path: Path) -> None:
+    from fixtures.lab.sweep import GRID
+
+    # Both of the middle's rules toward the sender at once: one pure ACK kept in 4, and every
+    # 40th of the receiver's data segments dropped; each must count only its own kind.
+    point = dataclasses.replace(
+        GRID["bidir_reverse_drops"],
+        transfer_bytes=800_000,
+        reverse_bytes=800_000,
+        reverse_ack_keep_every=4,
+        reverse_data_drop_every=40,
+        relay_max_late_ms=None,
+    )
+    doc = run_scenario(point, tmp_path)
+    sent = read_frames(tmp_path / point.name / "sender.pcap")
+    received = read_frames(tmp_path / point.name / "receiver.pcap")
+
+    def back(frames: Frames) -> tuple[int, int]:
+        """The receiver's data segments and pure ACKs (no SYN, FIN or RST) in a capture."""
+        mine = ~frames.from_sender
+        pure = mine & (frames.payload_bytes == 0) & (frames.flags & 0x07 == 0)
+        return int((mine & (frames.payload_bytes > 0)).sum()), int(pure.sum())
+
+    (data_went, acks_went), (data_came, acks_came) = back(received), back(sent)
+    dropped = doc["drops"]["reverse_data"]
+    assert data_went - data_came == dropped == data_went // 40 > 0
+    assert doc["reverse_data"]["data_segments_seen"] == data_went
+    assert acks_went - acks_came == doc["drops"]["reverse_acks"] > 0
+    assert doc["reverse_acks"]["pure_acks_seen"] == acks_went
+    refused = doc["relay"]["m1->m0"]["send_errors"]["ENOBUFS"]
+    assert refused == dropped + doc["drops"]["reverse_acks"]
+    # Both ways delivered whole; each drop of the data going back was resent.
+    assert doc["receiver"]["bytes_read"] == doc["reverse"]["bytes_read_by_sender"] == 800_000
+    assert doc["reverse"]["retransmissions"]["segments"] >= dropped
+    assert doc["reverse"]["congestion_control"] == point.congestion
     assert namespaces_of(os.getpid()) == []

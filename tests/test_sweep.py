@@ -251,7 +251,12 @@ def test_packets_bytes_and_labels_agree_with_tshark(name: str) -> None:
     assert sent["a2b_payload_bytes"] == limits["bytes_sent"] - host_drops * MSS_BYTES
     if not scenario.offloads:
         # One frame per segment: the kernel's segment counts are the capture's frame counts.
-        assert sent["a2b_segments"] == limits["segs_out"] - host_drops
+        # With data coming back, the sender acknowledges it after its own data is done (when
+        # kernel_limits is read): its socket's count when it read the end of that data.
+        segs_out = limits["segs_out"]
+        if "reverse" in doc:
+            segs_out = doc["transfer"]["sender"]["reverse"]["tcp_info_at_eof"]["segs_out"]
+        assert sent["a2b_segments"] == segs_out - host_drops
         assert sent["a2b_data_segments"] == limits["data_segs_out"] - host_drops
     if not scenario.path.direct:
         # The sender's NIC tbf passed every frame the sender sent, and the bottleneck tbf every
@@ -265,6 +270,8 @@ def test_packets_bytes_and_labels_agree_with_tshark(name: str) -> None:
         assert sent["a2b_segments"] - arrived["a2b_segments"] == doc["drops"]["network"]
     if scenario.reverse_ack_keep_every:
         reverse_acks_are_the_counter(name)
+    if scenario.reverse_data_drop_every:
+        reverse_data_drops_are_the_counter(name)
     if scenario.path.delay_schedule:
         delays_step_when_the_truth_says(name)
     if scenario.cross is not None:
@@ -325,10 +332,36 @@ def reverse_acks_are_the_counter(name: str) -> None:
     assert pure_acks(received) - pure_acks(sent) == dropped > 0
     acks = doc["reverse_acks"]
     assert acks["pure_acks_seen"] == pure_acks(received)
-    assert acks["relay_refused"] == acks["dropped"] == dropped
+    assert acks["relay_refused"] == acks["dropped"] + doc["drops"].get("reverse_data", 0)
+    assert acks["dropped"] == dropped
     # One kept in every N (numgen counts from 0, so the first is kept).
     every = acks["keep_every"]
     assert dropped == acks["pure_acks_seen"] - -(-acks["pure_acks_seen"] // every)
+
+
+def reverse_data_drops_are_the_counter(name: str) -> None:
+    """The receiver's data segments in its capture less those in the sender capture: the
+    nftables count; its pure ACKs all arrive; its capture holds every byte its TCP sent."""
+    doc = truth(name)
+    received, sent = tshark_columns(name, "receiver"), tshark_columns(name, "sender")
+    went = int((received["to_sender"] & (received["payload"] > 0)).sum())
+    came = int((sent["to_sender"] & (sent["payload"] > 0)).sum())
+    dropped = doc["drops"]["reverse_data"]
+    assert went - came == dropped > 0
+    data = doc["reverse_data"]
+    assert data["data_segments_seen"] == went
+    assert data["relay_refused"] == dropped + doc["drops"].get("reverse_acks", 0)
+    # The Nth, 2Nth, ... data segment the hook saw (numgen counts from 0).
+    assert dropped == went // data["drop_every"]
+    if "reverse_acks" not in doc["drops"]:
+        assert pure_acks(received) == pure_acks(sent)
+    back = doc["reverse"]
+    # Every segment dropped was sent again (the last copy of each byte arrived).
+    assert back["retransmissions"]["segments"] >= dropped
+    assert back["bytes_read_by_sender"] == back["bytes"] == GRID[name].reverse_bytes
+    # tcpi_bytes_sent counts every payload byte the receiver's TCP sent, resends included.
+    sent_back = int(received["payload"][received["to_sender"]].sum())
+    assert sent_back == back["kernel_limits"]["bytes_sent"]
 
 
 def one_way_delays(name: str, way: str) -> tuple[np.ndarray, np.ndarray]:
