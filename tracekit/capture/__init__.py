@@ -7,19 +7,21 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   (sections of either byte order, several interfaces, if_tsresol and if_tsoffset, Enhanced,
   Simple and obsolete Packet Blocks; other blocks are skipped). gzip, xz and zstd compression is
   told by magic bytes, never by the name.
-- Link types: Ethernet with any number of 802.1Q/802.1ad tags, Linux cooked v1 and v2, raw IP
-  (101, 12, 14, 228, 229), BSD loopback (0) and OpenBSD loopback (108).
-- IPv4 and IPv6 (extension headers skipped); TCP with MSS, window scale, SACK-permitted, SACK
-  blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload lengths come from
-  the IP header, so snaplen-cut frames are exact, but never run past the frame's original length
-  (a whole frame counts what it holds, as tshark does); a zero IP length (Linux BIG TCP over
-  64 KiB) is the RFC 2675 jumbo option's, else the frame's. An IPv4 source route (LSRR, SSRR)
-  keys the flow by its final destination (RFC 791).
+- Link types: Ethernet with any number of 802.1Q/802.1ad tags, MPLS label stacks and PPPoE
+  sessions, Linux cooked v1 and v2, raw IP (101, 12, 14, 228, 229), BSD loopback (0), OpenBSD
+  loopback (108), PPP (9, 50), Cisco HDLC (104), FDDI (10) and MPLS (219); the packet inside
+  IP-in-IP, GRE, VXLAN, Geneve and GTP-U tunnels.
+- IPv4 and IPv6 (extension headers and IPsec AH skipped); TCP with MSS, window scale, SACK-
+  permitted, SACK blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload
+  lengths come from the IP header, so snaplen-cut frames are exact, but never run past the frame's
+  original length (a whole frame counts what it holds, as tshark does); a zero IP length (Linux BIG
+  TCP over 64 KiB) is the RFC 2675 jumbo option's, else the frame's. An IPv4 source route (LSRR,
+  SSRR) keys the flow by its final destination (RFC 791).
 - Frames that are not kept are counted in `stats.skipped` by reason: non_ip, not_tcp_udp,
   ip_fragment, short_frame (headers past the captured bytes), bad_header (a header that does not
   fit in its IP packet or frame, a malformed IPv4 option), bad_timestamp (a pcapng time,
   if_tsoffset included, outside the int64 nanoseconds of 1677-2262), unknown_link_type (a pcapng
-  interface of a link type not read here).
+  interface of a link type not read here), encrypted (IPsec ESP).
 - A capture cut off mid-record is read up to the cut, with `stats.truncated_tail` and a warning;
   corruption raises CaptureError (the line between them: tracekit.capture.reader).
 - Files are opened read-only. Uncompressed files are walked in place through bounded read-only

@@ -27,6 +27,7 @@ LINK_RAW_OPENBSD = 14
 LINK_RAW = 101  # LINKTYPE_RAW: the frame starts with the IPv4 or IPv6 header
 LINK_LOOP = 108  # OpenBSD loopback: address family in network byte order
 LINK_SLL = 113  # Linux cooked capture v1, 16-byte header
+LINK_MPLS = 219  # the frame starts with an MPLS label stack
 LINK_IPV4 = 228
 LINK_IPV6 = 229
 LINK_SLL2 = 276  # Linux cooked capture v2, 20-byte header
@@ -43,6 +44,7 @@ KNOWN_LINK_TYPES = frozenset(
         LINK_RAW,
         LINK_LOOP,
         LINK_SLL,
+        LINK_MPLS,
         LINK_IPV4,
         LINK_IPV6,
         LINK_SLL2,
@@ -59,14 +61,21 @@ ETHERTYPE_QINQ_OLD = 0x9100
 # type; VXLAN and Geneve say the same), and ERSPAN type II's mirrored frames.
 ETHERTYPE_TEB = 0x6558
 ETHERTYPE_ERSPAN_II = 0x88BE
+# MPLS unicast and multicast (RFC 3032, RFC 5332), and PPPoE's session stage (RFC 2516); its
+# discovery stage (0x8863) carries no IP and is left to the non-IP frames.
+ETHERTYPE_MPLS = 0x8847
+ETHERTYPE_MPLS_MC = 0x8848
+ETHERTYPE_PPPOE_SESSION = 0x8864
 # PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
 PPP_IPV4 = 0x0021
 PPP_IPV6 = 0x0057
 # IP protocol numbers of the tunnels decoded: IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213), GRE
-# (RFC 2784, RFC 2890).
+# (RFC 2784, RFC 2890); and of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
 IPPROTO_IPIP = 4
 IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
+IPPROTO_ESP = 50
+IPPROTO_AH = 51
 # UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281).
 PORT_VXLAN = 4789
 PORT_GENEVE = 6081
@@ -74,6 +83,12 @@ PORT_GTP_U = 2152
 # Tunnels in tunnels followed at most this deep: real stacks nest two or three (GTP in GRE in
 # IP), and a crafted chain of headers gets no more of the decoder's time than this.
 MAX_TUNNEL_DEPTH = 4
+# What `_tunnel` finds inside: nothing, an Ethernet frame, an MPLS label stack (or IPv4, IPv6).
+INNER_NONE = 0
+INNER_ETHERNET = 1
+INNER_MPLS = 2
+# The bytes an IP packet may hold when no link-layer length limits it (only PPPoE's does).
+UNLIMITED = 1 << 62
 
 # Why a record was not kept; index into SKIP_REASONS (0 means kept).
 KEPT = 0
@@ -84,6 +99,7 @@ SKIP_SHORT_FRAME = 4
 SKIP_BAD_HEADER = 5
 SKIP_BAD_TIMESTAMP = 6  # set by the reader: a pcapng time past int64 nanoseconds (records.BAD_TS)
 SKIP_UNKNOWN_LINK_TYPE = 7  # a pcapng interface of a link type not in KNOWN_LINK_TYPES
+SKIP_ENCRYPTED = 8  # IPsec ESP: the transport header is encrypted
 SKIP_REASONS = (
     "kept",
     "non_ip",
@@ -93,6 +109,7 @@ SKIP_REASONS = (
     "bad_header",
     "bad_timestamp",
     "unknown_link_type",
+    "encrypted",
 )
 
 # IPv4 options that carry a source route, RFC 791 3.1: loose (LSRR) and strict (SSRR).
@@ -223,28 +240,119 @@ def _u64(b: np.ndarray, p: Any) -> Any:
 
 
 def _ethernet(b: np.ndarray, p: Any, end: Any) -> Any:
-    """An Ethernet header at p (VLAN tags skipped): (IP version 4 or 6, or 0; its header's
-    offset; KEPT or SKIP_SHORT_FRAME)."""
+    """An Ethernet header at p: what `_link_payload` finds after its Ethernet type."""
     if end - p < 14:
-        return 0, p, SKIP_SHORT_FRAME
+        return 0, p, SKIP_SHORT_FRAME, UNLIMITED
     ethertype = _u16(b, p + 12)
-    q = p + 14
-    while ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
-        if q + 4 > end:
-            return 0, q, SKIP_SHORT_FRAME
-        ethertype = _u16(b, q + 2)
-        q += 4
+    # Most frames carry IP right away: answered here, without the walk's loop.
     if ethertype == ETHERTYPE_IPV4:
-        return 4, q, KEPT
+        return 4, p + 14, KEPT, UNLIMITED
     if ethertype == ETHERTYPE_IPV6:
+        return 6, p + 14, KEPT, UNLIMITED
+    return _link_payload(b, ethertype, p + 14, end)
+
+
+def _walked(ethertype: Any) -> Any:
+    """An Ethernet type `_link_payload` reads past or into."""
+    return ethertype in (
+        ETHERTYPE_IPV4,
+        ETHERTYPE_IPV6,
+        ETHERTYPE_VLAN,
+        ETHERTYPE_QINQ,
+        ETHERTYPE_QINQ_OLD,
+        ETHERTYPE_MPLS,
+        ETHERTYPE_MPLS_MC,
+        ETHERTYPE_PPPOE_SESSION,
+    )
+
+
+def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
+    """The packet an Ethernet type at q announces, through VLAN tags, MPLS label stacks (and
+    the Ethernet pseudowires they carry) and PPPoE sessions: (IP version 4 or 6, or 0; its
+    header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the IP packet may hold, which
+    only a PPPoE length limits). Every step takes at least 4 bytes of the frame, so the walk
+    ends within it."""
+    while True:
+        if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
+            if q + 4 > end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            ethertype = _u16(b, q + 2)
+            q += 4
+        elif ethertype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
+            # Label stack entries of 4 bytes down to the one with the bottom-of-stack bit
+            # (RFC 3032 2.1). No field says what the stack carries: Wireshark guesses from the
+            # first nibble (RFC 4928): 4 IPv4, 6 IPv6, 0 an Ethernet pseudowire.
+            while True:
+                if q + 4 > end:
+                    return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+                bottom = _at(b, q + 2) & 1
+                q += 4
+                if bottom:
+                    break
+            if q >= end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            nibble = _at(b, q) >> 4
+            if nibble == 4:
+                return 4, q, KEPT, UNLIMITED
+            if nibble == 6:
+                return 6, q, KEPT, UNLIMITED
+            if nibble != 0:
+                return 0, q, KEPT, UNLIMITED
+            # An Ethernet pseudowire, with a 4-byte control word (RFC 4448 4.6, whose first
+            # nibble is 0) or without one, where the destination address starts with a 0 nibble.
+            # Wireshark tells them apart by whether both addresses read without the word belong
+            # to a registered vendor; the frame's own Ethernet type tells it here as well.
+            if q + 18 <= end and _walked(_u16(b, q + 16)):
+                ethertype = _u16(b, q + 16)
+                q += 18
+            elif q + 14 <= end and _walked(_u16(b, q + 12)):
+                ethertype = _u16(b, q + 12)
+                q += 14
+            elif q + 14 > end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            else:
+                return 0, q, KEPT, UNLIMITED
+        elif ethertype == ETHERTYPE_PPPOE_SESSION:
+            # Version, type, code, session id, then the length of what follows: the PPP
+            # protocol field and the packet (RFC 2516 4). Wireshark holds the packet to a
+            # shorter length and reads past a longer one to the frame's end; so does this.
+            if q + 6 > end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            length = _u16(b, q + 4)
+            version, p, skip = _ppp_protocol(b, q + 6, end)
+            return version, p, skip, length - (p - (q + 6))
+        elif ethertype == ETHERTYPE_IPV4:
+            return 4, q, KEPT, UNLIMITED
+        elif ethertype == ETHERTYPE_IPV6:
+            return 6, q, KEPT, UNLIMITED
+        else:
+            return 0, q, KEPT, UNLIMITED
+
+
+def _ppp_protocol(b: np.ndarray, q: Any, end: Any) -> Any:
+    """PPP's protocol field at q, two bytes or, compressed, one whose low bit is set (RFC 1661
+    6.5): (IP version 4 or 6, or 0; the packet's offset; KEPT or SKIP_SHORT_FRAME)."""
+    if end - q < 1:
+        return 0, q, SKIP_SHORT_FRAME
+    if _at(b, q) & 1:
+        number = np.int64(_at(b, q))
+        q += 1
+    elif end - q >= 2:
+        number = _u16(b, q)
+        q += 2
+    else:
+        return 0, q, SKIP_SHORT_FRAME
+    if number == PPP_IPV4:
+        return 4, q, KEPT
+    if number == PPP_IPV6:
         return 6, q, KEPT
     return 0, q, KEPT
 
 
 def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
-    """The packet a tunnel header at l4 carries: (what: 0 none, 1 Ethernet, 4 or 6 IP; where it
-    starts). Only tunnels whose header is whole in the captured bytes and in the outer payload
-    are followed; anything else is what it was (a GRE or UDP packet)."""
+    """The packet a tunnel header at l4 carries: (what: INNER_NONE, INNER_ETHERNET, INNER_MPLS,
+    or 4 or 6 for IP; where it starts). Only tunnels whose header is whole in the captured bytes
+    and in the outer payload are followed; anything else is what it was (a GRE or UDP packet)."""
     stop = min(end, l4 + l4len)
     if proto == IPPROTO_IPIP:
         return 4, l4
@@ -269,7 +377,9 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         if ptype == ETHERTYPE_IPV6:
             return 6, l4 + hlen
         if ptype in (ETHERTYPE_TEB, ETHERTYPE_ERSPAN_II):
-            return 1, l4 + hlen
+            return INNER_ETHERNET, l4 + hlen
+        if ptype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):  # RFC 4023
+            return INNER_MPLS, l4 + hlen
         return 0, l4
     if proto != 17 or stop - l4 < 16:
         return 0, l4
@@ -278,7 +388,7 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
     if dport == PORT_VXLAN:
         # The I flag says the VNI is valid (RFC 7348 5); the frame follows the 8-byte header.
         if _at(b, h) & 0x08:
-            return 1, h + 8
+            return INNER_ETHERNET, h + 8
         return 0, l4
     if dport == PORT_GENEVE:
         first = _at(b, h)
@@ -289,7 +399,7 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
             return 0, l4
         ptype = _u16(b, h + 2)
         if ptype == ETHERTYPE_TEB:
-            return 1, start
+            return INNER_ETHERNET, start
         if ptype == ETHERTYPE_IPV4:
             return 4, start
         if ptype == ETHERTYPE_IPV6:
@@ -412,6 +522,19 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
         l4 = q + ihl
         l4len = total - ihl
         ident = _u16(buf, q + 4)
+        # Authentication headers: next header, then the length in 4-byte units minus 2 (RFC 4302
+        # 2.2); the payload follows in the clear. Each one takes 8 bytes or more.
+        while proto == IPPROTO_AH:
+            if l4len < 8:
+                return _skipped(SKIP_BAD_HEADER)
+            if end - l4 < 8:
+                return _skipped(SKIP_SHORT_FRAME)
+            ext = (np.int64(_at(buf, l4 + 1)) + 2) * 4
+            if ext > l4len:
+                return _skipped(SKIP_BAD_HEADER)
+            proto = np.int64(_at(buf, l4))
+            l4 += ext
+            l4len -= ext
     else:
         if room < 40:
             return _skipped(SKIP_BAD_HEADER)
@@ -460,7 +583,7 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
                     skip = SKIP_IP_FRAGMENT
                     break
                 ext = np.int64(8)
-            elif proto == 51:  # AH counts its length in 4-byte units, RFC 4302 2.2
+            elif proto == IPPROTO_AH:  # AH counts its length in 4-byte units, RFC 4302 2.2
                 ext = (np.int64(_at(buf, l4 + 1)) + 2) * 4
             else:
                 ext = (np.int64(_at(buf, l4 + 1)) + 1) * 8
@@ -537,8 +660,14 @@ def decode_records(
         link = link_by_iface[rec_iface[i]]
         q = off
         version = 0
+        cap = UNLIMITED
         if link == LINK_ETHERNET:
-            version, q, skip = _ethernet(buf, off, end)
+            version, q, skip, cap = _ethernet(buf, off, end)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
+        elif link == LINK_MPLS:
+            version, q, skip, cap = _link_payload(buf, ETHERTYPE_MPLS, off, end)
             if skip != KEPT:
                 reason[i] = skip
                 continue
@@ -558,22 +687,10 @@ def decode_records(
             q = off
             if end - q >= 2 and _at(buf, q) == 0xFF and _at(buf, q + 1) == 0x03:
                 q += 2
-            if end - q < 1:
-                reason[i] = SKIP_SHORT_FRAME
+            version, q, skip = _ppp_protocol(buf, q, end)
+            if skip != KEPT:
+                reason[i] = skip
                 continue
-            if _at(buf, q) & 1:
-                number = np.int64(_at(buf, q))
-                q += 1
-            elif end - q >= 2:
-                number = _u16(buf, q)
-                q += 2
-            else:
-                reason[i] = SKIP_SHORT_FRAME
-                continue
-            if number == PPP_IPV4:
-                version = 4
-            elif number == PPP_IPV6:
-                version = 6
         elif link == LINK_FDDI:
             # Frame control and two addresses (13 bytes), then LLC/SNAP: AA AA 03, an OUI of
             # zero, and an Ethernet type (RFC 1390).
@@ -637,7 +754,7 @@ def decode_records(
             reason[i] = SKIP_NON_IP
             continue
 
-        room = origlen - (q - off)
+        room = min(origlen - (q - off), cap)
         skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident, version = _network(
             buf, q, version, room, end
         )
@@ -649,16 +766,19 @@ def decode_records(
             if inner == 0:
                 break
             limit = min(end, l4 + l4len)
-            if inner == 1:
-                version, nq, skip = _ethernet(buf, nq, limit)
-                if skip != KEPT:
-                    break
-                if version == 0:
-                    skip = SKIP_NON_IP
-                    break
+            cap = UNLIMITED
+            if inner == INNER_ETHERNET:
+                version, nq, skip, cap = _ethernet(buf, nq, limit)
+            elif inner == INNER_MPLS:
+                version, nq, skip, cap = _link_payload(buf, ETHERTYPE_MPLS, nq, limit)
             else:
                 version = inner
-            room = l4 + l4len - nq
+            if skip != KEPT:
+                break
+            if version == 0:
+                skip = SKIP_NON_IP
+                break
+            room = min(l4 + l4len - nq, cap)
             skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident, version = _network(
                 buf, nq, version, room, end
             )
@@ -750,6 +870,9 @@ def decode_records(
                 head |= np.uint64(_at(buf, l4 + 8 + k)) << np.uint64(56 - 8 * k)
             udp_head[i] = head
             udp_head_len[i] = head_len
+        elif proto == IPPROTO_ESP:
+            reason[i] = SKIP_ENCRYPTED
+            continue
         else:
             reason[i] = SKIP_NOT_TCP_UDP
             continue
@@ -893,5 +1016,8 @@ def decode_chunk(
 bind(
     globals(),
     ("decode_records", "_rehash"),
-    helpers=("_at", "_u16", "_u32", "_u64", "_ethernet", "_tunnel", "_skipped", "_network"),
+    helpers=(
+        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
+        *("_ppp_protocol", "_tunnel", "_skipped", "_network"),
+    ),
 )
