@@ -11,8 +11,8 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   sessions, Linux cooked v1 and v2, raw IP (101, 12, 14, 228, 229), BSD loopback (0), OpenBSD
   loopback (108), PPP (9, 50), Cisco HDLC (104), FDDI (10) and MPLS (219); the packet inside
   IP-in-IP, GRE, VXLAN, Geneve and GTP-U tunnels.
-- IPv4 and IPv6 (extension headers and IPsec AH skipped); TCP with MSS, window scale, SACK-
-  permitted, SACK blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload
+- IPv4 and IPv6 (extension headers and IPsec AH skipped); TCP with MSS, window scale,
+  SACK-permitted, SACK blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload
   lengths come from the IP header, so snaplen-cut frames are exact, but never run past the frame's
   original length (a whole frame counts what it holds, as tshark does); a zero IP length (Linux BIG
   TCP over 64 KiB) is the RFC 2675 jumbo option's, else the frame's. An IPv4 source route (LSRR,
