@@ -99,7 +99,7 @@ def run_detectors(
     if unknown:
         raise TracekitError(f"no detector of kind {', '.join(unknown)}")
     findings: list[Finding] = []
-    for cls in classes:
+    for i, cls in enumerate(classes):
         detector = cls(configs.get(cls.kind))
         for finding in detector.detect(ctx):
             if finding.kind != cls.kind:
@@ -107,5 +107,8 @@ def run_detectors(
                     f"{cls.__name__} yielded a finding of kind {finding.kind!r}, not {cls.kind!r}"
                 )
             findings.append(finding)
+        # The measures no detector still to run reads are let go: on a big capture they would
+        # otherwise add up, each detector's on top of the ones before.
+        ctx.series.forget(frozenset().union(*(later.measures for later in classes[i + 1 :])))
     findings.sort(key=lambda f: (f.conn, f.start_s, -f.severity.rank, f.kind))
     return findings

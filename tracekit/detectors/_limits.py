@@ -149,22 +149,23 @@ def limit_states(
     # The least room the window must leave for the sender to be held by something else: what
     # the next ACK will release anyway, plus the segment that does not fit.
     room = ack_release_bytes(direction, mss) + mss
-    ack_line = acks["ack_rel"].to_numpy().astype(np.int64)
-    window = acks["win_bytes"].to_numpy().astype(np.int64)
-    edge = acks["edge_rel"].to_numpy().astype(np.int64)
+    ack_line = acks["ack_rel"].to_numpy().astype(np.int64, copy=False)
+    window = acks["win_bytes"].to_numpy().astype(np.int64, copy=False)
+    edge = acks["edge_rel"].to_numpy().astype(np.int64, copy=False)
     if not window_known and least is not None:
         window = window << least
         edge = ack_line + window
         window_known = True
     data_t = data["t_s"].to_numpy()
-    data_end = data["end_rel"].to_numpy().astype(np.int64)
+    data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
+    # Frame numbers are only compared, to merge the two in capture order: as they are stored.
     start, end, state = _limit_runs(
-        acks["frame"].to_numpy().astype(np.int64),
+        acks["frame"].to_numpy(),
         acks["t_s"].to_numpy(),
         ack_line,
         edge,
         window,
-        data["frame"].to_numpy().astype(np.int64),
+        data["frame"].to_numpy(),
         data_t,
         data_end,
         float(room),
@@ -191,7 +192,7 @@ def queued_pauses(
     if data.empty:
         return np.zeros(0, np.int64)
     data_t = data["t_s"].to_numpy()
-    data_end = data["end_rel"].to_numpy().astype(np.int64)
+    data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
     length = data["len"].to_numpy().astype(np.int64)
     full = full_tail_pauses(start_s, state, data_t, data_end, length, wire_segment_bytes(length))
     first = int(data["seq_rel"].min())
@@ -209,17 +210,39 @@ def line_rate(data_t: npt.NDArray[np.float64], length: npt.NDArray[np.int64]) ->
     """The rate in bytes per second at which the sender hands segments to its line: the
     LINE_RATE_QUANTILE of each segment's bytes over its gap from the one before (a
     super-segment's bytes over its gap, with segmentation offload). 0 without two."""
-    gaps = np.diff(data_t)
-    moving = gaps > 0
-    if not moving.any():
+    rates = _gap_rates(data_t, length)
+    if rates.size == 0:
         return 0.0
-    rates = length[1:][moving] / gaps[moving]
-    return float(np.quantile(rates, LINE_RATE_QUANTILE))
+    # The quantile partitions the rates themselves, not a copy of them.
+    return float(np.quantile(rates, LINE_RATE_QUANTILE, overwrite_input=True))
+
+
+@jit
+def _gap_rates(data_t: np.ndarray, length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Each segment's bytes over its gap from the one before, where that gap is positive: one
+    array of the rates, none of the gaps."""
+    n = 0
+    for i in range(1, data_t.size):
+        if data_t[i] - data_t[i - 1] > 0:
+            n += 1
+    rates = np.empty(n)
+    k = 0
+    for i in range(1, data_t.size):
+        gap = data_t[i] - data_t[i - 1]
+        if gap > 0:
+            rates[k] = length[i] / gap
+            k += 1
+    return rates
 
 
 # RFC 9293 3.7.1: the send MSS every IPv4 host takes without an MSS option. A divisor of
 # segment lengths below it is a coincidence of short tails, not the size segments are cut at.
 LEAST_MSS_BYTES = 536
+
+
+# An IP packet's payload is at most 65,535 bytes (RFC 791, RFC 8200 without jumbograms): the
+# lengths are counted in a table of that many bins, a larger one (a jumbogram) sorted instead.
+MAX_COUNTED_LENGTH_BYTES = 65_535
 
 
 def wire_segment_bytes(length: npt.NDArray[np.int64]) -> int:
@@ -231,7 +254,15 @@ def wire_segment_bytes(length: npt.NDArray[np.int64]) -> int:
     common divisor is the MSS even where no single-MSS segment is seen. 0 when no length
     reaches LEAST_MSS_BYTES.
     """
-    sizes, counts = np.unique(length[length > 0], return_counts=True)
+    if length.size and int(length.max()) <= MAX_COUNTED_LENGTH_BYTES:
+        # np.unique's answer (the lengths in order and how often each), by counting: no sorted
+        # copy of a column of the direction's length.
+        counts = np.bincount(length)
+        counts[0] = 0
+        sizes = np.flatnonzero(counts)
+        counts = counts[sizes]
+    else:
+        sizes, counts = np.unique(length[length > 0], return_counts=True)
     divisor = 0
     # One step per distinct length (a few to a few hundred), not per segment.
     for size in sizes[np.argsort(-counts, kind="stable")]:
@@ -263,12 +294,12 @@ def full_tail_pauses(
     app = np.flatnonzero(state == APPLICATION)
     if app.size == 0 or data_t.size == 0 or segment <= 0:
         return app[:0]
-    t = np.maximum.accumulate(data_t)
-    top = np.maximum.accumulate(data_end)
     # The segment that last raised (or reached) the highest byte sent, at each departure: the
     # last new data, retransmissions below it left out.
-    last_new = np.maximum.accumulate(np.where(data_end >= top, np.arange(data_end.size), 0))
-    before = np.searchsorted(t, start_s[app], "right") - 1
+    last_new = np.arange(data_end.size)
+    last_new[data_end < np.maximum.accumulate(data_end)] = 0
+    np.maximum.accumulate(last_new, out=last_new)
+    before = np.searchsorted(np.maximum.accumulate(data_t), start_s[app], "right") - 1
     tail = length[last_new[np.maximum(before, 0)]]
     return app[(before >= 0) & (tail > 0) & (tail % segment == 0)]
 
@@ -341,90 +372,85 @@ def _limit_runs(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n_ack, n_data = ack_frame.size, data_frame.size
     size = n_ack + n_data
-    # Per event (ACKs and data merged in capture order): its time, whether it is an ACK, and
-    # after it the flight and the room under the window.
-    t = np.empty(size)
-    is_ack = np.empty(size, dtype=np.bool_)
-    una_at = np.empty(size, dtype=np.int64)
-    last_data = -1
-    flight = np.empty(size, dtype=np.int64)
-    usable = np.empty(size)
-    una = np.int64(-1)
-    nxt = np.int64(-1)
-    sent_at = np.empty(size, dtype=np.int64)  # the highest byte sent by each event
-    right = np.inf
-    window = np.empty(size)
     last_end = np.int64(-1)
     for j in range(n_data):
         last_end = max(last_end, data_end[j])
-    i = j = 0
-    for k in range(size):
-        if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
-            t[k] = ack_t[i]
-            is_ack[k] = True
-            una = max(una, ack_line[i])
-            # Unscaled, only a zero window is a byte count: the right edge is then SND.UNA.
-            right = np.float64(edge[i]) if known else (np.inf if win[i] > 0 else np.float64(una))
-            i += 1
-        else:
-            t[k] = data_t[j]
-            is_ack[k] = False
-            nxt = max(nxt, data_end[j])
-            last_data = k
-            j += 1
-        una_at[k] = una
-        sent_at[k] = nxt
-        flight[k] = nxt - max(una, np.int64(0)) if nxt >= 0 else 0
-        usable[k] = right - nxt
-        window[k] = right - una
     first = data_t[0]
     start = np.empty(size)
     end = np.empty(size)
     state = np.empty(size, dtype=np.int8)
     n = 0
+    # One walk over the events (ACKs and data merged in capture order), holding after each
+    # SND.UNA, the highest byte sent and the window's right edge: no array per event, on a
+    # capture of millions of them.
+    una = np.int64(-1)
+    nxt = np.int64(-1)
+    right = np.inf
+    i = j = 0
     # The state of each interval after an event: idle when nothing is in flight; otherwise as
-    # it stands just before the next ACK (the sender has answered the ACK before by then).
-    judged = size - 1  # the last event before the next ACK, found walking backwards
-    before_next = np.empty(size, dtype=np.int64)
-    next_data_t = np.empty(size)  # when the next data segment leaves (inf: none does)
-    upcoming = np.inf
-    for k in range(size - 1, -1, -1):
-        before_next[k] = judged
-        next_data_t[k] = upcoming
-        if is_ack[k]:
-            judged = k - 1 if k > 0 else 0
-        else:
-            upcoming = t[k]
-    idle_since = t[0]  # when the flight last fell to nothing
+    # it stands at the last event q before the next ACK (the sender has answered the ACK
+    # before by then). Up to q come data segments only, so SND.UNA and the right edge are
+    # still those of now; the highest byte sent by q is found once per run of segments.
+    q = -1
+    sent_q = np.int64(-1)
+    flight_before = np.int64(0)  # the flight after the event before
+    idle_since = 0.0  # when the flight last fell to nothing
     for k in range(size - 1):
-        if t[k] < first:
+        is_ack = j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j])
+        if is_ack:
+            t = ack_t[i]
+            una = max(una, ack_line[i])
+            # Unscaled, only a zero window is a byte count: the right edge is then SND.UNA.
+            right = np.float64(edge[i]) if known else (np.inf if win[i] > 0 else np.float64(una))
+            i += 1
+        else:
+            t = data_t[j]
+            nxt = max(nxt, data_end[j])
+            j += 1
+        if k == 0:
+            idle_since = t
+        if k > q:
+            # The segments that come before the next ACK (the merge's own rule, ahead).
+            ahead = j
+            sent_q = nxt
+            while ahead < n_data and not (i < n_ack and ack_frame[i] < data_frame[ahead]):
+                sent_q = max(sent_q, data_end[ahead])
+                ahead += 1
+            q = k + ahead - j
+        flight = _flight(nxt, una)
+        flight_previous = flight_before
+        flight_before = flight
+        if t < first:
             continue
-        if k > last_data and una_at[k] >= last_end:
+        if is_ack and j >= n_data and una >= last_end:
             break  # the last byte is acknowledged and nothing more is sent: the transfer is over
-        q = before_next[k]
-        if q < k:
-            q = k
-        if flight[k] > 0 or k == 0 or flight[k - 1] > 0:
-            idle_since = t[k]
-        closed = usable[q] < max(room, _burst(window[q], mss, rtt))
-        if (flight[k] <= 0 or flight[q] <= 0) and not (flight[k] <= 0 and usable[k] < mss):
+        flight_q = _flight(sent_q, una)
+        usable = right - nxt
+        usable_q = right - sent_q
+        window_q = right - una
+        if flight > 0 or k == 0 or flight_previous > 0:
+            idle_since = t
+        closed = usable_q < max(room, _burst(window_q, mss, rtt))
+        if (flight <= 0 or flight_q <= 0) and not (flight <= 0 and usable < mss):
             # Nothing in flight: the application's time, unless the sender went on within its
             # turnaround (then its queue was not empty, as far as the wire can tell).
-            s = 0 if next_data_t[k] - idle_since > turnaround else 2
-        elif flight[k] <= 0 and usable[k] < mss:
+            next_data_t = data_t[j] if j < n_data else np.inf
+            s = 0 if next_data_t - idle_since > turnaround else 2
+        elif flight <= 0 and usable < mss:
             # With nothing in flight, a window that cannot take a segment is shut: the
             # sender's data waits on it (zero-window probes), as the kernel counts it.
             s = 1
         elif closed:
             # The window's, once the answer to the last ACK is in the sender's queues; until
             # then TCP small queues hold what passes their limit, and the sender is busy.
-            s = 2 if sent_at[q] - sent_at[k] > _queue_limit(window[q], mss, rtt) else 1
+            s = 2 if sent_q - nxt > _queue_limit(window_q, mss, rtt) else 1
         else:
             s = 2
         # Runs follow one another without overlap even where the capture's clock steps back
         # (events are in capture order, their stamps not always).
-        a = max(t[k], end[n - 1]) if n > 0 else t[k]
-        b = t[k + 1]
+        a = max(t, end[n - 1]) if n > 0 else t
+        next_is_ack = j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j])
+        b = ack_t[i] if next_is_ack else data_t[j]
         if b <= a:
             continue
         if n > 0 and state[n - 1] == s and end[n - 1] == a:
@@ -435,6 +461,12 @@ def _limit_runs(
             state[n] = s
             n += 1
     return start[:n].copy(), end[:n].copy(), state[:n].copy()
+
+
+@jit
+def _flight(sent: np.int64, una: np.int64) -> np.int64:  # pragma: no cover - compiled
+    """Bytes in flight after an event: sent and not yet acknowledged (none before any data)."""
+    return sent - max(una, np.int64(0)) if sent >= 0 else np.int64(0)
 
 
 @jit

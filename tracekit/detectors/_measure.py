@@ -447,7 +447,7 @@ def packet_pair_rate_samples_bps(
     # The segment each ACK acknowledges up to its last byte: its first copy's departure.
     j = np.searchsorted(end, line)
     jj = np.minimum(j, end.size - 1)
-    with_sack = np.isin(t, direction.sacks["t_s"].to_numpy())
+    with_sack = _sacked(t, direction)
     prev_dup = np.r_[False, acks["dupack"].to_numpy()[:-1]]
     usable = (
         (j < end.size)
@@ -458,10 +458,13 @@ def packet_pair_rate_samples_bps(
         & ~prev_dup
     )
     sent = np.where(usable, sent_t[jj], np.nan)
+    # Each a column of the direction's length: let go once used, not held to the end.
+    del j, jj, with_sack, prev_dup, end, sent_t
     k = span_acks
     run = sliding_window_view(usable, k + 1).all(axis=1)
     gaps = np.diff(t)
     worst_gap = sliding_window_view(gaps, k).max(axis=1)
+    del usable, gaps
     dt_ack = t[k:] - t[:-k]
     with np.errstate(invalid="ignore"):
         dt_sent = sent[k:] - sent[:-k]
@@ -494,7 +497,7 @@ def sustained_delivery_bps(direction: Direction, rtts: float = SUSTAINED_RTTS) -
         return None
     t = acks["t_s"].to_numpy()
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy()).astype(np.float64)
-    troubled = acks["dupack"].to_numpy() | np.isin(t, direction.sacks["t_s"].to_numpy())
+    troubled = acks["dupack"].to_numpy() | _sacked(t, direction)
     span = rtts * rtt
     # For each ACK, the first ACK at least `span` later; the stretch between them is clean
     # when no troubled ACK lies in it.
@@ -514,14 +517,34 @@ def sustained_delivery_bps(direction: Direction, rtts: float = SUSTAINED_RTTS) -
     return float(np.percentile(rates, SUSTAINED_PERCENTILE))
 
 
+def _sacked(ack_t: npt.NDArray[np.float64], direction: Direction) -> npt.NDArray[np.bool_]:
+    """Which of the ACK times carry SACK blocks: np.isin's answer, found by a binary search in
+    the blocks' times, where np.isin sorts the ACKs' times with them (columns of the ACKs'
+    length, several times over, on a capture of millions)."""
+    blocks = np.sort(direction.sacks["t_s"].to_numpy())
+    if blocks.size == 0:
+        return np.zeros(ack_t.size, dtype=bool)
+    at = np.minimum(np.searchsorted(blocks, ack_t), blocks.size - 1)
+    found: npt.NDArray[np.bool_] = blocks[at] == ack_t
+    return found
+
+
 def path_rate_bps(direction: Direction, min_samples_count: int = 3) -> float | None:
     """The path's bottleneck rate: the median packet-pair sample, and never below the rate it
-    sustained over a few RTTs (`sustained_delivery_bps`); None with too few samples."""
+    sustained over a few RTTs (`sustained_delivery_bps`); None with too few samples.
+
+    Computed once per direction (several detectors ask; each time it passes over every ACK)."""
+    count, rate = direction.memo("path_rate", lambda: _path_rate(direction))
+    return rate if count >= min_samples_count else None
+
+
+def _path_rate(direction: Direction) -> tuple[int, float]:
+    """How many packet-pair samples, and the rate `path_rate_bps` gives when they are enough."""
     samples = packet_pair_rate_samples_bps(direction)
-    if samples.size < min_samples_count:
-        return None
+    if samples.size == 0:
+        return 0, np.nan
     sustained = sustained_delivery_bps(direction)
-    return max(float(np.median(samples)), sustained or 0.0)
+    return samples.size, max(float(np.median(samples)), sustained or 0.0)
 
 
 def ack_line_rate_bps(

@@ -161,6 +161,10 @@ class Detector(ABC):
     severity: ClassVar[Severity]
     # Every key the evidence of this detector's findings may hold.
     evidence: ClassVar[tuple[Evidence, ...]] = ()
+    # The shared measures of a direction this detector reads (`Direction.memo` names, through
+    # the helpers of `_measure`): run_detectors keeps each until the last detector naming it
+    # has run. One not named is computed again if asked for: slower, never different.
+    measures: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
     class Config:

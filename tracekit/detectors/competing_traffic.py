@@ -68,6 +68,8 @@ class CompetingTraffic(Detector):
         Evidence("rtt_s", "s", "the round trip the windows and the threshold use"),
     )
 
+    measures = frozenset({"path_rate", "rtt_steps"})
+
     @dataclass(frozen=True)
     class Config:
         # A flow competes when it carried at least one full segment per round trip of the

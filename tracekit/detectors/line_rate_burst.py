@@ -149,6 +149,8 @@ class LineRateBurst(Detector):
         Evidence("rate_basis", "", "which bytes the rates count"),
     )
 
+    measures = frozenset({"lost_data", "path_rate"})
+
     @dataclass(frozen=True)
     class Config:
         # Longer than the initial window (10 segments, RFC 6928), which leaves back to back on

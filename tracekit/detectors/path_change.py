@@ -38,6 +38,7 @@ class PathChange(Detector):
     # A condition of the test, not what held the transfer back: the verdict quotes each
     # phase's RTT, and this finding says where the phases are.
     severity = Severity.INFO
+    measures = frozenset({"path_rate", "rtt_steps"})
     evidence = (
         Evidence("steps_count", "", "steps of the path's base RTT while the direction sent"),
         Evidence("step_times_s", "s", "when each step began"),

@@ -295,6 +295,8 @@ class RateLimitCause(Detector):
         ),
     )
 
+    measures = frozenset({"ack_answers", "flight_levels", "path_rate", "rtt_steps"})
+
     @dataclass(frozen=True)
     class Config:
         # Windows of a few round trips label the busy time: enough ACKs to measure a rate,
@@ -472,10 +474,12 @@ class RateLimitCause(Detector):
         )
         at_cap = capped / np.maximum(counted, 1)
         ack_t = warp(d.acks["t_s"].to_numpy())
-        acks = d.acks[ack_t >= t0]
-        line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+        # The ACK line's column alone, not a copy of every column of the ACKs from t0 on.
+        from_t0 = ack_t >= t0
+        line = np.maximum.accumulate(d.acks["ack_rel"].to_numpy()[from_t0])
         gain = np.diff(line, prepend=line[0]) if line.size else line
-        _, delivered = _window_sums(ack_t[ack_t >= t0], gain, t0, length, n)
+        _, delivered = _window_sums(ack_t[from_t0], gain, t0, length, n)
+        del from_t0, line, gain
         # Rates need each window's seconds; the last window lasts at least one RTT.
         if phases.count < 2:
             width = np.full(n, length)
@@ -816,27 +820,45 @@ def _paced_windows(
         return out
     gaps = np.diff(t)
     positive = gaps[gaps > 0]
+    del gaps  # per segment, as the arrays below: each let go once used
     # One serialisation time: the closest two segments ever left (back to back at line rate),
     # and at most one RTT (`rtt`, in the warped time of `t`): a segment's serialisation is
     # part of its own round trip. A sender that never sends two segments closer than an RTT
     # apart (a pacer on a LAN) shows no back-to-back pair, only its pacing interval.
-    line = min(float(np.percentile(positive, 1)), rtt) if positive.size else 0.0
+    line = (
+        min(float(np.percentile(positive, 1, overwrite_input=True)), rtt) if positive.size else 0.0
+    )
+    del positive
     spacing = float(np.median(np.diff(ack_t)))
     soon = max(2 * line, 0.25 * spacing)
     k = np.searchsorted(ack_t, t, side="right") - 1
-    last_ack = ack_t[np.maximum(k, 0)]
-    before = np.r_[-np.inf, t[:-1]]
+    acked = k >= 0
+    last_ack = ack_t[np.maximum(k, 0, out=k)]
+    del k
     # A burst starts where a segment does not follow the one before back to back (a gap of
-    # more than two serialisation times: one for the NIC's queue ahead of the capture).
-    begins = t - before > 2 * line
-    after_ack = begins & (k >= 0) & (last_ack > before)
+    # more than two serialisation times: one for the NIC's queue ahead of the capture). The
+    # first segment has none before it (a time of -inf).
+    begins = np.empty(t.size, dtype=bool)
+    begins[0] = t[0] - -np.inf > 2 * line
+    np.greater(np.diff(t), 2 * line, out=begins[1:])
+    after_ack = begins & acked
+    del acked
+    after_ack[0] &= last_ack[0] > -np.inf
+    after_ack[1:] &= last_ack[1:] > t[:-1]
     if not after_ack.any():
         return out
     delay = t[after_ack] - last_ack[after_ack]
+    del last_ack
     # Half the answers later than the ACKs' spacing: the host, not the ACK, set the time.
     if float(np.median(delay)) >= spacing:
         return out
-    w = np.clip(((t[after_ack] - t0) / length).astype(np.int64), 0, n - 1)
+    # In place: each step a column as long as the bursts, made once.
+    w_s = t[after_ack]
+    w_s -= t0
+    w_s /= length
+    w = w_s.astype(np.int64)
+    del w_s
+    np.clip(w, 0, n - 1, out=w)
     first = np.bincount(w, minlength=n)
     answered = np.bincount(w[delay <= soon], minlength=n)
     # Eight starts at least: a share and the quartiles of a window rest on a few of each.
@@ -844,9 +866,12 @@ def _paced_windows(
     out[enough] = answered[enough] < fraction * first[enough]
     # Each start's time since the burst start before it (the first start has none).
     start_t = t[begins]
-    since = np.full(t.size, np.nan)
-    since[begins] = start_t - np.r_[np.nan, start_t[:-1]]
-    between = since[after_ack]
+    since = np.empty(start_t.size)
+    since[0] = start_t[0] - np.nan
+    np.subtract(start_t[1:], start_t[:-1], out=since[1:])
+    del start_t
+    between = since[after_ack[begins]]
+    del since
     known = np.isfinite(between)
     spread_between = _window_iqr(w[known], between[known], n)
     spread_delay = _window_iqr(w[known], delay[known], n)

@@ -115,7 +115,7 @@ def classify(
     has_ack = k >= 0
     line_at = np.where(has_ack, line[kk] if len(acks) else 0, -1)
     # The highest byte sent before each retransmission, and the previous segment's time.
-    high = np.maximum.accumulate(seg["end_rel"].to_numpy().astype(np.int64))
+    high = np.maximum.accumulate(seg["end_rel"].to_numpy().astype(np.int64, copy=False))
     prev_high = np.where(idx > 0, high[np.maximum(idx - 1, 0)], 0)
     seg_t = seg["t_s"].to_numpy()
     prev_seg_t = np.where(idx > 0, seg_t[np.maximum(idx - 1, 0)], -np.inf)
@@ -137,8 +137,9 @@ def classify(
     plain = sacks[~sacks["dsack"].to_numpy(dtype=bool)] if len(sacks) else sacks
     if len(plain) and len(acks):
         top = plain.groupby("t_s")["right_rel"].max()
-        sack_top = top.reindex(ack_t).to_numpy()
-        sack_above = has_ack & (np.nan_to_num(sack_top[kk], nan=-1) > lo)
+        # Looked up at the resends' ACKs only, not laid out over every ACK of the direction.
+        sack_top = top.reindex(ack_t[kk]).to_numpy()
+        sack_above = has_ack & (np.nan_to_num(sack_top, nan=-1) > lo)
     else:
         sack_above = np.zeros(idx.size, dtype=bool)
 

@@ -124,6 +124,8 @@ class SlowStartOverrun(Detector):
         Evidence("rate_basis", "", "which bytes the rates count"),
     )
 
+    measures = frozenset({"lost_data", "path_rate"})
+
     @dataclass(frozen=True)
     class Config:
         # A block, not a random loss: eq. 1 needs a count, and one or two losses in a round
@@ -167,10 +169,10 @@ class SlowStartOverrun(Detector):
 
     def _overrun(self, ser: Direction) -> _Round | None:
         """The first slow-start round that lost a block, or None."""
-        seg = ser.segments
         if len(ser.data) == 0:
             return None
-        rnd = rounds(seg, ser.acks)
+        # The direction's data segments, shared: rounds() would otherwise copy them again.
+        rnd = rounds(ser.data, ser.acks)
         if len(rnd) < 2:
             return None
         data = ser.data

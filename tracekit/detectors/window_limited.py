@@ -58,6 +58,8 @@ class WindowLimited(Detector):
         Evidence("mss_bytes", "bytes", "the sender's usual segment size"),
     )
 
+    measures = frozenset({"ack_answers", "flight_levels", "path_rate", "rtt_steps"})
+
     @dataclass(frozen=True)
     class Config:
         # The path's rate when the user knows it (e.g. the rate given to `tracekit plan`);

@@ -256,6 +256,8 @@ class WindowOscillation(Detector):
         Evidence("window_scale_shift_needed", "", "its RFC 7323 shift"),
     )
 
+    measures = frozenset({"path_rate"})
+
     @dataclass(frozen=True)
     class Config:
         # "Again and again": three closings that reopen make a pattern, not an accident. At

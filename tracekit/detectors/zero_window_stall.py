@@ -31,6 +31,7 @@ class ZeroWindowStall(Detector):
     kind = "zero_window_stall"
     title = "The receive window stayed shut for many round trips"
     severity = Severity.WARNING
+    measures = frozenset({"rtt_steps"})
     evidence = (
         Evidence("stalls_count", "", "stalls of the direction"),
         Evidence("stall_starts_s", "s", "when each began"),

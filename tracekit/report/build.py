@@ -220,7 +220,8 @@ def rate_plot(d: Direction, cfg: ReportConfig, shades: tuple[Shade, ...]) -> Plo
         ),
     ]
     if rtt:
-        tr = trains(d.segments, gap_s=rtt * cfg.train_gap_rtt_fraction, min_packets=8)
+        # The direction's data segments, shared: trains() would otherwise copy them again.
+        tr = trains(d.data, gap_s=rtt * cfg.train_gap_rtt_fraction, min_packets=8)
         tr = tr[np.isfinite(tr["rate_bps"])]
         traces.append(
             _markers(

@@ -197,7 +197,7 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     ack_t = acks["t_s"].to_numpy()
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy()) if ack_t.size else ack_t
     start_s, marks = _round_starts(
-        t, sent_high, ack_t, line.astype(np.int64), int(data["seq_rel"].iloc[0])
+        t, sent_high, ack_t, line.astype(np.int64, copy=False), int(data["seq_rel"].iloc[0])
     )
     packets, sent = _round_totals(start_s, t, data["len"].to_numpy())
     n = start_s.size

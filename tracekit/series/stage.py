@@ -14,7 +14,7 @@ ones of the connections stage.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
@@ -122,6 +122,15 @@ class Direction:
             self._memo[name] = compute()
         return self._memo[name]  # type: ignore[return-value]
 
+    def forget(self, keep: Collection[str] = ()) -> None:
+        """Let go of the measures `memo` holds (and `resent`, which they are made from) but
+        those named in `keep`: on a big capture each is tens of megabytes, held for nothing
+        once no detector still to run reads it. One asked for again is computed again."""
+        for name in [name for name in self._memo if name not in keep]:
+            del self._memo[name]
+        if "resent" not in keep:
+            vars(self).pop("resent", None)
+
     @cached_property
     def data(self) -> pd.DataFrame:
         """The segments that carry payload (probes and keepalives left out), same index."""
@@ -197,6 +206,11 @@ class Series:
             return rows
 
         return Direction(conn, direction, source=pick)
+
+    def forget(self, keep: Collection[str] = ()) -> None:
+        """`Direction.forget` on every direction sliced so far."""
+        for direction in self._directions.values():
+            direction.forget(keep)
 
     def with_data(self) -> list[tuple[int, int]]:
         """(conn, dir) of every direction that carried payload, in order."""
