@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,10 +83,12 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bombs")
 
 
-def _write(folder: Path, name: str, data: bytes) -> Path:
+def _write(folder: Path, name: str, make: Callable[[], bytes]) -> Path:
+    """The bomb `make` builds, as folder/name: built once per module's folder, since the
+    commands that read the same bomb share it."""
     path = folder / name
     if not path.exists():
-        path.write_bytes(data)
+        path.write_bytes(make())
     return path
 
 
@@ -117,7 +120,9 @@ def test_zeros_after_a_header_are_read_in_bounded_memory(
 ) -> None:
     # A record header of zeros is a record of caplen 0: the reader walks them all, 16 bytes
     # each, keeps none, and says there is no TCP.
-    path = _write(folder, f"zeros.{compression}", bombs.zeros_bomb(compression, size, level))
+    path = _write(
+        folder, f"zeros.{compression}", lambda: bombs.zeros_bomb(compression, size, level)
+    )
     assert path.stat().st_size < 2 * MIB
     run = tracekit(command, str(path))
     line = _one_line_error(run, path)
@@ -128,7 +133,7 @@ def test_zeros_after_a_header_are_read_in_bounded_memory(
 def test_repeated_tcp_record_flows(folder: Path, baseline: dict[str, int]) -> None:
     # The shape of the reported bomb: one record repeated, 45 KB of zstd for 512 MiB. The flows
     # command keeps no packet table, so 7.7 M packets of one connection fit in bounded memory.
-    path = _write(folder, "tcp.zst", bombs.tcp_bomb("zstd", GIB // 2))
+    path = _write(folder, "tcp.zst", lambda: bombs.tcp_bomb("zstd", GIB // 2))
     assert path.stat().st_size < 256 * 1024
     run = tracekit("flows", "--json", str(path))
     assert run.returncode == 0, run.stderr
@@ -139,7 +144,7 @@ def test_repeated_tcp_record_flows(folder: Path, baseline: dict[str, int]) -> No
 def test_repeated_skipped_record_analyze(folder: Path, baseline: dict[str, int]) -> None:
     # 9 M ARP records: each is a frame the reader counts and skips, and the packet table
     # grows only for TCP and UDP.
-    path = _write(folder, "arp.zst", bombs.arp_bomb("zstd", GIB // 2))
+    path = _write(folder, "arp.zst", lambda: bombs.arp_bomb("zstd", GIB // 2))
     run = tracekit("analyze", str(path))
     _one_line_error(run, path)
     _bounded(run, baseline, "analyze")
@@ -148,7 +153,7 @@ def test_repeated_skipped_record_analyze(folder: Path, baseline: dict[str, int])
 @pytest.mark.slow
 def test_four_gib_of_zeros_in_128_kb(folder: Path, baseline: dict[str, int]) -> None:
     # 128 KiB of zstd (RLE blocks, RFC 8878 3.1.1.2.2) for 4 GiB; unbounded it passed 8 GiB RSS.
-    path = _write(folder, "zeros4.zst", bombs.zeros_bomb("zstd", 4 * GIB))
+    path = _write(folder, "zeros4.zst", lambda: bombs.zeros_bomb("zstd", 4 * GIB))
     assert path.stat().st_size < 140 * 1024
     run = tracekit("flows", str(path), timeout=4 * TIMEOUT)
     assert f"in {4 * GIB // 16} frames" in _one_line_error(run, path)
@@ -185,7 +190,7 @@ def test_bytesource_steps_fit_the_buffer(
     folder: Path, monkeypatch: pytest.MonkeyPatch, compression: str
 ) -> None:
     size = GIB if compression != "gzip" else 256 * MIB
-    path = _write(folder, f"source.{compression}", bombs.zeros_bomb(compression, size, 1))
+    path = _write(folder, f"source.{compression}", lambda: bombs.zeros_bomb(compression, size, 1))
     tracemalloc.start()
     try:
         total, steps = _steps(path, monkeypatch)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,14 @@ def big() -> Capture:
     return read_capture(BIG, records_per_call=WHOLE)
 
 
+@cache
+def _chunked(records_per_call: int) -> Capture:
+    """The big capture read `records_per_call` records per call: once per process for each
+    size, since the tables, SACK and UDP tests each check the same read (read it, do not
+    change it)."""
+    return read_capture(BIG, records_per_call=records_per_call)
+
+
 def test_the_big_capture_spans_several_chunks(big: Capture) -> None:
     # Without chunks of every record kept there would be nothing to test.
     assert big.stats.frames == 225172 > 3 * (1 << 16)
@@ -74,11 +83,13 @@ def test_the_big_capture_spans_several_chunks(big: Capture) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("records_per_call", [7, 4099, 1 << 16])
 def test_the_big_captures_tables_in_chunks(big: Capture, records_per_call: int) -> None:
-    assert_same_tables(read_capture(BIG, records_per_call=records_per_call), big)
+    assert_same_tables(_chunked(records_per_call), big)
 
 
-def _tshark_sack(path: Path) -> list[tuple[int, int, int]]:
-    """(frame, left, right) of every SACK block, raw sequence numbers, as tshark reads them."""
+@cache
+def _tshark_sack(path: Path) -> tuple[tuple[int, int, int], ...]:
+    """(frame, left, right) of every SACK block, raw sequence numbers, as tshark reads them
+    (once per process: each chunk size is held against the same reading)."""
     out = subprocess.run(
         [
             *("tshark", "-n", "-r", str(path), "-o", "tcp.relative_sequence_numbers:FALSE"),
@@ -95,15 +106,15 @@ def _tshark_sack(path: Path) -> list[tuple[int, int, int]]:
         frame, lefts, rights = line.split("\t")
         for left, right in zip(lefts.split(","), rights.split(","), strict=True):
             blocks.append((int(frame), int(left), int(right)))
-    return blocks
+    return tuple(blocks)
 
 
-def _our_sack(capture: Capture) -> list[tuple[int, int, int]]:
+def _our_sack(capture: Capture) -> tuple[tuple[int, int, int], ...]:
     frames = capture.packets.column("frame").to_numpy()
     rows = capture.sack.column("row").to_numpy()
     left = capture.sack.column("left").to_numpy()
     right = capture.sack.column("right").to_numpy()
-    return list(zip(frames[rows].tolist(), left.tolist(), right.tolist(), strict=True))
+    return tuple(zip(frames[rows].tolist(), left.tolist(), right.tolist(), strict=True))
 
 
 @pytest.mark.slow
@@ -114,9 +125,7 @@ def test_every_sack_block_is_at_its_frame_as_tshark_reads_it(
 ) -> None:
     want = _tshark_sack(BIG)
     assert len(want) > 2_000
-    capture = (
-        big if records_per_call == WHOLE else read_capture(BIG, records_per_call=records_per_call)
-    )
+    capture = big if records_per_call == WHOLE else _chunked(records_per_call)
     assert _our_sack(capture) == want
 
 
@@ -136,9 +145,7 @@ def _stream_numbers(capture: Capture) -> np.ndarray:
 def test_a_udp_stream_longer_than_a_chunk_keeps_its_numbers(
     big: Capture, records_per_call: int
 ) -> None:
-    capture = (
-        big if records_per_call == WHOLE else read_capture(BIG, records_per_call=records_per_call)
-    )
+    capture = big if records_per_call == WHOLE else _chunked(records_per_call)
     sent = BIG_RECORD["udp"]
     assert sent["datagrams"] > 1 << 16
     numbers = _stream_numbers(capture)

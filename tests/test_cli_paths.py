@@ -37,6 +37,16 @@ def tracekit(*args: str | bytes, cwd: Path | None = None) -> subprocess.Complete
     )
 
 
+def in_process(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """The same command through click's CliRunner, as a subprocess's result: exit status and
+    stderr bytes. For checks of the message and the files, where the process adds nothing;
+    each command keeps tests through the console script (tracekit() above) too."""
+    result = CliRunner().invoke(cli, list(args), prog_name="tracekit")
+    return subprocess.CompletedProcess(
+        list(args), result.exit_code, result.stdout_bytes, result.stderr_bytes
+    )
+
+
 def one_line(done: subprocess.CompletedProcess[bytes], *words: str) -> str:
     """Exit 2 with one line on stderr that says each of `words`; that line."""
     err = done.stderr.decode("utf-8", "backslashreplace")
@@ -157,7 +167,7 @@ def test_batch_output_holding_its_inputs_is_refused(tmp_path: Path) -> None:
     root.mkdir(parents=True)
     shutil.copy(CLEAN / "sender.pcap", root / "x.pcap")
     for out in (tmp_path / "data", tmp_path):
-        done = tracekit("batch", str(root), "-o", str(out))
+        done = in_process("batch", str(root), "-o", str(out))
         one_line(done, "holds the input")
     assert not (tmp_path / "data" / "connections").exists()
     # An input reached by a symlink under DIR counts where it really is.
@@ -165,7 +175,7 @@ def test_batch_output_holding_its_inputs_is_refused(tmp_path: Path) -> None:
     real.mkdir()
     shutil.copy(CLEAN / "sender.pcap", real / "y.pcap")
     (root / "y.pcap").symlink_to(real / "y.pcap")
-    one_line(tracekit("batch", str(root), "-o", str(real)), "holds the input")
+    one_line(in_process("batch", str(root), "-o", str(real)), "holds the input")
 
 
 # --- one rule for output folders: made when missing; a failure is one line --------------------
@@ -219,13 +229,13 @@ def test_an_output_under_a_file_is_one_line(tmp_path: Path, command: str) -> Non
     blocker = tmp_path / "file.txt"
     blocker.write_text("not a folder")
     args = _unwritable_args(blocker / "sub")[command]
-    one_line(tracekit(*args), "cannot write", "file.txt is not a folder")
+    one_line(in_process(*args), "cannot write", "file.txt is not a folder")
     assert blocker.read_text() == "not a folder"
 
 
 @pytest.mark.parametrize("command", ["report", "check --json", "tsg"])
 def test_an_output_under_proc_is_one_line(command: str) -> None:
-    one_line(tracekit(*_unwritable_args(Path("/proc/tracekit-test"))[command]), "cannot write")
+    one_line(in_process(*_unwritable_args(Path("/proc/tracekit-test"))[command]), "cannot write")
 
 
 @contextlib.contextmanager
@@ -252,8 +262,8 @@ def _no_temporary_left(folder: Path) -> None:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_read_only_mount_is_one_line(tmp_path: Path, command: str) -> None:
     with mounted(tmp_path / "ro", "ro,size=1m") as ro:
-        one_line(tracekit(*_unwritable_args(ro / "sub")[command]), "cannot write")
-        one_line(tracekit(*_unwritable_args(ro)[command]), "cannot write", "Read-only")
+        one_line(in_process(*_unwritable_args(ro / "sub")[command]), "cannot write")
+        one_line(in_process(*_unwritable_args(ro)[command]), "cannot write", "Read-only")
 
 
 @pytest.mark.root
@@ -266,7 +276,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary(tmp_path: Path, command
                 filler.write(b"\0" * 4096)
                 filler.flush()
         args = _unwritable_args(full)[command]
-        line = one_line(tracekit(*args), "cannot write", "No space left")
+        line = one_line(in_process(*args), "cannot write", "No space left")
         assert line.startswith(f"tracekit: {full}")
         _no_temporary_left(full)
 

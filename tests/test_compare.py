@@ -3,14 +3,18 @@ throughput change against tshark, its regression gate, its page in Chromium, its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from tracekit.cli.main import cli
 
 from tracekit.compare import Comparison, compare
 
@@ -29,9 +33,10 @@ def truth(pair: Path) -> dict[str, Any]:
     return doc
 
 
+@cache
 def tshark_rate_bps(pair: Path) -> float:
     """The transfer's bytes (truth.json) over its duration as tshark reads the sender's
-    capture: its first TCP packet to its last."""
+    capture: its first TCP packet to its last (read once per process and pair)."""
     out = subprocess.run(
         ["tshark", "-n", "-r", str(pair / "sender.pcap"), "-Y", "tcp", "-T", "fields",
          "-e", "frame.time_epoch"],
@@ -41,16 +46,23 @@ def tshark_rate_bps(pair: Path) -> float:
     return truth(pair)["flow"]["bytes"] * 8 / (max(times) - min(times))
 
 
+@cache
+def compared(base: Path, new: Path) -> Comparison:
+    """compare(base, new), made once per process for each pair of runs: several tests read the
+    same comparison (read it, do not change it)."""
+    return compare(base, new)
+
+
 @pytest.fixture(scope="module")
 def better() -> Comparison:
     """BASE the overrun, NEW the clean run: the change helped."""
-    return compare(OVERRUN, CLEAN)
+    return compared(OVERRUN, CLEAN)
 
 
 @pytest.fixture(scope="module")
 def worse() -> Comparison:
     """BASE the clean run, NEW the overrun: the change hurt."""
-    return compare(CLEAN, OVERRUN)
+    return compared(CLEAN, OVERRUN)
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -58,6 +70,14 @@ def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
         [TRACEKIT, "compare", *map(str, args)], capture_output=True, text=True, timeout=300,
         cwd=cwd,
     )  # fmt: skip
+
+
+def run_in_process(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """As run(), through click's CliRunner: for checks of the message and the exit status, where
+    the process adds nothing (the regression gate's tests run the console script)."""
+    with contextlib.chdir(cwd or Path.cwd()):
+        result = CliRunner().invoke(cli, ["compare", *map(str, args)], prog_name="tracekit")
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def test_drop_and_resend_counts_are_the_kernels(better: Comparison, worse: Comparison) -> None:
@@ -88,7 +108,7 @@ def test_findings_that_went_and_came(better: Comparison, worse: Comparison) -> N
 @pytest.mark.parametrize(("base", "new"), [(OVERRUN, CLEAN), (DROPS, CLEAN), (CLEAN, DROPS)])
 def test_throughput_change_against_tshark(base: Path, new: Path) -> None:
     expected = tshark_rate_bps(new) / tshark_rate_bps(base) - 1
-    got = compare(base, new)
+    got = compared(base, new)
     assert got.throughput_change is not None
     assert (got.throughput_change > 0) == (expected > 0)
     assert got.throughput_change == pytest.approx(expected, abs=0.002)
@@ -98,7 +118,7 @@ def test_throughput_change_against_tshark(base: Path, new: Path) -> None:
 
 def test_the_drops_run_against_clean_is_a_big_gain() -> None:
     # 4 MB in 1.69 s against 9 MB in 2.76 s: the clean run is over a third faster.
-    got = compare(DROPS, CLEAN)
+    got = compared(DROPS, CLEAN)
     assert got.throughput_change is not None and 0.30 < got.throughput_change < 0.45
     assert got.counts()[0] == ("network drops", truth(DROPS)["drops"]["network"], 0)
 
@@ -129,18 +149,18 @@ def test_policy_throughput_drop_is_checks(tmp_path: Path) -> None:
         '[fail]\nignore_kinds = ["slow_start_overrun", "network_drop", "retransmissions"]\n'
         "[baseline]\nmax_throughput_drop_ratio = 0.5\n"
     )
-    assert run(CLEAN, DROPS, "--fail-on-regression", "--policy", policy).returncode == 0
+    assert run_in_process(CLEAN, DROPS, "--fail-on-regression", "--policy", policy).returncode == 0
     policy.write_text(policy.read_text().replace("0.5", "0.1"))
-    done = run(CLEAN, DROPS, "--fail-on-regression", "--policy", policy)
+    done = run_in_process(CLEAN, DROPS, "--fail-on-regression", "--policy", policy)
     assert done.returncode == 1
     assert "max_throughput_drop_ratio" in done.stdout
 
 
 def test_connection_choice(tmp_path: Path) -> None:
-    done = run(OVERRUN, CLEAN, "--connection", "0:0")
+    done = run_in_process(OVERRUN, CLEAN, "--connection", "0:0")
     assert done.returncode == 0, done.stderr
     assert "matched by choice" in done.stdout
-    bad = run(OVERRUN, CLEAN, "--connection", "1")
+    bad = run_in_process(OVERRUN, CLEAN, "--connection", "1")
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "no connection 1" in bad.stderr
 
@@ -164,7 +184,7 @@ def test_connection_choice(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], says: str) -> None:
-    done = run(*args, cwd=ROOT)
+    done = run_in_process(*args, cwd=ROOT)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
@@ -172,7 +192,7 @@ def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], says: str) -> None:
 
 def test_a_receiver_without_its_sender_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "x.receiver.pcap").symlink_to(CLEAN / "receiver.pcap")
-    done = run(tmp_path / "x.receiver.pcap", CLEAN)
+    done = run_in_process(tmp_path / "x.receiver.pcap", CLEAN)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "without its sender" in done.stderr
 

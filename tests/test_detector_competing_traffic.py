@@ -4,6 +4,7 @@ relay's per-flow count of what the bottleneck delivered."""
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,10 @@ SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
 CROSS = "cross_udp_tcp_20m"
 
 
+@cache
 def _analyze(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The analysis of a sweep pair as JSON, and its truth: made once per process, since three
+    tests read the same pair (read them, do not change them)."""
     folder = SWEEP / name
     analysis = analyze(
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")

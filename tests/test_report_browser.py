@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -234,9 +235,11 @@ OVERRUN = LAB / "slow_start_overrun"
 SENDER_IP = "10.77.0.1"
 
 
-def _tshark_data(capture: Path) -> list[tuple[float, str, int, int]]:
+@cache
+def _tshark_data(capture: Path) -> tuple[tuple[float, str, int, int], ...]:
     """The sender's data segments in `capture` as tshark reads them: time since the capture's
-    first frame, IP ID, relative sequence number and payload length."""
+    first frame, IP ID, relative sequence number and payload length (read once per capture:
+    two tests hold the same sender capture against it)."""
     out = subprocess.run(
         [
             "tshark",
@@ -260,7 +263,7 @@ def _tshark_data(capture: Path) -> list[tuple[float, str, int, int]]:
         text=True,
     ).stdout
     rows = [line.split("\t") for line in out.splitlines()]
-    return [(float(t), ip_id, int(seq), int(n)) for t, ip_id, seq, n in rows]
+    return tuple((float(t), ip_id, int(seq), int(n)) for t, ip_id, seq, n in rows)
 
 
 # Walk every plot of connection 0 onto the screen, so each draws, then report every plot's

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from tracekit.cli.main import cli
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.independent import ROOT
@@ -39,6 +41,13 @@ def tshark_frames(path: Path, display_filter: str) -> list[int]:
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TRACEKIT, *args], capture_output=True, text=True, timeout=300)
+
+
+def run_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """As run(), through click's CliRunner: for checks of the message and the exit status,
+    where the process adds nothing (each command is run as the console script above too)."""
+    result = CliRunner().invoke(cli, list(args), prog_name="tracekit")
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def two_connections(tmp: Path) -> Path:
@@ -133,7 +142,7 @@ def test_bad_values_are_one_line_and_exit_2(
 ) -> None:
     out = {"analyze": [], "report": ["-o", str(tmp_path / "r.html")],
            "tsg": ["--export", str(tmp_path / "t")]}[command]  # fmt: skip
-    done = run(command, str(OVERRUN), *args, *out)
+    done = run_in_process(command, str(OVERRUN), *args, *out)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and option in lines[0], done.stderr
