@@ -188,8 +188,8 @@ def _path_change(before: PathPhase, after: PathPhase) -> str:
         f"path change at {after.start_s:.3f} s: RTT {units.duration(before.rtt_s)} -> "
         f"{units.duration(after.rtt_s)} (forward "
         f"{shift(after.min_delay_fwd_s - before.min_delay_fwd_s)}, reverse "
-        f"{shift(after.min_delay_rev_s - before.min_delay_rev_s)}: both ways at once, a path "
-        "change, not clock skew)"
+        f"{shift(after.min_delay_rev_s - before.min_delay_rev_s)}: a step of the round trip and "
+        "of the ACKs' way, a path change, not clock skew)"
     )
 
 

@@ -159,11 +159,20 @@ def test_restamped_lab_capture(tmp_path: Path, scenario: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
+    "name",
+    [
+        "delay_step_20_120ms",
+        "delay_step_120_20ms",
+        "delay_step_cubic_20_120ms",
+        "delay_step_300_600ms",
+        # Reno's standing queue in the data's direction drains as the path lengthens: that
+        # direction's floor hardly moves at the step, the ACKs' and the round trip's do.
+        "delay_step_reno_50_100ms",
+    ],
 )
 def test_a_relay_delay_step_on_one_clock(name: str) -> None:
-    # Both captures read one kernel clock while the relay's delay steps 6x both ways: the
-    # truth is skew 0 and one path change, at the relay's step.
+    # Both captures read one kernel clock while the relay's delay steps 2x to 6x both ways:
+    # the truth is skew 0 and one path change, at the relay's step.
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
     truth = json.loads((folder / "truth.json").read_text())
     schedule = truth["path"]["delay_schedule"]
@@ -177,7 +186,9 @@ def test_a_relay_delay_step_on_one_clock(name: str) -> None:
     origin_s = sender.packets.column("ts_ns").to_numpy().min() / 1e9
     # The first frame that waited the new delays left the relay toward the receiver then.
     stepped_s = step["first_frames"]["m0->m1"]["received_epoch_s"] - origin_s
-    assert after.start_s == pytest.approx(stepped_s, abs=4 * min(before.rtt_s, after.rtt_s))
+    # Floors are read in bins of 4 base RTTs, and a bin that holds the step holds samples of
+    # the old path too: the step is placed at the edge of a bin after it, within two bins.
+    assert after.start_s == pytest.approx(stepped_s, abs=8 * min(before.rtt_s, after.rtt_s))
     rtt_before = (schedule["initial_fwd_ms"] + schedule["initial_rev_ms"]) / 1e3
     assert before.rtt_s == pytest.approx(rtt_before, rel=0.05)
     assert after.rtt_s == pytest.approx(step["rtt_ms"] / 1e3, rel=0.05)

@@ -67,7 +67,7 @@ MIN_FILLED_BINS = STEP_SPAN_BINS // 2
 class RttStep:
     """One step of the RTT's floor that this transfer's queue cannot explain."""
 
-    at_s: float  # the first departure on the new path (within one bin)
+    at_s: float  # a bin edge after the step, within two bins of its first departure
     rtt_before_s: float  # the floor over the span before the step
     rtt_after_s: float  # the floor over the span after it
 

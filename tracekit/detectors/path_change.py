@@ -8,9 +8,10 @@ other findings count their rounds and quote their RTT in the phase they fall in
 
 Two vantages give two strengths of evidence:
 
-- With the receiver's capture the merge compares both directions' minimal one-way delays: a
-  step that moves both together is the path (`tracekit.merge.clock.path_steps`), where a queue
-  moves one direction only and clock skew moves them apart.
+- With the receiver's capture the merge compares the round trip's minimal delay and the ACKs'
+  minimal one-way delay: a step of both is the path (`tracekit.merge.clock.path_steps`), where
+  the transfer's queue is in the data's direction only and clock skew moves the two directions
+  apart by a slope.
 - With the sender's capture alone, a step of the RTT floor counts when the transfer's own bytes
   in flight could not have made it (`tracekit.detectors._rtt_steps`). Another flow's standing
   queue at the bottleneck makes the same step, and the text says that it may be either.
@@ -89,9 +90,10 @@ class PathChange(Detector):
         if two:
             where = TWO_CAPTURES
             cause = (
-                "Both directions' least one-way delays moved together at each step: the path "
-                "itself changed (a reroute, a handover, a link whose delay moved), not the "
-                "clocks, which move them apart, and not a queue, which moves one direction."
+                "The round trip's least delay and the ACKs' least one-way delay stepped together "
+                "at each step: the path itself changed (a reroute, a handover, a link whose "
+                "delay moved), not the clocks, which move the two directions apart by a slope, "
+                "and not the transfer's queue, which the ACKs do not cross."
             )
         else:
             where = SENDER_ONLY

@@ -96,11 +96,12 @@ def lower_line(x: npt.ArrayLike, y: npt.ArrayLike) -> LowerLine:
     )
 
 
-# Path changes. A change of route (a satellite handover, a reroute, a relay's new delay) moves
-# both directions' minimum one-way delays the same way; a skew moves them opposite ways (+skew
-# forward, -skew reverse); a queue moves only the direction it is in. So a step is called where
-# the floors of both directions, each the least delay over several bins before and after, moved
-# the same way by a good part of the round trip.
+# Path changes. A change of route (a satellite handover, a reroute, a relay's new delay) steps
+# the round trip's minimum; a skew moves the two directions' minimum one-way delays opposite
+# ways by a slope (+skew forward, -skew reverse), never by a step; a queue moves only the
+# direction it is in. So a step is called where the round trip's floor and the ACKs' direction's
+# floor, each the least over several bins before and after, moved the same way by a good part
+# of the round trip (see path_steps for why the data's own direction is not the witness).
 # Bins of 4 base RTTs: each holds at least a round's worth of packets both ways, so its least
 # delay is the floor of that round whatever the path's scale (a LAN's 50 us or a satellite's
 # 600 ms).
@@ -119,6 +120,9 @@ STEP_SPAN_BINS = 8
 STEP_MIN_RTT_FRACTION = 0.25
 # A step is at least twice the wobble of the floors it separates (see path_steps).
 STEP_NOISE_FACTOR = 2.0
+# And at least this many ticks of the captures' clocks: a floor is a whole number of them, so
+# a move of one or two is the clock's resolution, not the path.
+STEP_MIN_TICKS = 4
 # At most this many bins over a capture (a 10 s LAN transfer at 50 us would make 50,000): the
 # bins then widen, which only makes a step's time coarser.
 MAX_STEP_BINS = 20_000
@@ -179,13 +183,24 @@ def floor_wobble(bins: np.ndarray) -> float:
     return float(np.median(seen) - seen.min()) if seen.size else np.inf
 
 
+def _tick(delays: np.ndarray) -> float:
+    """The captures' clock resolution as the delays show it: the least positive spacing of
+    their distinct values (a microsecond for pcap, down to a nanosecond for pcapng)."""
+    values = np.unique(delays[np.isfinite(delays)])
+    gaps = np.diff(values)
+    gaps = gaps[gaps > 1e-12]
+    return float(gaps.min()) if gaps.size else 0.0
+
+
 def path_steps(
     fx: np.ndarray, fy: np.ndarray, rx: np.ndarray, ry: np.ndarray
 ) -> tuple[np.ndarray, float]:
-    """Times (s) where both directions' delay floors stepped the same way, and the bin width.
+    """Times (s) where the reverse direction's delay floor and the round trip's stepped the
+    same way, and the bin width.
 
     Forward delays (fx, fy) and reverse delays (rx, ry) as fit_clocks takes them: whatever the
-    offset and skew, a step of the path moves both floors together.
+    offset and skew, a step of the path moves the round trip's floor, and the ACKs' floor
+    steps with it where the transfer's own queue cannot blur it.
     """
     lo = float(min(fx.min(), rx.min()))
     span_s = float(max(fx.max(), rx.max())) - lo
@@ -210,26 +225,34 @@ def path_steps(
         return np.zeros(0), width
     f_bins = _bin_minima(fx, fy, lo, width, n)
     r_bins = _bin_minima(rx, ry, lo, width, n)
-    f_before, f_after = windowed_min(f_bins, STEP_SPAN_BINS)
     r_before, r_after = windowed_min(r_bins, STEP_SPAN_BINS)
+    # The round trip's floor per bin: the two floors' sum, in which offset and skew cancel.
+    s_before, s_after = windowed_min(f_bins + r_bins, STEP_SPAN_BINS)
     with np.errstate(invalid="ignore"):
-        jf, jr = f_after - f_before, r_after - r_before
-    seen = np.isfinite(jf) & np.isfinite(jr)
-    jf, jr = np.where(seen, jf, 0.0), np.where(seen, jr, 0.0)
-    sign = np.sign(jf)
-    step = (sign != 0) & (sign == np.sign(jr))
-    step &= np.minimum(np.abs(jf), np.abs(jr)) >= STEP_MIN_RTT_FRACTION * base
-    # And each direction's step stands out of its own noise: twice the wobble of that
-    # direction's per-bin floors on either side (their median above their least). A LAN's
-    # floors wobble by whole RTTs with the hosts' scheduling and the capture clock's tick; a
-    # queue's swings are in one direction's floors only.
+        jr, js = r_after - r_before, s_after - s_before
+    seen = np.isfinite(jr) & np.isfinite(js)
+    jr, js = np.where(seen, jr, 0.0), np.where(seen, js, 0.0)
+    sign = np.sign(jr)
+    # The reverse floor and the round trip's moved the same way, by a quarter of the base RTT
+    # or more, and by more than a few ticks of the captures' clocks (a floor is a whole number
+    # of ticks: on a LAN captured in microseconds the base RTT itself is a tick or two).
+    least = max(STEP_MIN_RTT_FRACTION * base, STEP_MIN_TICKS * _tick(ry))
+    step = (sign != 0) & (sign == np.sign(js))
+    step &= np.minimum(np.abs(jr), np.abs(js)) >= least
+    # The witness is the reverse direction, the ACKs': the data's own direction carries the
+    # transfer's queue, which a window-based sender builds and drains on its own schedule
+    # (Reno or CUBIC through a buffer of a BDP grows it over tens of RTTs), so its floor
+    # wobbles by up to the buffer's delay and a step there can be hidden by the queue draining
+    # as the path lengthens (the same window fills a longer pipe). The ACKs hold none of that
+    # queue, and clock skew moves them by a slope, not a step: a path change shows as a step
+    # of their floor twice the wobble of their per-bin floors on either side (the floors'
+    # median above their least), with the round trip's floor moving the same way.
     for p in np.flatnonzero(step):
-        for bins, jump in ((f_bins, jf[p]), (r_bins, jr[p])):
-            wobble = max(
-                floor_wobble(bins[max(p + 1 - STEP_SPAN_BINS, 0) : p + 1]),
-                floor_wobble(bins[p + 1 : p + 1 + STEP_SPAN_BINS]),
-            )
-            step[p] &= abs(jump) >= STEP_NOISE_FACTOR * wobble
+        wobble = max(
+            floor_wobble(r_bins[max(p + 1 - STEP_SPAN_BINS, 0) : p + 1]),
+            floor_wobble(r_bins[p + 1 : p + 1 + STEP_SPAN_BINS]),
+        )
+        step[p] = abs(jr[p]) >= STEP_NOISE_FACTOR * wobble
     if not step.any():
         return np.zeros(0), width
     # Runs of boundaries that straddle one step: an upward step at bin s shows at boundaries
