@@ -207,10 +207,19 @@ def test_the_least_shift_never_passes_the_handshakes(name: str) -> None:
     assert least == true_shift
 
 
+# The sweep's relay delay steps: 6x both ways paced, 6x up under CUBIC, 2x up at a
+# satellite's scale, 2x up under Reno through a BDP of buffer.
+DELAY_STEPS = [
+    "delay_step_20_120ms",
+    "delay_step_120_20ms",
+    "delay_step_cubic_20_120ms",
+    "delay_step_300_600ms",
+    "delay_step_reno_50_100ms",
+]
+
+
 @pytest.mark.parametrize("receiver", [True, False], ids=["both_captures", "sender_alone"])
-@pytest.mark.parametrize(
-    "name", ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
-)
+@pytest.mark.parametrize("name", DELAY_STEPS)
 def test_each_path_phase_quotes_its_own_rtt(name: str, receiver: bool) -> None:
     # The relay's delay steps 6x both ways mid-transfer: the verdict counts its windows in
     # round trips of each phase and quotes each phase's RTT, within 5% of the relay's, from
@@ -229,9 +238,7 @@ def test_each_path_phase_quotes_its_own_rtt(name: str, receiver: bool) -> None:
 
 
 @pytest.mark.parametrize("receiver", [True, False], ids=["both_captures", "sender_alone"])
-@pytest.mark.parametrize(
-    "name", ["delay_step_20_120ms", "delay_step_120_20ms", "delay_step_cubic_20_120ms"]
-)
+@pytest.mark.parametrize("name", DELAY_STEPS)
 def test_no_verdict_phase_is_shorter_than_two_rtts_of_its_path_phase(
     name: str, receiver: bool
 ) -> None:

@@ -401,7 +401,9 @@ class RateLimitCause(Detector):
             weight[-1] = min(max((tau_end - (tau0 + (n - 1) * length)) / length, 0.0), 1.0)
         else:
             full = length * phases.at(edges[:-1]) / rtt0
-            weight = np.clip(np.diff(edges) / full, 0.0, 1.0)
+            # Real time filled each window, the last only up to the transfer's end.
+            filled = np.diff(np.minimum(edges, t_end))
+            weight = np.clip(filled / full, 0.0, 1.0)
         label = _merge_short(label, cfg.min_phase_rtts * rtt0 / length, weight)
         # Shares of the whole time: the runs' exact durations for the kernel's classes, and
         # the busy (network) time split by the labels of the windows it fell in.
