@@ -180,8 +180,9 @@ class RttPhases:
     """The base RTT of each path phase of one direction, and time counted in those RTTs.
 
     A path that changes mid-transfer (a reroute, a satellite handover) has one base RTT per
-    phase. The phases come from the two-capture merge, which tells a step of both directions'
-    minimal delays from clock skew and from a queue (`tracekit.merge.clock.path_steps`), or,
+    phase. The phases come from the two-capture merge, which tells a step of the round trip's
+    and the ACKs' minimal delays from clock skew and from a queue
+    (`tracekit.merge.clock.path_steps`), or,
     with the sender's capture alone, from steps of the RTT floor that the transfer's own queue
     cannot explain (`tracekit.detectors._rtt_steps`). A path that held has one phase, and its
     RTT is the smallest sample.
@@ -272,7 +273,7 @@ class RttPhases:
 def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     """The direction's base RTT per path phase (None without an RTT sample).
 
-    With a receiver's capture the phases are the merge's (both directions' one-way delays);
+    With a receiver's capture the phases are the merge's (the two captures' one-way delays);
     without one, the steps of the sender's RTT floor that its own queue cannot explain
     (`rtt_steps`)."""
     base = min_rtt_s(direction)
