@@ -19,7 +19,7 @@ import pytest
 
 from fixtures.lab.readings import tcptrace_retransmissions
 from fixtures.lab.scenarios import ALL_LABELS
-from fixtures.lab.sweep import GRID, SWEEP, _grid, decompress
+from fixtures.lab.sweep import GRID, SWEEP, _grid, decompress, pacer_held, settle_paced
 
 STORED = sorted(folder.name for folder in SWEEP.glob("*") if (folder / "truth.json").exists())
 SENDER = "10.77.0.1"
@@ -115,6 +115,11 @@ def test_the_physics_behind_the_labels() -> None:
             bdp = scenario.path.rate_bps * rtt_ms / 8000
             assert ("window_limited" in scenario.labels) == (bdp > 65_535 / 0.8), name
     assert "paced" in GRID["bbr_1bdp"].labels and "paced" in GRID["base"].absent_labels
+    # eq. 1 with M = 0: two initial windows at 100 Mbit/s into 50 Mbit/s queue 10 packets, a
+    # train no ACK clock makes; into 75 Mbit/s they queue 5, which an ACK clock's release of
+    # a few segments can pass after a loss: the label is open there.
+    assert "line_rate_bursts" in GRID["bursty_writes_50m_half"].labels
+    assert "line_rate_bursts" in GRID["bursty_writes_75m"].unsure_labels
     # The window-capped base loses nothing by design: its whole flight fits the buffer.
     base = GRID["base"]
     assert "network_drops" in base.absent_labels
@@ -207,7 +212,17 @@ def test_stored_truth_is_consistent(name: str) -> None:
     # writes it into the stored truth, it is not scored there.
     unlisted = set(ALL_LABELS) - (labels | absent | unsure)
     assert unlisted <= set(GRID[name].absent_labels) | set(GRID[name].unsure_labels)
-    assert set(GRID[name].labels) <= labels
+    declared = set(GRID[name].labels)
+    if "paced" in declared:
+        # A configured pacer's label is settled by the kernel's samples of what held the
+        # sender: stored as they settle it.
+        settled: tuple[set[str], set[str], set[str]] = ({"paced"}, set(), set())
+        settle_paced(doc, *settled)
+        assert [("paced" in group) for group in settled] == [
+            ("paced" in group) for group in (labels, absent, unsure)
+        ]
+        declared.discard("paced")
+    assert declared <= labels
     for side in ("sender", "receiver"):
         assert 0 < (SWEEP / name / f"{side}.pcap.zst").stat().st_size < 2_000_000
     limits = doc["kernel_limits"]
@@ -224,6 +239,30 @@ def test_stored_truth_is_consistent(name: str) -> None:
         retrans = doc["retransmissions"]
         assert retrans["segments"] == retrans["snmp_retrans_segs"] == limits["total_retrans"]
         assert doc["receiver"]["bytes_read"] == doc["flow"]["bytes"] == GRID[name].transfer_bytes
+
+
+def test_a_pacer_is_what_held_the_sender_only_where_its_rate_bound() -> None:
+    # The kernel paces a CUBIC sender at 1.2 congestion windows per smoothed RTT
+    # (tcp_update_pacing_rate) up to SO_MAX_PACING_RATE. Capped at 80% of 10 Mbit/s after a
+    # slow-start loss, the window grew back from a few segments, so the cap bound only once
+    # the window's own pacing rate reached it: before then every sample shows the window full
+    # (nothing held by a timer), and "paced" is ruled out by the samples. Capped at 80% of
+    # 30 Mbit/s with an open window from the start, the cap binds throughout: "paced" stands.
+    doc = truth("paced_10m_0.1bdp")
+    fields = doc["tcp_info_samples"]["fields"]
+    rows = doc["tcp_info_samples"]["rows"]
+    rate, cwnd, unacked = (fields.index(k) for k in ("pacing_rate", "snd_cwnd", "unacked"))
+    cap = doc["kernel_limits"]["max_pacing_rate_bytes_per_s"]
+    below_cap = [row for row in rows if 0 < row[rate] < cap]
+    assert len(below_cap) > len(rows) / 2
+    assert sum(row[unacked] >= row[cwnd] for row in below_cap) > 0.8 * len(below_cap)
+    assert "paced" in doc["absent_labels"]
+    held, busy = pacer_held(doc) or (0, 0)
+    assert held < busy / 2
+    paced = truth("paced_cubic_1bdp")
+    assert "paced" in paced["labels"]
+    held, busy = pacer_held(paced) or (0, 0)
+    assert held > 0.8 * busy
 
 
 @pytest.mark.slow  # a tshark pass over each stored capture
