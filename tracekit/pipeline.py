@@ -11,9 +11,11 @@ from typing import cast
 
 import numpy as np
 
+from tracekit import units
 from tracekit.analysis import Analysis, Selection, Vantage
 from tracekit.capture import Capture, read_capture
 from tracekit.connections import Connections, build_connections
+from tracekit.core.memory import available_bytes
 from tracekit.core.paths import printable, require_regular_file
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
@@ -48,7 +50,34 @@ def vantage(
             f"no TCP packets and no numbered UDP stream in {conns.capture.stats.frames} frames "
             "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
         )
+    require_room(conns)
     return Vantage(connections=conns, series=build_series(conns))
+
+
+# What the series, the merge and the detectors take per packet of a capture, beyond the packet
+# table the reader already holds: at least this much (bench/scale.py measures the whole
+# command's slope). A floor, not an estimate: a capture is refused only where it surely cannot
+# fit, never where it might.
+ANALYSIS_BYTES_PER_PACKET = 128
+
+
+def require_room(conns: Connections, room: int | None = None) -> None:
+    """Refuse, in one line and before the series are built, a capture whose analysis cannot
+    fit in the memory this process can still take (`core.memory.available_bytes`, or `room`),
+    rather than leave it to the kernel's out-of-memory killer."""
+    packets = conns.packets.num_rows
+    need = packets * ANALYSIS_BYTES_PER_PACKET
+    if room is None:
+        room = available_bytes()
+    if room is None or need <= room:
+        return
+    raise CaptureError(
+        conns.capture.path,
+        f"its {packets:,} packets need at least {units.size(need)} more memory to analyse, "
+        f"and {units.size(room)} is left (the machine's available memory or this "
+        "process's memory limit): analyse one connection or a time window (--connection, "
+        "--from/--to) or split the capture (editcap -c)",
+    )
 
 
 def select(conns: Connections, selection: Selection) -> Connections:
