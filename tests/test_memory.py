@@ -70,13 +70,14 @@ def test_nothing_readable_says_nothing(tmp_path: Path) -> None:
 def test_a_capture_is_refused_only_where_its_analysis_cannot_fit() -> None:
     conns = build_connections(read_capture(LAB / "slow_start_overrun" / "sender.pcap"))
     packets = conns.packets.num_rows
-    require_room(conns, room=packets * ANALYSIS_BYTES_PER_PACKET)  # fits exactly: no error
+    need = packets * ANALYSIS_BYTES_PER_PACKET
+    require_room(conns, packets, room=need)  # fits exactly: no error
     with pytest.raises(CaptureError) as refused:
-        require_room(conns, room=packets * ANALYSIS_BYTES_PER_PACKET - 1)
+        require_room(conns, packets, room=need - 1)
     message = str(refused.value)
     assert "\n" not in message
     assert message.startswith(str(LAB / "slow_start_overrun" / "sender.pcap"))
-    assert f"{packets:,} packets" in message and "--connection" in message
+    assert f"{packets:,} TCP packets" in message and "--connection" in message
 
 
 MEMORY_CGROUP = Path("/sys/fs/cgroup/memory")
@@ -118,7 +119,7 @@ def test_a_memory_limit_too_small_is_one_line_and_exit_2_not_a_kill(tmp_path: Pa
         small = run(230)
         assert small.returncode == 2, small.stderr[-500:]
         (line,) = small.stderr.splitlines()
-        assert f"{capture}: its {frames:,} packets need at least" in line
+        assert f"{capture}: its {frames:,} TCP packets need at least" in line
         assert small.stdout == ""
         roomy = run(4096)
         assert roomy.returncode == 0, roomy.stderr[-500:]

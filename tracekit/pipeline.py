@@ -50,22 +50,23 @@ def vantage(
             f"no TCP packets and no numbered UDP stream in {conns.capture.stats.frames} frames "
             "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
         )
-    require_room(conns)
+    require_room(conns, tcp_packets=int(np.count_nonzero(proto == PROTO_TCP)))
     return Vantage(connections=conns, series=build_series(conns))
 
 
-# What the series, the merge and the detectors take per packet of a capture, beyond the packet
-# table the reader already holds: at least this much (bench/scale.py measures the whole
+# What the series, the merge and the detectors take per TCP packet of a capture, beyond the
+# packet table the reader already holds: at least this much (bench/scale.py measures the whole
 # command's slope). A floor, not an estimate: a capture is refused only where it surely cannot
-# fit, never where it might.
+# fit, never where it might. Other packets (UDP, a numbered stream's datagrams) cost less and
+# are not counted.
 ANALYSIS_BYTES_PER_PACKET = 128
 
 
-def require_room(conns: Connections, room: int | None = None) -> None:
+def require_room(conns: Connections, tcp_packets: int, room: int | None = None) -> None:
     """Refuse, in one line and before the series are built, a capture whose analysis cannot
     fit in the memory this process can still take (`core.memory.available_bytes`, or `room`),
     rather than leave it to the kernel's out-of-memory killer."""
-    packets = conns.packets.num_rows
+    packets = tcp_packets
     need = packets * ANALYSIS_BYTES_PER_PACKET
     if room is None:
         room = available_bytes()
@@ -73,7 +74,7 @@ def require_room(conns: Connections, room: int | None = None) -> None:
         return
     raise CaptureError(
         conns.capture.path,
-        f"its {packets:,} packets need at least {units.size(need)} more memory to analyse, "
+        f"its {packets:,} TCP packets need at least {units.size(need)} more memory to analyse, "
         f"and {units.size(room)} is left (the machine's available memory or this "
         "process's memory limit): analyse one connection or a time window (--connection, "
         "--from/--to) or split the capture (editcap -c)",
