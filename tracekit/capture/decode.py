@@ -306,7 +306,8 @@ class FragmentTable:
         )
 
 
-def _fragment_hash(w0: Any, w1: Any, w2: Any, w3: Any, w4: Any) -> Any:
+def _hash_key(w0: Any, w1: Any, w2: Any, w3: Any, w4: Any) -> Any:
+    """The hash of a five-word key (the flow table's, the fragment table's)."""
     h = w0 * MIX_PRIME
     h = ((h ^ (h >> np.uint64(29))) ^ w1) * MIX_PRIME
     h = ((h ^ (h >> np.uint64(29))) ^ w2) * MIX_PRIME
@@ -320,7 +321,7 @@ def _fragment_unlink(
 ) -> None:
     """Take a datagram out of its hash bucket and the age list (its slot is not free yet)."""
     k = np.uint64(slot)
-    h = _fragment_hash(keys[k, 0], keys[k, 1], keys[k, 2], keys[k, 3], keys[k, 4])
+    h = _hash_key(keys[k, 0], keys[k, 1], keys[k, 2], keys[k, 3], keys[k, 4])
     bucket = np.uint64(h & np.uint64(buckets.shape[0] - 1))
     at = buckets[bucket]
     if at == slot:
@@ -435,7 +436,7 @@ def _fragment_add(
         | (np.uint64(proto if version == 4 else 0) << np.uint64(48))
         | np.uint64(ident)
     )
-    h = _fragment_hash(w0, src_hi, src_lo, dst_hi, dst_lo)
+    h = _hash_key(w0, src_hi, src_lo, dst_hi, dst_lo)
     bucket = np.uint64(h & np.uint64(buckets.shape[0] - 1))
     # Datagrams past their timeout, oldest first (the age list is in order of first fragment,
     # which is time order in a capture whose clock does not step back).
@@ -1362,12 +1363,7 @@ def decode_records(
         ):
             flow_out[i] = last
             continue
-        h = w0 * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w1) * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w2) * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w3) * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w4) * MIX_PRIME
-        h ^= h >> np.uint64(32)
+        h = _hash_key(w0, w1, w2, w3, w4)
         s = np.int64(h & np.uint64(mask))
         flow = -1
         while slots[s] >= 0:
@@ -1474,7 +1470,7 @@ bind(
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
         *("_ppp_protocol", "_tunnel", "_skipped", "_extensions", "_network"),
-        *("_fragment_hash", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
+        *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
     ),
 )
