@@ -106,6 +106,7 @@ def check_consistent(capture: Capture) -> None:
     assert capture.udp.schema == schema.arrow_schema(schema.UDP_COLUMNS)
     n = packets.num_rows
     assert n + sum(capture.stats.skipped.values()) == capture.stats.frames
+    assert all(count > 0 for count in capture.stats.skipped.values())
     if n:
         flows = packets.column("flow")
         assert pc.min(flows).as_py() >= 0

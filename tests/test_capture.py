@@ -170,7 +170,8 @@ def test_classic_pcap_byte_orders_resolutions_and_compression(name: str, nanos: 
     assert capture.link_types == (1,)
     assert capture.stats.frames == len(frames)
     assert capture.stats.skipped == skipped_counts(reasons)
-    assert not capture.stats.truncated_tail and capture.stats.warnings == ()
+    assert not capture.stats.truncated_tail
+    assert capture.stats.warnings == (craft.ZOO_FRAGMENT_WARNING,)
     ips = [entry.ip for entry in craft.ZOO if entry.reason == "kept"]
     check_schemas(capture)
     check_zoo(capture, [i + 1 for i in kept], ips)
@@ -324,7 +325,11 @@ def test_records_across_window_and_call_boundaries(
     capture = read_capture(path)
     reasons = [e.reason for e in craft.ZOO] * repeats
     assert capture.stats.frames == len(reasons)
-    assert capture.stats.skipped == skipped_counts(reasons)
+    # The zoo's fragments come back every 26 s, the same datagrams: past IPv4's 30 s
+    # timeout some of them count as timed out instead.
+    skipped = dict(capture.stats.skipped)
+    skipped["fragment_incomplete"] += skipped.pop("fragment_timeout", 0)
+    assert skipped == skipped_counts(reasons)
     ips = [e.ip for e in craft.ZOO * repeats if e.reason == "kept"]
     check_zoo(capture, [i + 1 for i in kept_entries(reasons)], ips)
     check_sack_and_udp(capture, ips)

@@ -92,6 +92,7 @@ def test_record_longer_than_its_original_length_is_read_as_captured() -> None:
     assert capture.stats.warnings == (
         "1 record claims an original length shorter than the bytes captured: read as "
         "captured, as Wireshark reads them",
+        craft.ZOO_FRAGMENT_WARNING,
     )
 
 
@@ -149,8 +150,9 @@ def test_cut_mid_record_is_read_up_to_the_cut() -> None:
     # The last crafted frame lost its final 30 bytes: every frame before it is read.
     assert capture.stats.frames == ZOO_FRAMES - 1
     assert capture.stats.truncated_tail
-    (warning,) = capture.stats.warnings
+    warning, fragments = capture.stats.warnings
     assert warning.startswith(f"capture cut off mid-record after frame {ZOO_FRAMES - 1}")
+    assert fragments == craft.ZOO_FRAGMENT_WARNING
 
 
 def test_cut_inside_a_record_header() -> None:

@@ -31,6 +31,7 @@ CAPTURES = sorted(
         *(ROOT / "fixtures" / "crafted").glob("zoo*"),
         *(ROOT / "fixtures" / "crafted").glob("cut_mid_record*"),
         *(ROOT / "fixtures" / "crafted").glob("wire_*.pcap*"),
+        *(ROOT / "fixtures" / "crafted").glob("fragments_*.pcap"),
         *(ROOT / "fixtures" / "captures").glob("*/*.pcap*"),
     ]
 )

@@ -17,11 +17,16 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   original length (a whole frame counts what it holds, as tshark does); a zero IP length (Linux BIG
   TCP over 64 KiB) is the RFC 2675 jumbo option's, else the frame's. An IPv4 source route (LSRR,
   SSRR) keys the flow by its final destination (RFC 791).
+- IPv4 and IPv6 fragments, at any tunnel depth, are put together in a bounded table carried
+  across chunks (tracekit.capture.decode.FragmentTable): a datagram is one row, at the frame of
+  the fragment that completes it, as tshark counts it.
 - Frames that are not kept are counted in `stats.skipped` by reason: non_ip, not_tcp_udp,
-  ip_fragment, short_frame (headers past the captured bytes), bad_header (a header that does not
-  fit in its IP packet or frame, a malformed IPv4 option), bad_timestamp (a pcapng time,
+  ip_fragment (a fragment of a datagram counted at a later frame), short_frame (headers past the
+  captured bytes), bad_header (a header that does not fit in its IP packet or frame, a malformed
+  IPv4 option, a fragment without data or longer than its frame), bad_timestamp (a pcapng time,
   if_tsoffset included, outside the int64 nanoseconds of 1677-2262), unknown_link_type (a pcapng
-  interface of a link type not read here), encrypted (IPsec ESP).
+  interface of a link type not read here), encrypted (IPsec ESP), and the fragments of datagrams
+  never completed: fragment_incomplete, fragment_timeout, fragment_evicted.
 - A capture cut off mid-record is read up to the cut, with `stats.truncated_tail` and a warning;
   corruption raises CaptureError (the line between them: tracekit.capture.reader).
 - Files are opened read-only. Uncompressed files are walked in place through bounded read-only

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.capture.records import BAD_TS
 from tracekit.core.kernels import bind
 from tracekit.schema import OPT_CUT
 
@@ -100,16 +101,25 @@ SKIP_BAD_HEADER = 5
 SKIP_BAD_TIMESTAMP = 6  # set by the reader: a pcapng time past int64 nanoseconds (records.BAD_TS)
 SKIP_UNKNOWN_LINK_TYPE = 7  # a pcapng interface of a link type not in KNOWN_LINK_TYPES
 SKIP_ENCRYPTED = 8  # IPsec ESP: the transport header is encrypted
+# What became of an IP fragment's frame that is not its datagram's row. The decoder marks
+# every such frame SKIP_IP_FRAGMENT; the reader moves to the last three those whose datagram
+# never completed, from the fragment table's counts.
+SKIP_FRAGMENT_INCOMPLETE = 9  # its datagram still lacked bytes at the end of the capture
+SKIP_FRAGMENT_TIMEOUT = 10  # ... or past its timeout (IPV4/IPV6_FRAGMENT_TIMEOUT_NS)
+SKIP_FRAGMENT_EVICTED = 11  # its datagram was evicted from the full fragment table
 SKIP_REASONS = (
     "kept",
     "non_ip",
     "not_tcp_udp",
-    "ip_fragment",
+    "ip_fragment",  # a fragment of a datagram reassembled: counted in the frame completing it
     "short_frame",
     "bad_header",
     "bad_timestamp",
     "unknown_link_type",
     "encrypted",
+    "fragment_incomplete",
+    "fragment_timeout",
+    "fragment_evicted",
 )
 
 # IPv4 options that carry a source route, RFC 791 3.1: loose (LSRR) and strict (SSRR).
@@ -204,6 +214,320 @@ class FlowTable:
         self.keys, self.hashes = keys, hashes
         self.slots = np.full(capacity * 2, -1, np.int32)
         _rehash(self.slots, self.hashes, n)
+
+
+# IP fragment reassembly. A datagram is keyed as RFC 791 and RFC 8200 4.5 say: source,
+# destination, protocol and identification for IPv4; source, destination and identification
+# for IPv6. It is whole, as Wireshark has it, once a fragment without the more-fragments bit
+# has set its length (the first such fragment's end) and the fragments received cover every
+# byte from 0 up to it, in whatever order they came, overlapping or repeated. Its row is the
+# frame of the fragment that completes it, with that fragment's time.
+#
+# Datagrams in flight at once: Linux holds at most ipfrag_high_thresh (4 MiB) of fragments,
+# under 3,000 full-sized ones, so a real capture point rarely sees more; past this the oldest
+# is evicted (counted) and the table never grows, whatever the capture.
+MAX_DATAGRAMS = 4096
+# Bytes kept of each datagram, from its start: room for the transport header and its
+# options (60 bytes), the first payload bytes of a UDP stream, and the tunnel headers (GRE, an
+# Ethernet frame with tags, an inner IPv6 header and its extensions) that may come before.
+HEAD_BYTES = 256
+# Received byte ranges tracked per datagram (adjacent ones merge): any arrival order of a
+# 64 KiB datagram in fragments of 512 bytes or more (128 of them) fits, and in-order arrival
+# takes one whatever the size. A datagram that needs more is evicted.
+MAX_RUNS = 64
+# A datagram not whole this long after its first fragment is dropped, as the receiving host
+# drops it: IPv4 after Linux's ipfrag_time (30 s); IPv6 after RFC 8200 4.5's 60 s (Linux's
+# ip6frag_time too). Wireshark keeps fragments for ever.
+IPV4_FRAGMENT_TIMEOUT_NS = 30 * 1_000_000_000
+IPV6_FRAGMENT_TIMEOUT_NS = 60 * 1_000_000_000
+# Columns of FragmentTable.slots.
+F_FIRST_TS = 0  # time of the datagram's first fragment, ns
+F_LENGTH = 1  # its length, set by the first fragment without more-fragments; -1 until then
+F_FRAGMENTS = 2  # frames that brought a fragment of it (0: the slot is free)
+F_RUNS = 3  # byte ranges in FragmentTable.runs
+F_OLDER = 4  # the age list: the datagram begun before this one, or -1
+F_NEWER = 5  # the one begun after, or -1
+F_CHAIN = 6  # the next datagram in the same hash bucket, or -1
+F_KNOWN = 7  # bytes of FragmentTable.head known from 0, once whole
+F_COLUMNS = 8
+# FragmentTable.state: the age list's ends, free slots, then what became of fragments and
+# datagrams (frames counted in the reasons of SKIP_REASONS).
+S_OLDEST = 0
+S_NEWEST = 1
+S_FREE = 2
+S_REASSEMBLED = 3  # fragments of whole datagrams, besides the one that completed each
+S_TIMED_OUT = 4  # fragments of datagrams dropped at the timeout
+S_EVICTED = 5  # fragments of datagrams evicted (the table full, or too many byte ranges)
+S_DATAGRAMS = 6  # datagrams reassembled
+S_DATAGRAMS_TIMED_OUT = 7
+S_DATAGRAMS_EVICTED = 8
+S_SIZE = 9
+NO_OWNER = 0xFFFF  # a byte of FragmentTable.head no fragment has written
+
+
+class FragmentTable:
+    """The IP datagrams being reassembled, carried from one chunk of records to the next.
+
+    A fixed table of MAX_DATAGRAMS slots: `keys` (the flow table's five words, word 0 holding
+    version << 56 | protocol << 48 | identification), `slots` (F_* columns), `runs` (byte
+    ranges received, start and end pairs), `head` (the datagram's first HEAD_BYTES bytes) and
+    `owner` (the offset of the fragment each head byte came from: where fragments overlap,
+    the one with the lowest offset gives the byte, the first to arrive among equals, as
+    Wireshark builds the datagram), a hash of `buckets` and a stack of `free` slots.
+    """
+
+    def __init__(self) -> None:
+        n = MAX_DATAGRAMS
+        self.keys = np.zeros((n, KEY_WORDS), np.uint64)
+        self.slots = np.zeros((n, F_COLUMNS), np.int64)
+        self.runs = np.zeros((n, 2 * MAX_RUNS), np.int32)
+        self.head = np.zeros((n, HEAD_BYTES), np.uint8)
+        self.owner = np.zeros((n, HEAD_BYTES), np.uint16)
+        self.buckets = np.full(2 * n, -1, np.int64)
+        self.free = np.arange(n - 1, -1, -1, dtype=np.int64)  # slot 0 is taken first
+        self.state = np.zeros(S_SIZE, np.int64)
+        self.state[S_OLDEST] = self.state[S_NEWEST] = -1
+        self.state[S_FREE] = n
+
+    def in_flight(self, now_ns: int) -> tuple[int, int, int, int]:
+        """Datagrams still incomplete at `now_ns` (the capture's last time): (fragments and
+        datagrams within their timeout, fragments and datagrams past it)."""
+        fragments = self.slots[:, F_FRAGMENTS]
+        live = fragments > 0
+        version = (self.keys[:, 0] >> np.uint64(56)).astype(np.int64)
+        timeout = np.where(version == 4, IPV4_FRAGMENT_TIMEOUT_NS, IPV6_FRAGMENT_TIMEOUT_NS)
+        late = live & (now_ns - self.slots[:, F_FIRST_TS] > timeout)
+        waiting = live & ~late
+        return (
+            int(fragments[waiting].sum()),
+            int(np.count_nonzero(waiting)),
+            int(fragments[late].sum()),
+            int(np.count_nonzero(late)),
+        )
+
+
+def _hash_key(w0: Any, w1: Any, w2: Any, w3: Any, w4: Any) -> Any:
+    """The hash of a five-word key (the flow table's, the fragment table's)."""
+    h = w0 * MIX_PRIME
+    h = ((h ^ (h >> np.uint64(29))) ^ w1) * MIX_PRIME
+    h = ((h ^ (h >> np.uint64(29))) ^ w2) * MIX_PRIME
+    h = ((h ^ (h >> np.uint64(29))) ^ w3) * MIX_PRIME
+    h = ((h ^ (h >> np.uint64(29))) ^ w4) * MIX_PRIME
+    return h ^ (h >> np.uint64(32))
+
+
+def _fragment_unlink(
+    keys: np.ndarray, slots: np.ndarray, buckets: np.ndarray, state: np.ndarray, slot: Any
+) -> None:
+    """Take a datagram out of its hash bucket and the age list (its slot is not free yet)."""
+    k = np.uint64(slot)
+    h = _hash_key(keys[k, 0], keys[k, 1], keys[k, 2], keys[k, 3], keys[k, 4])
+    bucket = np.uint64(h & np.uint64(buckets.shape[0] - 1))
+    at = buckets[bucket]
+    if at == slot:
+        buckets[bucket] = slots[k, F_CHAIN]
+    else:
+        # Every live datagram is in its bucket's chain, which holds distinct live slots only.
+        while at >= 0:
+            following = slots[np.uint64(at), F_CHAIN]
+            if following == slot:
+                slots[np.uint64(at), F_CHAIN] = slots[k, F_CHAIN]
+                break
+            at = following
+    older = slots[k, F_OLDER]
+    newer = slots[k, F_NEWER]
+    if older >= 0:
+        slots[np.uint64(older), F_NEWER] = newer
+    else:
+        state[S_OLDEST] = newer
+    if newer >= 0:
+        slots[np.uint64(newer), F_OLDER] = older
+    else:
+        state[S_NEWEST] = older
+
+
+def _fragment_free(slots: np.ndarray, free: np.ndarray, state: np.ndarray, slot: Any) -> None:
+    slots[np.uint64(slot), F_FRAGMENTS] = 0
+    n = state[S_FREE]
+    if n < free.shape[0]:
+        free[np.uint64(n)] = slot
+        state[S_FREE] = n + 1
+
+
+def _fragment_drop(
+    keys: np.ndarray,
+    slots: np.ndarray,
+    buckets: np.ndarray,
+    free: np.ndarray,
+    state: np.ndarray,
+    slot: Any,
+    counter: Any,
+) -> None:
+    """Drop an incomplete datagram: its fragments count in state[counter] (S_TIMED_OUT or
+    S_EVICTED), the datagram in the datagrams' counter of the same cause, three further on."""
+    state[counter] += slots[np.uint64(slot), F_FRAGMENTS]
+    state[counter + 3] += 1
+    _fragment_unlink(keys, slots, buckets, state, slot)
+    _fragment_free(slots, free, state, slot)
+
+
+def _cover(runs: np.ndarray, n: Any, start: Any, stop: Any) -> Any:
+    """Add the bytes [start, stop) to the n sorted, disjoint, non-touching ranges of `runs`
+    (start, end pairs); the new count, or -1 when that would take more than MAX_RUNS."""
+    i = 0
+    while i < n and runs[2 * i + 1] < start:
+        i += 1
+    j = i
+    low = start
+    high = stop
+    while j < n and runs[2 * j] <= stop:
+        low = min(low, np.int64(runs[2 * j]))
+        high = max(high, np.int64(runs[2 * j + 1]))
+        j += 1
+    merged = j - i
+    if merged == 0:
+        if n >= MAX_RUNS:
+            return -1
+        for k in range(n - 1, i - 1, -1):
+            runs[2 * k + 2] = runs[2 * k]
+            runs[2 * k + 3] = runs[2 * k + 1]
+    elif merged > 1:
+        for k in range(j, n):
+            runs[2 * (k - merged + 1)] = runs[2 * k]
+            runs[2 * (k - merged + 1) + 1] = runs[2 * k + 1]
+    runs[2 * i] = low
+    runs[2 * i + 1] = high
+    return n - merged + 1
+
+
+def _fragment_add(
+    keys: np.ndarray,
+    slots: np.ndarray,
+    runs: np.ndarray,
+    head: np.ndarray,
+    owner: np.ndarray,
+    buckets: np.ndarray,
+    free: np.ndarray,
+    state: np.ndarray,
+    b: np.ndarray,
+    start: Any,
+    length: Any,
+    end: Any,
+    version: Any,
+    proto: Any,
+    ident: Any,
+    src_hi: Any,
+    src_lo: Any,
+    dst_hi: Any,
+    dst_lo: Any,
+    offset: Any,
+    more: Any,
+    ts: Any,
+) -> Any:
+    """Add the fragment whose data is b[start:start + length] (captured up to `end`) at
+    `offset` of its datagram. Returns the datagram's slot when this fragment completes it
+    (taken out of the table; the caller frees it once done with its head bytes), -1 when the
+    datagram is still incomplete (or was just evicted), -2 for a fragment without data (which
+    Wireshark does not add either)."""
+    if length <= 0:
+        return -2
+    w0 = (
+        (np.uint64(version) << np.uint64(56))
+        | (np.uint64(proto if version == 4 else 0) << np.uint64(48))
+        | np.uint64(ident)
+    )
+    h = _hash_key(w0, src_hi, src_lo, dst_hi, dst_lo)
+    bucket = np.uint64(h & np.uint64(buckets.shape[0] - 1))
+    # Datagrams past their timeout, oldest first (the age list is in order of first fragment,
+    # which is time order in a capture whose clock does not step back).
+    while state[S_OLDEST] >= 0:
+        oldest = np.uint64(state[S_OLDEST])
+        limit = (
+            IPV4_FRAGMENT_TIMEOUT_NS
+            if keys[oldest, 0] >> np.uint64(56) == np.uint64(4)
+            else IPV6_FRAGMENT_TIMEOUT_NS
+        )
+        if ts - slots[oldest, F_FIRST_TS] <= limit:
+            break
+        _fragment_drop(keys, slots, buckets, free, state, oldest, S_TIMED_OUT)
+    slot = buckets[bucket]
+    while slot >= 0:
+        k = np.uint64(slot)
+        if (
+            keys[k, 0] == w0
+            and keys[k, 1] == src_hi
+            and keys[k, 2] == src_lo
+            and keys[k, 3] == dst_hi
+            and keys[k, 4] == dst_lo
+        ):
+            break
+        slot = slots[k, F_CHAIN]
+    if slot >= 0:
+        limit = IPV4_FRAGMENT_TIMEOUT_NS if version == 4 else IPV6_FRAGMENT_TIMEOUT_NS
+        if ts - slots[np.uint64(slot), F_FIRST_TS] > limit:  # met again only past its time
+            _fragment_drop(keys, slots, buckets, free, state, slot, S_TIMED_OUT)
+            slot = -1
+    if slot < 0:
+        if state[S_FREE] == 0:
+            if state[S_OLDEST] < 0:  # every slot is a datagram this very frame completed
+                state[S_EVICTED] += 1
+                state[S_DATAGRAMS_EVICTED] += 1
+                return -1
+            _fragment_drop(keys, slots, buckets, free, state, state[S_OLDEST], S_EVICTED)
+        n = state[S_FREE] - 1
+        state[S_FREE] = n
+        slot = free[np.uint64(n)]
+        k = np.uint64(slot)
+        keys[k, 0] = w0
+        keys[k, 1] = src_hi
+        keys[k, 2] = src_lo
+        keys[k, 3] = dst_hi
+        keys[k, 4] = dst_lo
+        slots[k, F_FIRST_TS] = ts
+        slots[k, F_LENGTH] = -1
+        slots[k, F_FRAGMENTS] = 0
+        slots[k, F_RUNS] = 0
+        slots[k, F_KNOWN] = 0
+        slots[k, F_CHAIN] = buckets[bucket]
+        buckets[bucket] = slot
+        newest = state[S_NEWEST]
+        slots[k, F_OLDER] = newest
+        slots[k, F_NEWER] = -1
+        if newest >= 0:
+            slots[np.uint64(newest), F_NEWER] = slot
+        else:
+            state[S_OLDEST] = slot
+        state[S_NEWEST] = slot
+        for p in range(HEAD_BYTES):
+            owner[k, p] = NO_OWNER
+    k = np.uint64(slot)
+    stop = offset + length
+    slots[k, F_FRAGMENTS] += 1
+    if more == 0 and slots[k, F_LENGTH] < 0:
+        slots[k, F_LENGTH] = stop
+    count = _cover(runs[k], slots[k, F_RUNS], offset, stop)
+    if count < 0:
+        _fragment_drop(keys, slots, buckets, free, state, slot, S_EVICTED)
+        return -1
+    slots[k, F_RUNS] = count
+    if offset < HEAD_BYTES:
+        # The bytes this fragment brings to the head, as far as they were captured.
+        last = min(stop, HEAD_BYTES, offset + max(end - start, 0))
+        for p in range(offset, last):
+            if owner[k, p] > offset:
+                head[k, p] = _at(b, start + p - offset)
+                owner[k, p] = offset
+    total = slots[k, F_LENGTH]
+    if total < 0 or runs[k, 0] != 0 or runs[k, 1] < total:
+        return -1
+    state[S_REASSEMBLED] += slots[k, F_FRAGMENTS] - 1
+    state[S_DATAGRAMS] += 1
+    known = 0
+    while known < min(total, HEAD_BYTES) and owner[k, known] != NO_OWNER:
+        known += 1
+    slots[k, F_KNOWN] = known
+    _fragment_unlink(keys, slots, buckets, state, slot)
+    return slot
 
 
 def _rehash(slots: np.ndarray, hashes: np.ndarray, n: int) -> None:
@@ -438,13 +762,69 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
 def _skipped(reason: Any) -> Any:
     """What `_network` returns for a header it does not keep."""
     zero = np.uint64(0)
-    return (reason, np.int64(0), np.int64(0), np.int64(0), zero, zero, zero, zero, np.int64(0), 0)
+    none = np.int64(0)
+    return (reason, none, none, none, zero, zero, zero, zero, none, 0, np.int64(-1), none, none)
+
+
+def _extensions(b: np.ndarray, version: Any, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
+    """The headers between the IP header and the transport header at l4: IPv6 extension headers
+    (RFC 8200 4), IPsec AH (RFC 4302) after IPv4 or IPv6. Returns (KEPT, SKIP_IP_FRAGMENT or
+    another reason; the transport protocol, its header's offset and length; for a fragment,
+    its offset in the datagram in bytes, its more-fragments bit and its identification).
+
+    A fragment's "transport header" is its data: what follows its fragment header (IPv6) or
+    its IPv4 header, which the fragment table puts together (`_fragment_add`)."""
+    no = np.int64(-1)
+    zero = np.int64(0)
+    if version == 4:
+        # Authentication headers: next header, then the length in 4-byte units minus 2 (RFC
+        # 4302 2.2); the payload follows in the clear. Each one takes 8 bytes or more.
+        while proto == IPPROTO_AH:
+            if l4len < 8:
+                return SKIP_BAD_HEADER, proto, l4, l4len, no, zero, zero
+            if end - l4 < 8:
+                return SKIP_SHORT_FRAME, proto, l4, l4len, no, zero, zero
+            ext = (np.int64(_at(b, l4 + 1)) + 2) * 4
+            if ext > l4len:
+                return SKIP_BAD_HEADER, proto, l4, l4len, no, zero, zero
+            proto = np.int64(_at(b, l4))
+            l4 += ext
+            l4len -= ext
+        return KEPT, proto, l4, l4len, no, zero, zero
+    # Each extension header is (next header, length) then data.
+    while proto in (0, 43, 44, 51, 60, 135, 139, 140):
+        if l4len < 8:
+            return SKIP_BAD_HEADER, proto, l4, l4len, no, zero, zero
+        if end - l4 < 8:
+            return SKIP_SHORT_FRAME, proto, l4, l4len, no, zero, zero
+        if proto == 44:
+            # Fragment header, RFC 8200 4.5: next header, reserved, offset in 8-byte units
+            # (13 bits), two reserved bits, M; identification. An atomic fragment (offset 0,
+            # M 0) is a whole packet (RFC 6946), as Wireshark reads it.
+            word = _u16(b, l4 + 2)
+            if word & 0xFFF9:
+                offset = word & 0xFFF8
+                following = np.int64(_at(b, l4))
+                more = word & 1
+                return SKIP_IP_FRAGMENT, following, l4 + 8, l4len - 8, offset, more, _u32(b, l4 + 4)
+            ext = np.int64(8)
+        elif proto == IPPROTO_AH:  # AH counts its length in 4-byte units, RFC 4302 2.2
+            ext = (np.int64(_at(b, l4 + 1)) + 2) * 4
+        else:
+            ext = (np.int64(_at(b, l4 + 1)) + 1) * 8
+        proto = np.int64(_at(b, l4))
+        l4 += ext
+        l4len -= ext
+    if l4len < 0:
+        return SKIP_BAD_HEADER, proto, l4, l4len, no, zero, zero
+    return KEPT, proto, l4, l4len, no, zero, zero
 
 
 def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
-    """The IP header at q: (KEPT or a SKIP_ reason, the transport protocol, its header's
-    offset, its length, the source and destination addresses as high and low 64-bit halves,
-    the IPv4 identification, the IP version read).
+    """The IP header at q: (KEPT, SKIP_IP_FRAGMENT or another reason, the transport protocol,
+    its header's offset, its length, the source and destination addresses as high and low
+    64-bit halves, the IPv4 identification, the IP version read; for a fragment, its offset,
+    more-fragments bit and identification, as `_extensions` gives them).
 
     The transport length comes from the IP header, so that snaplen-cut frames keep their true
     payload size, but never runs past `room`, the bytes the frame (or the tunnel carrying this
@@ -472,12 +852,11 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
         if _at(buf, q) >> 4 != 4 or ihl < 20:
             return _skipped(SKIP_BAD_HEADER)
         total = _u16(buf, q + 2)
+        whole = total <= room
         if total == 0 or total > room:
             total = room
         if total < ihl:
             return _skipped(SKIP_BAD_HEADER)
-        if _u16(buf, q + 6) & 0x3FFF:  # MF flag or a fragment offset, RFC 791
-            return _skipped(SKIP_IP_FRAGMENT)
         proto = np.int64(_at(buf, q + 9))
         src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
         dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
@@ -517,24 +896,27 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
             o += olen
         if skip != KEPT:
             return _skipped(skip)
-        src_lo = zero
-        dst_lo = zero
         l4 = q + ihl
         l4len = total - ihl
         ident = _u16(buf, q + 4)
-        # Authentication headers: next header, then the length in 4-byte units minus 2 (RFC 4302
-        # 2.2); the payload follows in the clear. Each one takes 8 bytes or more.
-        while proto == IPPROTO_AH:
-            if l4len < 8:
+        src_lo = zero
+        dst_lo = zero
+        word = _u16(buf, q + 6)
+        if word & 0x3FFF:  # MF flag or a fragment offset (in 8-byte units), RFC 791
+            if not whole:
+                # A fragment longer than its frame held: damaged, or cut short on the way.
+                # Its bytes cannot be placed in a datagram (Wireshark does not add it either).
                 return _skipped(SKIP_BAD_HEADER)
-            if end - l4 < 8:
-                return _skipped(SKIP_SHORT_FRAME)
-            ext = (np.int64(_at(buf, l4 + 1)) + 2) * 4
-            if ext > l4len:
-                return _skipped(SKIP_BAD_HEADER)
-            proto = np.int64(_at(buf, l4))
-            l4 += ext
-            l4len -= ext
+            skip = SKIP_IP_FRAGMENT
+            frag_off = (word & 0x1FFF) * 8
+            more = (word >> 13) & 1
+            frag_id = ident
+        else:
+            skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
+                buf, 4, proto, l4, l4len, end
+            )
+            if skip != KEPT:
+                return _skipped(skip)
     else:
         if room < 40:
             return _skipped(SKIP_BAD_HEADER)
@@ -561,6 +943,7 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
                         l4len = _u32(buf, o + 2)  # all but the IPv6 header
                         break
                     o += olen
+        whole = l4len <= room - 40
         if l4len > room - 40:
             l4len = room - 40
         src_hi = _u64(buf, q + 8)
@@ -568,35 +951,16 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
         dst_hi = _u64(buf, q + 24)
         dst_lo = _u64(buf, q + 32)
         ident = 0
-        l4 = q + 40
-        # Skip extension headers, RFC 8200 4: each is (next header, length) then data.
-        skip = KEPT
-        while proto in (0, 43, 44, 51, 60, 135, 139, 140):
-            if l4len < 8:
-                skip = SKIP_BAD_HEADER
-                break
-            if end - l4 < 8:
-                skip = SKIP_SHORT_FRAME
-                break
-            if proto == 44:  # fragment header: only an atomic fragment is whole
-                if _u16(buf, l4 + 2) & 0xFFF9:
-                    skip = SKIP_IP_FRAGMENT
-                    break
-                ext = np.int64(8)
-            elif proto == IPPROTO_AH:  # AH counts its length in 4-byte units, RFC 4302 2.2
-                ext = (np.int64(_at(buf, l4 + 1)) + 2) * 4
-            else:
-                ext = (np.int64(_at(buf, l4 + 1)) + 1) * 8
-            proto = np.int64(_at(buf, l4))
-            l4 += ext
-            l4len -= ext
-        if skip != KEPT:
-            return _skipped(skip)
-        if l4len < 0:
+        skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
+            buf, 6, proto, q + 40, l4len, end
+        )
+        if skip == SKIP_IP_FRAGMENT and not whole:  # as for IPv4 above
             return _skipped(SKIP_BAD_HEADER)
+        if skip != KEPT and skip != SKIP_IP_FRAGMENT:
+            return _skipped(skip)
 
     return (
-        KEPT,
+        skip,
         np.int64(proto),
         np.int64(l4),
         np.int64(l4len),
@@ -606,6 +970,9 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
         dst_lo,
         np.int64(ident),
         version,
+        np.int64(frag_off),
+        np.int64(more),
+        np.int64(frag_id),
     )
 
 
@@ -615,6 +982,7 @@ def decode_records(
     rec_caplen: np.ndarray,
     rec_origlen: np.ndarray,
     rec_iface: np.ndarray,
+    rec_ts: np.ndarray,
     start: int,
     count: int,
     link_by_iface: np.ndarray,
@@ -642,16 +1010,46 @@ def decode_records(
     flow_keys: np.ndarray,
     flow_hashes: np.ndarray,
     flow_count: np.ndarray,
+    frag_keys: np.ndarray,
+    frag_slots: np.ndarray,
+    frag_runs: np.ndarray,
+    frag_head: np.ndarray,
+    frag_owner: np.ndarray,
+    frag_buckets: np.ndarray,
+    frag_free: np.ndarray,
+    frag_state: np.ndarray,
 ) -> tuple[int, int]:
     """Decode records [start, count); returns (next record, STATUS_*).
 
-    A skipped record gets only its `reason`; a kept one gets every field, written once.
+    A skipped record gets only its `reason`; a kept one gets every field, written once. A
+    fragment goes to the fragment table (FragmentTable's arrays, frag_*): it is skipped as
+    SKIP_IP_FRAGMENT unless it completes its datagram, whose row it then is.
     """
     mask = slots.shape[0] - 1
     last = -1
     zero = np.uint64(0)
+    # Datagrams the current record completed: their head bytes are read until it is done.
+    done = np.empty(MAX_TUNNEL_DEPTH + 1, np.int64)
+    n_done = 0
+    # The bytes a packet is read from: the record's, or a reassembled datagram's head. Set
+    # again only after a record that read a datagram: each assignment of an array costs
+    # numba's reference counting, a tenth of the decoder's time if done for every record.
+    b = buf
     for r in range(start, count):
+        if n_done:
+            for d in range(n_done):
+                _fragment_free(frag_slots, frag_free, frag_state, done[d])
+            n_done = 0
+            b = buf
+        # A record is decoded once (the fragment table keeps what it saw): room for one more
+        # flow is made before it, never in its middle.
+        if flow_count[0] >= flow_keys.shape[0]:
+            return r, STATUS_GROW
         i = np.uint64(r)  # unsigned: see _at
+        ts = rec_ts[i]
+        if ts == BAD_TS:
+            reason[i] = SKIP_BAD_TIMESTAMP
+            continue
         off = np.int64(rec_off[i])
         end = off + np.int64(rec_caplen[i])
         origlen = np.int64(rec_origlen[i])
@@ -755,22 +1153,66 @@ def decode_records(
             continue
 
         room = min(origlen - (q - off), cap)
-        skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident, version = _network(
-            buf, q, version, room, end
-        )
-        # Tunnels: the packet a tunnel carries is the one to count (tshark dissects it so); its
-        # room is what the outer packet's payload held.
+        bend = end
+        header = _network(b, q, version, room, bend)
+        skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
+        ident, version, frag_off, more, frag_id = header[8:]
+        # Fragments are put together, and tunnels followed: the packet a tunnel carries is the
+        # one to count (tshark dissects it so); its room is what the outer packet's payload held.
         depth = 0
-        while skip == KEPT and depth < MAX_TUNNEL_DEPTH:
-            inner, nq = _tunnel(buf, proto, l4, l4len, end)
+        while True:
+            if skip == SKIP_IP_FRAGMENT:
+                if n_done > MAX_TUNNEL_DEPTH:  # a fragment in every layer's reassembled data
+                    skip = SKIP_BAD_HEADER
+                    break
+                slot = _fragment_add(
+                    frag_keys,
+                    frag_slots,
+                    frag_runs,
+                    frag_head,
+                    frag_owner,
+                    frag_buckets,
+                    frag_free,
+                    frag_state,
+                    b,
+                    l4,
+                    l4len,
+                    bend,
+                    version,
+                    proto,
+                    frag_id,
+                    src_hi,
+                    src_lo,
+                    dst_hi,
+                    dst_lo,
+                    frag_off,
+                    more,
+                    ts,
+                )
+                if slot == -2:
+                    skip = SKIP_BAD_HEADER
+                if slot < 0:
+                    break
+                done[n_done] = slot
+                n_done += 1
+                row = np.uint64(slot)
+                b = frag_head[row]
+                bend = frag_slots[row, F_KNOWN]
+                skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
+                    b, version, proto, np.int64(0), frag_slots[row, F_LENGTH], bend
+                )
+                continue
+            if skip != KEPT or depth >= MAX_TUNNEL_DEPTH:
+                break
+            inner, nq = _tunnel(b, proto, l4, l4len, bend)
             if inner == 0:
                 break
-            limit = min(end, l4 + l4len)
+            limit = min(bend, l4 + l4len)
             cap = UNLIMITED
             if inner == INNER_ETHERNET:
-                version, nq, skip, cap = _ethernet(buf, nq, limit)
+                version, nq, skip, cap = _ethernet(b, nq, limit)
             elif inner == INNER_MPLS:
-                version, nq, skip, cap = _link_payload(buf, ETHERTYPE_MPLS, nq, limit)
+                version, nq, skip, cap = _link_payload(b, ETHERTYPE_MPLS, nq, limit)
             else:
                 version = inner
             if skip != KEPT:
@@ -779,9 +1221,9 @@ def decode_records(
                 skip = SKIP_NON_IP
                 break
             room = min(l4 + l4len - nq, cap)
-            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo, ident, version = _network(
-                buf, nq, version, room, end
-            )
+            header = _network(b, nq, version, room, bend)
+            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
+            ident, version, frag_off, more, frag_id = header[8:]
             depth += 1
         if skip != KEPT:
             reason[i] = skip
@@ -802,27 +1244,27 @@ def decode_records(
             if l4len < 20:
                 reason[i] = SKIP_BAD_HEADER
                 continue
-            if end - l4 < 20:
+            if bend - l4 < 20:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
-            doff = np.int64(_at(buf, l4 + 12) >> 4) * 4
+            doff = np.int64(_at(b, l4 + 12) >> 4) * 4
             if doff < 20 or l4len < doff:
                 reason[i] = SKIP_BAD_HEADER
                 continue
-            sport = _u16(buf, l4)
-            dport = _u16(buf, l4 + 2)
-            sq = _u32(buf, l4 + 4)
-            ak = _u32(buf, l4 + 8)
-            flags = _at(buf, l4 + 13)
-            window = _u16(buf, l4 + 14)
+            sport = _u16(b, l4)
+            dport = _u16(b, l4 + 2)
+            sq = _u32(b, l4 + 4)
+            ak = _u32(b, l4 + 8)
+            flags = _at(b, l4 + 13)
+            window = _u16(b, l4 + 14)
             payload = l4len - doff
             # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
             o = l4 + 20
-            oend = min(l4 + doff, end)
-            if l4 + doff > end:
+            oend = min(l4 + doff, bend)
+            if l4 + doff > bend:
                 bits |= OPT_CUT  # the snapshot length cut the header: the rest is unknown
             while o < oend:
-                kind = _at(buf, o)
+                kind = _at(b, o)
                 if kind == 0:  # end of option list
                     break
                 if kind == 1:  # no-operation
@@ -830,14 +1272,14 @@ def decode_records(
                     continue
                 if o + 1 >= oend:
                     break
-                olen = np.int64(_at(buf, o + 1))
+                olen = np.int64(_at(b, o + 1))
                 if olen < 2 or o + olen > oend:
                     break
                 if kind == 2 and olen == 4:
-                    mss_value = _u16(buf, o + 2)
+                    mss_value = _u16(b, o + 2)
                     bits |= 0x01
                 elif kind == 3 and olen == 3:
-                    shift = _at(buf, o + 2)
+                    shift = _at(b, o + 2)
                     bits |= 0x02
                 elif kind == 4 and olen == 2:
                     bits |= 0x04
@@ -846,28 +1288,28 @@ def decode_records(
                     if blocks > 4:  # 40 option bytes hold at most 4 blocks, RFC 2018 3
                         blocks = 4
                     for k in range(blocks):
-                        sack[i, 2 * k] = _u32(buf, o + 2 + 8 * k)
-                        sack[i, 2 * k + 1] = _u32(buf, o + 6 + 8 * k)
+                        sack[i, 2 * k] = _u32(b, o + 2 + 8 * k)
+                        sack[i, 2 * k + 1] = _u32(b, o + 6 + 8 * k)
                     bits |= 0x10
                 elif kind == 8 and olen == 10:
-                    ts_value = _u32(buf, o + 2)
-                    ts_echo = _u32(buf, o + 6)
+                    ts_value = _u32(b, o + 2)
+                    ts_echo = _u32(b, o + 6)
                     bits |= 0x08
                 o += olen
         elif proto == 17:
             if l4len < 8:
                 reason[i] = SKIP_BAD_HEADER
                 continue
-            if end - l4 < 8:
+            if bend - l4 < 8:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
-            sport = _u16(buf, l4)
-            dport = _u16(buf, l4 + 2)
+            sport = _u16(b, l4)
+            dport = _u16(b, l4 + 2)
             payload = l4len - 8
-            head_len = min(8, payload, end - (l4 + 8))
+            head_len = min(8, payload, bend - (l4 + 8))
             head = zero
             for k in range(head_len):
-                head |= np.uint64(_at(buf, l4 + 8 + k)) << np.uint64(56 - 8 * k)
+                head |= np.uint64(_at(b, l4 + 8 + k)) << np.uint64(56 - 8 * k)
             udp_head[i] = head
             udp_head_len[i] = head_len
         elif proto == IPPROTO_ESP:
@@ -921,12 +1363,7 @@ def decode_records(
         ):
             flow_out[i] = last
             continue
-        h = w0 * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w1) * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w2) * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w3) * MIX_PRIME
-        h = ((h ^ (h >> np.uint64(29))) ^ w4) * MIX_PRIME
-        h ^= h >> np.uint64(32)
+        h = _hash_key(w0, w1, w2, w3, w4)
         s = np.int64(h & np.uint64(mask))
         flow = -1
         while slots[s] >= 0:
@@ -957,6 +1394,8 @@ def decode_records(
             flow = n
         last = flow
         flow_out[i] = flow
+    for d in range(n_done):
+        _fragment_free(frag_slots, frag_free, frag_state, done[d])
     return count, STATUS_DONE
 
 
@@ -968,10 +1407,13 @@ def decode_chunk(
     rec_iface: np.ndarray,
     count: int,
     link_by_iface: np.ndarray,
+    rec_ts: np.ndarray,
     cols: Columns,
     flows: FlowTable,
+    fragments: FragmentTable,
 ) -> None:
-    """Decode `count` records into `cols`, growing the flow table as needed."""
+    """Decode `count` records into `cols`, growing the flow table as needed; fragments go to
+    (and datagrams come out of) `fragments`."""
     start = 0
     while True:
         start, status = decode_records(
@@ -980,6 +1422,7 @@ def decode_chunk(
             rec_caplen,
             rec_origlen,
             rec_iface,
+            rec_ts,
             start,
             count,
             link_by_iface,
@@ -1007,6 +1450,14 @@ def decode_chunk(
             flows.keys,
             flows.hashes,
             flows.count,
+            fragments.keys,
+            fragments.slots,
+            fragments.runs,
+            fragments.head,
+            fragments.owner,
+            fragments.buckets,
+            fragments.free,
+            fragments.state,
         )
         if status == STATUS_DONE:
             return
@@ -1018,6 +1469,8 @@ bind(
     ("decode_records", "_rehash"),
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
-        *("_ppp_protocol", "_tunnel", "_skipped", "_network"),
+        *("_ppp_protocol", "_tunnel", "_skipped", "_extensions", "_network"),
+        *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
+        "_fragment_add",
     ),
 )

@@ -30,13 +30,25 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.capture.decode import (
+    IPV4_FRAGMENT_TIMEOUT_NS,
+    IPV6_FRAGMENT_TIMEOUT_NS,
     KEPT,
     KNOWN_LINK_TYPES,
+    MAX_DATAGRAMS,
+    S_DATAGRAMS_EVICTED,
+    S_DATAGRAMS_TIMED_OUT,
+    S_EVICTED,
+    S_TIMED_OUT,
     SKIP_BAD_TIMESTAMP,
+    SKIP_FRAGMENT_EVICTED,
+    SKIP_FRAGMENT_INCOMPLETE,
+    SKIP_FRAGMENT_TIMEOUT,
+    SKIP_IP_FRAGMENT,
     SKIP_REASONS,
     SKIP_UNKNOWN_LINK_TYPE,
     Columns,
     FlowTable,
+    FragmentTable,
     decode_chunk,
 )
 from tracekit.capture.model import Capture, ReadStats
@@ -165,6 +177,10 @@ class _Reader:
         self.rows = 0
         self.link_types: list[int] = []
         self.flows = FlowTable()
+        # IP datagrams whose fragments are still coming, across chunks; and the latest time
+        # seen, which says which of those left at the end were past their timeout.
+        self.fragments = FragmentTable()
+        self.last_ts = int(BAD_TS)
         self.skipped = np.zeros(len(SKIP_REASONS), np.int64)
         self.warnings: list[str] = []
         self.truncated = False
@@ -491,12 +507,12 @@ class _Reader:
             self.rec_iface,
             count,
             self.iface_table[:, IFACE_LINK].copy(),  # contiguous, as the kernel takes it
+            self.rec_ts,
             cols,
             self.flows,
+            self.fragments,
         )
-        late = self.rec_ts[:count] == BAD_TS
-        if late.any():
-            cols.reason[late] = SKIP_BAD_TIMESTAMP
+        self.last_ts = max(self.last_ts, int(self.rec_ts[:count].max()))
         every = not np.any(cols.reason)
         if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
             self.skipped[KEPT] += count
@@ -558,6 +574,38 @@ class _Reader:
         self.frames += count
         self.rows += kept_count
 
+    def _settle_fragments(self) -> None:
+        """Count the fragments of datagrams that never completed under their own reasons
+        (the decoder counted every fragment not a datagram's row as ip_fragment), and say
+        how many there were."""
+        state = self.fragments.state
+        waiting, waiting_datagrams, late, late_datagrams = self.fragments.in_flight(self.last_ts)
+        moved = {
+            SKIP_FRAGMENT_INCOMPLETE: waiting,
+            SKIP_FRAGMENT_TIMEOUT: int(state[S_TIMED_OUT]) + late,
+            SKIP_FRAGMENT_EVICTED: int(state[S_EVICTED]),
+        }
+        for reason, count in moved.items():
+            self.skipped[reason] += count
+            self.skipped[SKIP_IP_FRAGMENT] -= count
+        datagrams = {
+            "still incomplete at the end of the capture": waiting_datagrams,
+            f"not whole within the timeout ({IPV4_FRAGMENT_TIMEOUT_NS // 10**9} s for IPv4, "
+            f"{IPV6_FRAGMENT_TIMEOUT_NS // 10**9} s for IPv6)": int(state[S_DATAGRAMS_TIMED_OUT])
+            + late_datagrams,
+            f"evicted from the table of {MAX_DATAGRAMS:,} datagrams in flight": int(
+                state[S_DATAGRAMS_EVICTED]
+            ),
+        }
+        fragments = sum(moved.values())
+        if fragments:
+            parts = ", ".join(f"{n:,} {why}" for why, n in datagrams.items() if n)
+            total = sum(datagrams.values())
+            self.warnings.append(
+                f"{fragments:,} IP fragment{'s' if fragments != 1 else ''} of {total:,} "
+                f"datagram{'s' if total != 1 else ''} that never completed skipped: {parts}"
+            )
+
     def _report_progress(self, done: bool = False) -> None:
         if self.progress is not None:
             total = self.source.total_bytes
@@ -579,6 +627,7 @@ class _Reader:
                 f"{late} frames skipped: their time is outside the years 1677-2262 "
                 "(int64 nanoseconds)"
             )
+        self._settle_fragments()
         skipped = {
             reason: int(count)
             for reason, count in zip(SKIP_REASONS, self.skipped, strict=True)
