@@ -9,9 +9,11 @@ and tshark, where installed, counts the same.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -290,3 +292,54 @@ def test_the_encapsulation_file_counts_each_connection_as_tshark_does() -> None:
         stream, length = line.split("\t")
         streams.setdefault(stream, []).append(int(length))
     assert ours == sorted((len(v), sum(v)) for v in streams.values())
+
+
+# Every tunnel, IP and link header cut at every length, with random bytes, read by the compiled
+# helpers with numba's bounds checks on: a header is read only as far as the captured bytes go.
+_TUNNEL_PROBE = """
+import numpy as np
+from tracekit.capture import decode
+rng = np.random.default_rng(7)
+cases = [(decode.IPPROTO_GRE, None), (17, decode.PORT_VXLAN), (17, decode.PORT_GENEVE),
+         (17, decode.PORT_GTP_U)]
+for proto, port in cases:
+    for n in range(0, 48):
+        for _ in range(64):
+            b = rng.integers(0, 256, n, dtype=np.uint8)
+            if port is not None and n >= 4:
+                b[2], b[3] = port >> 8, port & 0xFF
+            if port == decode.PORT_GTP_U and n >= 10:
+                b[8], b[9] = 0x30 | rng.integers(0, 8), 255
+            decode._tunnel(b, proto, 0, n, n)
+# The IP headers and their extensions, and the link layers a tunnel may carry, likewise.
+for n in range(0, 96):
+    for _ in range(64):
+        b = rng.integers(0, 256, n, dtype=np.uint8)
+        for version in (4, 6):
+            if n:
+                b[0] = (version << 4) | (b[0] & 0x0F)
+            decode._network(b, 0, version, n, n)
+            decode._network(b, 0, version, n + 1000, n)  # a cut frame: room past its bytes
+        for proto in (0, 43, 44, 51, 60, decode.IPPROTO_AH):
+            decode._extensions(b, 6, proto, 0, n, n)
+            decode._extensions(b, 4, proto, 0, n, n)
+        decode._ethernet(b, 0, n)
+        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD):
+            decode._link_payload(b, ethertype, 0, n)
+        decode._ppp_protocol(b, 0, n)
+print("ok")
+"""
+
+
+def test_a_cut_tunnel_header_is_never_read_past_its_captured_bytes(tmp_path: Path) -> None:
+    # A cache of its own: numba's cache of the unchecked kernels must not answer for them.
+    env = {
+        **os.environ,
+        "TRACEKIT_JIT": "1",
+        "NUMBA_BOUNDSCHECK": "1",
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _TUNNEL_PROBE], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

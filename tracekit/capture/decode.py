@@ -737,6 +737,8 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         start = h + 8
         if flags & 0x07:  # sequence number, N-PDU number, next extension type: 4 more bytes
             start += 4
+            if start > stop:  # the optional fields must be captured before they are read
+                return 0, l4
             following = np.int64(_at(b, h + 11)) if flags & 0x04 else np.int64(0)
             # Extension headers: a length in 4-byte units, content, the next type last.
             hops = 0
