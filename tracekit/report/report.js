@@ -35,10 +35,23 @@
     return new Response(stream).arrayBuffer();
   }
 
+  // The data blocks after the scripts (every point of a trace that has an opening level) are
+  // there once the parser has read them.
+  var parsed = document.readyState === "loading"
+    ? new Promise(function (r) { document.addEventListener("DOMContentLoaded", r); })
+    : Promise.resolve();
+
+  function columnText(enc) {
+    if (enc.b64 !== undefined) return Promise.resolve(enc.b64);
+    return parsed.then(function () { return document.getElementById(enc.el).textContent; });
+  }
+
   // A column as the page carries it: value = base + v * scale, v the running sum of zigzag
   // deltas when `delta` (sorted times and sequence numbers step by small amounts).
   function decodeColumn(enc) {
-    return inflate(base64Bytes(enc.b64)).then(function (buffer) {
+    return columnText(enc).then(function (text) {
+      return inflate(base64Bytes(text));
+    }).then(function (buffer) {
       var size = SIZES[enc.dtype], n = enc.n, b = new Uint8Array(buffer);
       var out = new Float64Array(n), base = enc.base, scale = enc.scale, i;
       if (enc.delta) {
@@ -62,29 +75,66 @@
     });
   }
 
-  // Every trace of a plot as arrays sorted by time; decoded once, when the plot first draws.
-  var prepared = {};
-  function prepare(p) {
-    if (prepared[p.id]) return prepared[p.id];
-    var t0 = performance.now();
-    prepared[p.id] = Promise.all(p.columns.map(decodeColumn)).then(function (cols) {
-      var traces = p.traces.map(function (t) {
-        var y = cols[t.y], yEnd = null;
-        if (t.y_end !== null) {
-          yEnd = cols[t.y_end];
-          if (p.columns[t.y_end].plus_other) {
-            var top = new Float64Array(y.length);
-            for (var i = 0; i < y.length; i++) top[i] = y[i] + yEnd[i];
-            yEnd = top;
-          }
-        }
-        return { meta: t, x: cols[t.x], y: y, yEnd: yEnd,
-                 keep: t.keep === null ? null : cols[t.keep],
-                 frame: t.frame === null || t.frame === undefined ? null : cols[t.frame] };
-      });
-      return { traces: traces, decodeMs: performance.now() - t0 };
+  // A trace's points (x, y, a bar's top, kept indices, frames) from the columns `ref` names.
+  function points(p, cols, ref) {
+    var names = ["x", "y", "y_end", "keep", "frame"];
+    return Promise.all(names.map(function (k) {
+      var i = ref[k];
+      if (i === null || i === undefined) return null;
+      if (!cols[i]) cols[i] = decodeColumn(p.columns[i]);
+      return cols[i];
+    })).then(function (a) {
+      var y = a[1], yEnd = a[2];
+      if (yEnd && p.columns[ref.y_end].plus_other) {
+        var top = new Float64Array(y.length);
+        for (var i = 0; i < y.length; i++) top[i] = y[i] + yEnd[i];
+        yEnd = top;
+      }
+      return { x: a[0], y: y, yEnd: yEnd, keep: a[3], frame: a[4] };
     });
-    return prepared[p.id];
+  }
+
+  // A plot's traces as arrays sorted by time, decoded once, when first needed: each trace's
+  // opening level (or, without one, all its points) when the plot first draws; all the points
+  // of the traces that have a level only once a view needs them (`whole`).
+  var prepared = {};
+  function prepare(p, whole) {
+    var prep = prepared[p.id];
+    if (!prep) {
+      var cols = {}, t0 = performance.now();
+      prep = prepared[p.id] = { cols: cols, whole: null, decodeMs: 0 };
+      prep.opening = Promise.all(p.traces.map(function (t) {
+        return points(p, cols, t.level || t).then(function (pts) {
+          return { meta: t, level: t.level ? pts : null, all: t.level ? null : pts };
+        });
+      })).then(function (traces) {
+        prep.traces = traces;
+        prep.decodeMs = performance.now() - t0;
+        return prep;
+      });
+    }
+    if (!whole) return prep.opening;
+    if (!prep.whole) {
+      prep.whole = prep.opening.then(function () {
+        var t0 = performance.now();
+        return Promise.all(prep.traces.map(function (tr) {
+          if (tr.all) return null;
+          return points(p, prep.cols, tr.meta).then(function (pts) { tr.all = pts; });
+        })).then(function () { prep.decodeMs += performance.now() - t0; return prep; });
+      });
+    }
+    return prep.whole;
+  }
+
+  // The points a view of [x0, x1] draws from: a trace's level when the view holds the whole
+  // trace (the level keeps its first and last point), else all its points.
+  function source(tr, x0, x1) {
+    var lv = tr.level;
+    if (lv && (lv.x.length === 0 || (x0 <= lv.x[0] && lv.x[lv.x.length - 1] <= x1))) return lv;
+    return tr.all;
+  }
+  function needsWhole(prep, x0, x1) {
+    return prep.traces.some(function (tr) { return source(tr, x0, x1) === null; });
   }
 
   // ---- thinning a view: every point in it up to the budget, else M4 ------------------------
@@ -193,19 +243,28 @@
   function fmt(n) { return n.toLocaleString("en-US"); }
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
-  function viewOf(p, prep, x0, x1) {
-    var spans = prep.traces.map(function (tr) {
+  // `widthPx`: the plot area's width, for the bars' end ticks.
+  function viewOf(p, prep, x0, x1, widthPx) {
+    var spans = prep.traces.map(function (trace) {
+      var tr = source(trace, x0, x1), n = tr.x.length;
+      if (tr === trace.level) {
+        // The whole trace is in view: its level stands for every one of its points.
+        return { tr: tr, inLo: 0, inHi: n, lo: 0, hi: n, inView: trace.meta.n,
+                 count: trace.meta.n };
+      }
       var lo = lowerBound(tr.x, x0), hi = upperBound(tr.x, x1);
-      var lineLike = tr.meta.kind === "line" || tr.meta.kind === "step";
+      var lineLike = trace.meta.kind === "line" || trace.meta.kind === "step";
       // Lines and steps reach the view's edges: one point beyond each side is drawn too.
-      return { inLo: lo, inHi: hi, lo: lineLike ? Math.max(0, lo - 1) : lo,
-               hi: lineLike ? Math.min(tr.x.length, hi + 1) : hi };
+      var span = { tr: tr, inLo: lo, inHi: hi, lo: lineLike ? Math.max(0, lo - 1) : lo,
+                   hi: lineLike ? Math.min(n, hi + 1) : hi, inView: hi - lo };
+      span.count = span.hi - span.lo;
+      return span;
     });
-    var counts = spans.map(function (s) { return s.hi - s.lo; });
+    var counts = spans.map(function (s) { return s.count; });
     var targets = allocate(prep.traces.map(function (tr) { return tr.meta; }), counts);
     var yLow = Infinity, yHigh = -Infinity, notes = [], drawn = {};
-    var out = prep.traces.map(function (tr, ti) {
-      var t = tr.meta, s = spans[ti], target = Math.max(targets[ti], 4), idx;
+    var out = prep.traces.map(function (trace, ti) {
+      var t = trace.meta, s = spans[ti], tr = s.tr, target = Math.max(targets[ti], 4), idx;
       if (tr.keep) {
         // A partial keep mask: the kept points in view first, M4 of the whole for the rest.
         var k0 = lowerBound(tr.keep, s.lo), k1 = lowerBound(tr.keep, s.hi);
@@ -216,7 +275,7 @@
       } else {
         idx = thin(tr, null, s.lo, s.hi, x0, x1, target);
       }
-      var inView = s.inHi - s.inLo, shown = 0;
+      var inView = s.inView, shown = 0;
       for (var q = 0; q < idx.length; q++) if (idx[q] >= s.inLo && idx[q] < s.inHi) shown++;
       drawn[t.name] = [shown, inView];
       var name = t.name;
@@ -232,7 +291,7 @@
           if (b === b && b > yHigh) yHigh = b;
         }
       }
-      return plotlyTrace(t, tr, idx, name);
+      return plotlyTraces(t, tr, idx, name, 3 * (x1 - x0) / Math.max(widthPx, 1));
     });
     var yRange = null;
     if (yLow <= yHigh) {
@@ -243,10 +302,11 @@
       ? "Thinned to the view's budget (each time slice's first, last, lowest and highest point): "
         + notes.join("; ") + ". Zoom in to see every one."
       : "Every point in view is drawn.";
-    return { traces: out, yRange: yRange, note: note, drawn: drawn };
+    return { traces: [].concat.apply([], out), yRange: yRange, note: note, drawn: drawn };
   }
 
-  function plotlyTrace(t, tr, idx, name) {
+  // A trace's plotly traces; `tickDx`: half a bar's end tick, in seconds.
+  function plotlyTraces(t, tr, idx, name, tickDx) {
     var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
     for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
     var gl = (t.kind === "segments" || t.kind === "markers") && n >= BUDGET.webgl_from_points;
@@ -272,15 +332,38 @@
         bx[3 * j] = x[j]; bx[3 * j + 1] = x[j]; bx[3 * j + 2] = NaN;
         by[3 * j] = y[j]; by[3 * j + 1] = tr.yEnd[idx[j]]; by[3 * j + 2] = NaN;
       }
-      out.x = bx; out.y = by; out.mode = "lines+markers"; out.line = line;
+      out.x = bx; out.y = by; out.line = line; out.connectgaps = false;
       if (hover) {
         var bh = new Array(3 * n);
         for (var k = 0; k < n; k++) { bh[3 * k] = bh[3 * k + 1] = hover[k]; bh[3 * k + 2] = ""; }
         out.hovertext = bh;
       }
-      out.marker = { symbol: "line-ew", size: 6, color: t.color,
-                     line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
-      out.connectgaps = false;
+      var tickWidth = Math.max(1, t.width - 0.5);
+      if (gl) {
+        out.mode = "lines+markers";
+        out.marker = { symbol: "line-ew", size: 6, color: t.color,
+                       line: { color: t.color, width: tickWidth } };
+        return [out];
+      }
+      // In SVG a marker is an element of its own: thousands of them take longer to draw than
+      // every other part of the plot. The ticks, six pixels wide, are one path instead, beside
+      // the bars in the legend's group, drawn anew with each view as a pixel's width changes.
+      out.mode = "lines";
+      out.legendgroup = name;
+      var tx = new Float64Array(6 * n), ty = new Float64Array(6 * n);
+      for (var m = 0; m < n; m++) {
+        var at = x[m], ends = [y[m], tr.yEnd[idx[m]]];
+        for (var e = 0; e < 2; e++) {
+          var o = 6 * m + 3 * e;
+          tx[o] = at - tickDx; tx[o + 1] = at + tickDx; tx[o + 2] = NaN;
+          ty[o] = ty[o + 1] = ends[e]; ty[o + 2] = NaN;
+        }
+      }
+      var ticks = { name: name + " (ends)", type: "scatter", mode: "lines", x: tx, y: ty,
+                    visible: out.visible, showlegend: false, legendgroup: name,
+                    hoverinfo: "skip", connectgaps: false,
+                    line: { color: t.color, width: tickWidth } };
+      return [out, ticks];
     } else if (t.kind === "step") {
       out.mode = "lines"; line.shape = "hv"; out.line = line;
     } else if (t.kind === "line") {
@@ -289,7 +372,7 @@
       out.mode = "markers";
       out.marker = { color: t.color, symbol: t.symbol, size: 7, line: { color: t.color, width: 1.2 } };
     }
-    return out;
+    return [out];
   }
 
   // ---- findings' time ranges: outlined, faintly filled, below the data, named in the legend --
@@ -320,10 +403,11 @@
     });
   }
 
+  var MARGIN = { l: 70, r: 40, t: 8, b: 44 };
   function layout(p) {
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
-      margin: { l: 70, r: 40, t: 8, b: 44 },
+      margin: Object.assign({}, MARGIN),
       modebar: { orientation: "v", bgcolor: "rgba(255,255,255,0.8)", color: "#8a93a3" },
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff",
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
@@ -345,20 +429,30 @@
 
   function dataExtent(prep) {
     var lo = Infinity, hi = -Infinity;
-    prep.traces.forEach(function (tr) {
-      if (tr.x.length) { lo = Math.min(lo, tr.x[0]); hi = Math.max(hi, tr.x[tr.x.length - 1]); }
+    prep.traces.forEach(function (trace) {
+      var xs = (trace.level || trace.all).x;  // a level holds its trace's first and last point
+      if (xs.length) { lo = Math.min(lo, xs[0]); hi = Math.max(hi, xs[xs.length - 1]); }
     });
     return lo <= hi ? [lo, hi] : [0, 1];
+  }
+
+  // A plot's decoded traces and the time range a view of `range` (null: the opening view)
+  // shows, with every point decoded that the view needs.
+  function readyFor(p, range) {
+    return prepare(p, false).then(function (prep) {
+      var xr = range || p.x_range || dataExtent(prep);
+      if (!needsWhole(prep, xr[0], xr[1])) return { prep: prep, range: xr };
+      return prepare(p, true).then(function () { return { prep: prep, range: xr }; });
+    });
   }
 
   // Draw plot `div` over `range` (null: its opening view); `userY`, a y range the user chose on
   // this plot (a box zoom, a pan), is kept, any other view's y fits the data in view.
   function render(div, range, userY) {
     var p = byId[div.id];
-    return prepare(p).then(function (prep) {
-      var opening = range === null;
-      var xr = opening ? (p.x_range || dataExtent(prep)) : range;
-      var v = viewOf(p, prep, xr[0], xr[1]);
+    return readyFor(p, range).then(function (ready) {
+      var opening = range === null, prep = ready.prep, xr = ready.range;
+      var v = viewOf(p, prep, xr[0], xr[1], div.clientWidth - MARGIN.l - MARGIN.r);
       var look = layout(p);
       var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
       if (opening && !p.x_range) look.xaxis.autorange = true;
@@ -419,10 +513,13 @@
       status.lastDrawnMs = performance.now();
       link(div, p.connection);
       // Painted: the frame after newPlot shows it, and a callback of the frame after that runs
-      // only once it has.
-      requestAnimationFrame(function () {
+      // only once it has. The next plot waits for that, so each shows as soon as it is drawn.
+      return new Promise(function (resolve) {
         requestAnimationFrame(function () {
-          if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
+          requestAnimationFrame(function () {
+            if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
+            resolve();
+          });
         });
       });
     });
@@ -464,9 +561,9 @@
   function printImage(div) {
     var p = byId[div.id];
     if (!p) return Promise.resolve();
-    return prepare(p).then(function (prep) {
-      var range = view[p.connection] || p.x_range || dataExtent(prep);
-      var v = viewOf(p, prep, range[0], range[1]);
+    return readyFor(p, view[p.connection] || null).then(function (ready) {
+      var prep = ready.prep, range = ready.range;
+      var v = viewOf(p, prep, range[0], range[1], PRINT_WIDTH - MARGIN.l - MARGIN.r);
       var look = layout(p);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
       var yr = view[p.connection] ? v.yRange : (p.y_range || v.yRange);
