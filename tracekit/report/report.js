@@ -243,8 +243,7 @@
   function fmt(n) { return n.toLocaleString("en-US"); }
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
-  // `widthPx`: the plot area's width, for the bars' end ticks.
-  function viewOf(p, prep, x0, x1, widthPx) {
+  function viewOf(p, prep, x0, x1) {
     var spans = prep.traces.map(function (trace) {
       var tr = source(trace, x0, x1), n = tr.x.length;
       if (tr === trace.level) {
@@ -291,7 +290,7 @@
           if (b === b && b > yHigh) yHigh = b;
         }
       }
-      return plotlyTraces(t, tr, idx, name, 3 * (x1 - x0) / Math.max(widthPx, 1));
+      return plotlyTrace(t, tr, idx, name);
     });
     var yRange = null;
     if (yLow <= yHigh) {
@@ -302,11 +301,10 @@
       ? "Thinned to the view's budget (each time slice's first, last, lowest and highest point): "
         + notes.join("; ") + ". Zoom in to see every one."
       : "Every point in view is drawn.";
-    return { traces: [].concat.apply([], out), yRange: yRange, note: note, drawn: drawn };
+    return { traces: out, yRange: yRange, note: note, drawn: drawn };
   }
 
-  // A trace's plotly traces; `tickDx`: half a bar's end tick, in seconds.
-  function plotlyTraces(t, tr, idx, name, tickDx) {
+  function plotlyTrace(t, tr, idx, name) {
     var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
     for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
     var gl = (t.kind === "segments" || t.kind === "markers") && n >= BUDGET.webgl_from_points;
@@ -332,38 +330,15 @@
         bx[3 * j] = x[j]; bx[3 * j + 1] = x[j]; bx[3 * j + 2] = NaN;
         by[3 * j] = y[j]; by[3 * j + 1] = tr.yEnd[idx[j]]; by[3 * j + 2] = NaN;
       }
-      out.x = bx; out.y = by; out.line = line; out.connectgaps = false;
+      out.x = bx; out.y = by; out.mode = "lines+markers"; out.line = line;
       if (hover) {
         var bh = new Array(3 * n);
         for (var k = 0; k < n; k++) { bh[3 * k] = bh[3 * k + 1] = hover[k]; bh[3 * k + 2] = ""; }
         out.hovertext = bh;
       }
-      var tickWidth = Math.max(1, t.width - 0.5);
-      if (gl) {
-        out.mode = "lines+markers";
-        out.marker = { symbol: "line-ew", size: 6, color: t.color,
-                       line: { color: t.color, width: tickWidth } };
-        return [out];
-      }
-      // In SVG a marker is an element of its own: thousands of them take longer to draw than
-      // every other part of the plot. The ticks, six pixels wide, are one path instead, beside
-      // the bars in the legend's group, drawn anew with each view as a pixel's width changes.
-      out.mode = "lines";
-      out.legendgroup = name;
-      var tx = new Float64Array(6 * n), ty = new Float64Array(6 * n);
-      for (var m = 0; m < n; m++) {
-        var at = x[m], ends = [y[m], tr.yEnd[idx[m]]];
-        for (var e = 0; e < 2; e++) {
-          var o = 6 * m + 3 * e;
-          tx[o] = at - tickDx; tx[o + 1] = at + tickDx; tx[o + 2] = NaN;
-          ty[o] = ty[o + 1] = ends[e]; ty[o + 2] = NaN;
-        }
-      }
-      var ticks = { name: name + " (ends)", type: "scatter", mode: "lines", x: tx, y: ty,
-                    visible: out.visible, showlegend: false, legendgroup: name,
-                    hoverinfo: "skip", connectgaps: false,
-                    line: { color: t.color, width: tickWidth } };
-      return [out, ticks];
+      out.marker = { symbol: "line-ew", size: 6, color: t.color,
+                     line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
+      out.connectgaps = false;
     } else if (t.kind === "step") {
       out.mode = "lines"; line.shape = "hv"; out.line = line;
     } else if (t.kind === "line") {
@@ -372,7 +347,7 @@
       out.mode = "markers";
       out.marker = { color: t.color, symbol: t.symbol, size: 7, line: { color: t.color, width: 1.2 } };
     }
-    return [out];
+    return out;
   }
 
   // ---- findings' time ranges: outlined, faintly filled, below the data, named in the legend --
@@ -403,11 +378,10 @@
     });
   }
 
-  var MARGIN = { l: 70, r: 40, t: 8, b: 44 };
   function layout(p) {
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
-      margin: Object.assign({}, MARGIN),
+      margin: { l: 70, r: 40, t: 8, b: 44 },
       modebar: { orientation: "v", bgcolor: "rgba(255,255,255,0.8)", color: "#8a93a3" },
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff",
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
@@ -452,7 +426,7 @@
     var p = byId[div.id];
     return readyFor(p, range).then(function (ready) {
       var opening = range === null, prep = ready.prep, xr = ready.range;
-      var v = viewOf(p, prep, xr[0], xr[1], div.clientWidth - MARGIN.l - MARGIN.r);
+      var v = viewOf(p, prep, xr[0], xr[1]);
       var look = layout(p);
       var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
       if (opening && !p.x_range) look.xaxis.autorange = true;
@@ -563,7 +537,7 @@
     if (!p) return Promise.resolve();
     return readyFor(p, view[p.connection] || null).then(function (ready) {
       var prep = ready.prep, range = ready.range;
-      var v = viewOf(p, prep, range[0], range[1], PRINT_WIDTH - MARGIN.l - MARGIN.r);
+      var v = viewOf(p, prep, range[0], range[1]);
       var look = layout(p);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
       var yr = view[p.connection] ? v.yRange : (p.y_range || v.yRange);
