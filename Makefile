@@ -52,6 +52,7 @@ bench: install-test
 	$(PYTHON) bench/report.py
 	$(PYTHON) bench/batch.py
 	$(PYTHON) bench/connections.py
+	$(PYTHON) bench/report_load.py --write current --measure current
 
 # Coverage-guided fuzzing of the whole pipeline, kernels bounds-checked (FUZZ_SECONDS, default
 # an hour). Crashes land in bench/data/fuzz/ as crash-<sha1>; the corpus grows there too. The

@@ -496,3 +496,70 @@ def test_print_all_plots_puts_every_plot_on_paper(browser: Browser, tmp_path: Pa
         media="print",
     ).value
     assert shown == [10, 0]
+
+
+# Scroll the whole page a screen at a time as a reader would, opening each closed connection
+# when its heading comes on screen, each step once what the page queued has drawn; then zoom
+# connection 0's TSG to `ZOOM_S` and report what every plot drew.
+READ_EVERY_PLOT = """(async () => {
+  const s = window.tracekitStatus;
+  const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  for (let step = 0; step < 500; step++) {
+    await new Promise(r => setTimeout(r, 50));
+    for (const d of document.querySelectorAll('details.connection:not([open])')) {
+      const r = d.getBoundingClientRect();
+      if (r.top < innerHeight && r.bottom > 0) d.open = true;
+    }
+    await new Promise(r => setTimeout(r, 50));
+    await s.idle();
+    await frame();
+    if (scrollY + innerHeight >= document.documentElement.scrollHeight - 1) break;
+    scrollBy(0, Math.round(innerHeight * 0.9));
+  }
+  const opened = JSON.parse(JSON.stringify([s.plots, Object.keys(s.paintedMs), s.views]));
+  const tsg = document.getElementById('plot-0-0-sender');
+  await Plotly.relayout(tsg, {'xaxis.range': ZOOM_S});
+  await s.idle();
+  return JSON.stringify([opened, s.views['plot-0-0-sender'], s.errors]);
+})()"""
+
+
+def test_scrolling_the_whole_page_draws_every_plot_the_model_holds(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Transfers long enough that their big traces carry an opening level (more points than a
+    # view draws), three connections of which the last starts closed.
+    report = simulated_report(60_000, n_connections=3)
+    budget = Budget(open_connections=2)
+    expected: dict[str, int] = {}
+    for ci, connection in enumerate(report.connections):
+        for pi, plot in enumerate(connection.plots):
+            expected[f"plot-{ci}-{pi}-sender"] = len(plot.traces)
+        for pi, pair in enumerate(connection.receiver_plots):
+            if pair is not None:
+                expected[f"plot-{ci}-{pi}-receiver"] = len(pair.traces)
+    data = report.connections[0].plots[0].traces[0]
+    assert data.name == "data" and len(data) > budget.level_points(Kind.SEGMENTS, False)
+    # A window in the middle of the transfer holding a few hundred data segments.
+    times = np.sort(data.x)
+    zoom = [float(times[len(times) // 2]), float(times[len(times) // 2 + 300])]
+    in_zoom = int(np.count_nonzero((data.x >= zoom[0]) & (data.x <= zoom[1])))
+    assert 50 < in_zoom < 2_000
+    path = write(report, tmp_path / "three.html", budget)
+    result = browser.open(
+        path,
+        READY,
+        READ_EVERY_PLOT.replace("ZOOM_S", json.dumps(zoom)),
+        timeout=120,
+        scale=0.1,
+        height=900,
+    )
+    assert result.console_errors == [] and result.exceptions == []
+    (plots, painted, views), zoomed, errors = json.loads(result.value)
+    assert errors == []
+    assert plots == expected  # every plot the model holds drew every trace it declares
+    assert sorted(painted) == sorted(expected)
+    # The opening views drew the data from its level: its points in view are the trace's own.
+    assert views["plot-0-0-sender"]["drawn"]["data"][1] == len(data)
+    # A zoom reads every point: the segments in the window, each drawn.
+    assert zoomed["drawn"]["data"] == [in_zoom, in_zoom]

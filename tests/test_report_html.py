@@ -58,9 +58,25 @@ def small_report(name: str = "10.0.0.1:5001", n: int = 50) -> Report:
 
 
 def embedded_data(page: str) -> dict[str, Any]:
+    """The page's data, each column's bytes in it: those of an opening view in the data element,
+    every point of a trace with an opening level in an element of its own after the scripts."""
     match = re.search(r'<script type="application/json" id="tk-data">(.*?)</script>', page, re.S)
     assert match is not None
     data: dict[str, Any] = json.loads(match.group(1))
+    later = dict(
+        re.findall(r'<script type="application/octet-stream" id="([^"]+)">([^<]*)</script>', page)
+    )
+    assert (
+        page.index('id="tk-data"')
+        < page.index("<script>")
+        < min((page.index(f'id="{el}"') for el in later), default=len(page))
+    )
+    for plot in data["plots"]:
+        for column in plot["columns"]:
+            assert ("b64" in column) != ("el" in column)
+            if "el" in column:
+                column["b64"] = later.pop(column["el"])
+    assert later == {}
     return data
 
 

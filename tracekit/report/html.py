@@ -70,7 +70,11 @@ class Budget:
     draws up to `marks_points` of its points in view before the rest is shared, and says so in
     the plot's note when it has more. `max_bytes` caps the compressed data: a report whose traces
     exceed it carries its biggest traces thinned (each time slice's extremes and every kept
-    point), and says which in its footer. Measurements are in docs/report.md.
+    point), and says which in its footer. A trace longer than `level_views` views' worth of
+    points also carries an opening level: those points M4-thinned (every kept point kept), which
+    is all a view of the whole trace draws from, so a plot opens without decoding or thinning
+    its millions of points; a zoom into part of it reads them all. Measurements are in
+    docs/report.md.
     """
 
     view_cost: int = 40_000
@@ -79,10 +83,21 @@ class Budget:
     webgl_from_points: int = 5_000  # bars and markers draw with WebGL above this
     open_connections: int = 3  # sections drawn at load; the rest draw when opened
     max_bytes: int = 20_000_000
+    # A view thins the level again: twice what a view can draw of the trace leaves it M4's
+    # choice among twice the slices, so the opening draws the extremes a thinning of every point
+    # would, to within half a slice.
+    level_views: int = 2
 
     def __post_init__(self) -> None:
         if self.view_cost < 100 or self.marks_points < 1 or self.floor_points < 4:
             raise ValueError("view_cost >= 100, marks_points >= 1 and floor_points >= 4")
+        if self.level_views < 1:
+            raise ValueError("level_views >= 1")
+
+    def level_points(self, kind: Kind, marks: bool) -> int:
+        """The points of a trace's opening level: `level_views` times what one view draws."""
+        drawn = self.marks_points if marks else self.view_cost // DRAW_COST[kind]
+        return max(self.level_views * drawn, self.floor_points)
 
 
 def render(report: Report, budget: Budget = Budget()) -> str:
@@ -97,7 +112,7 @@ def render(report: Report, budget: Budget = Budget()) -> str:
     if report.overview_plot is not None:
         # Every drawn connection's throughput, stacked; it belongs to no one connection.
         charts.append((-1, 0, "overview", report.overview_plot))
-    carried = _carry([[t for t in chart.traces] for *_, chart in charts], budget.max_bytes)
+    carried = _carry([[t for t in chart.traces] for *_, chart in charts], budget)
     plots_json: list[dict[str, Any]] = []
     figures: dict[tuple[int, int], list[str]] = {}
     for (ci, pi, side, chart), columns_traces in zip(charts, carried, strict=True):
@@ -113,6 +128,18 @@ def render(report: Report, budget: Budget = Budget()) -> str:
     shown = sum(t["n"] for t in traces_json)
     raw = sum(t["n_raw"] for t in traces_json)
     size = sum(len(c["b64"]) for p in plots_json for c in p["columns"])
+    # What an opening view needs stays in the data element before the scripts; every point of a
+    # trace that has a level follows them, one element per column, read only for a zoom: the
+    # first plots draw while the browser is still parsing those.
+    later = []
+    for pi, p in enumerate(plots_json):
+        for ci, c in enumerate(p["columns"]):
+            if not c.pop("opening"):
+                c["el"] = f"tk-col-{pi}-{ci}"
+                later.append(
+                    f'<script type="application/octet-stream" id="{c["el"]}">'
+                    f"{_script_text(c.pop('b64'))}</script>"
+                )
     sections = []
     for ci, view in enumerate(report.connections):
         rows = [
@@ -156,6 +183,7 @@ def render(report: Report, budget: Budget = Budget()) -> str:
         data=_script_json(payload),
         plotly=_script_code(_asset(PLOTLY_JS)),
         app=_script_code(_asset("report.js")),
+        later="\n".join(later),
     )
 
 
@@ -169,7 +197,7 @@ def write(report: Report, path: str | os.PathLike[str], budget: Budget = Budget(
 
 
 def _carry(
-    plots: list[list[Trace]], max_bytes: int
+    plots: list[list[Trace]], budget: Budget
 ) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     """Each plot's encoded columns and traces: every point, or, over `max_bytes`, the biggest
     traces thinned by halves (M4 keeps each slice's extremes and every kept point) until the
@@ -177,10 +205,11 @@ def _carry(
     counts = [[len(t) for t in traces] for traces in plots]
     while True:
         encoded = [
-            _encode_plot(traces, targets) for traces, targets in zip(plots, counts, strict=True)
+            _encode_plot(traces, targets, budget)
+            for traces, targets in zip(plots, counts, strict=True)
         ]
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
-        if sum(size for size, _ in sizes) <= max_bytes:
+        if sum(size for size, _ in sizes) <= budget.max_bytes:
             return encoded
         # Halve the biggest trace that can still be thinned (not below a few thousand points).
         candidates = [
@@ -196,19 +225,24 @@ def _carry(
 
 
 def _encode_plot(
-    traces: list[Trace], targets: list[int]
+    traces: list[Trace], targets: list[int], budget: Budget
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A plot's columns (an array that several traces share, such as the ACK line's and the
-    window edge's times, is carried once) and its traces, which name their columns by index."""
+    window edge's times, is carried once) and its traces, which name their columns by index.
+
+    A column an opening view reads (a level's, or a trace's without one) is marked `opening`.
+    """
     columns: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
 
-    def column(enc: dict[str, Any]) -> int:
+    def column(enc: dict[str, Any], opening: bool) -> int:
         key = json.dumps(enc, sort_keys=True)
         if key not in seen:
             seen[key] = len(columns)
-            columns.append(enc)
-        return seen[key]
+            columns.append({**enc, "opening": opening})
+        index = seen[key]
+        columns[index]["opening"] |= opening
+        return index
 
     out = []
     for trace, target in zip(traces, targets, strict=True):
@@ -225,7 +259,13 @@ def _encode_plot(
         def pick(a: np.ndarray, idx: np.ndarray | None = idx) -> np.ndarray:
             return np.asarray(a) if idx is None else np.asarray(a)[idx]
 
-        y = pick(trace.y)
+        x_carried, y = pick(x), pick(trace.y)
+        y_end = None if trace.y_end is None else pick(trace.y_end)
+        keep = None if trace.keep is None else pick(trace.keep)
+        frame = None if trace.frame is None else pick(trace.frame)
+        marks = trace.keep is not None and bool(trace.keep.all()) and n > 0
+        level_n = budget.level_points(trace.kind, marks)
+        has_level = len(y) > level_n
         entry: dict[str, Any] = {
             "name": _text(trace.name),
             "kind": trace.kind.value,
@@ -237,29 +277,64 @@ def _encode_plot(
             "fit": trace.fit,
             "stack": trace.stack,
             # Every point marked to keep: a trace of marks, counted in every view.
-            "marks": trace.keep is not None and bool(trace.keep.all()) and n > 0,
+            "marks": marks,
             "n": len(y),
             "n_raw": n,
-            "x": column(_encode_time(pick(x))),
-            "y": column(_encode_values(y)),
-            "y_end": None,
-            "keep": None,
-            "frame": None,
+            **_encode_arrays(
+                column, not has_level, x_carried, y, y_end, None if marks else keep, frame
+            ),
+            "level": None,
         }
-        if trace.y_end is not None:
-            # Bars carry their heights: a run of full-sized segments compresses to nothing.
-            y_end = pick(trace.y_end)
-            entry["y_end"] = column(_encode_values(y_end, y))
-        if trace.keep is not None and not entry["marks"]:
-            kept = np.flatnonzero(pick(trace.keep))
-            if len(kept):
-                entry["keep"] = column(_encode_values(kept))
-        if trace.frame is not None:
-            # Packets in capture order: frame numbers step by small amounts, as deltas nearly
-            # nothing once deflated.
-            entry["frame"] = column(_encode_values(pick(trace.frame)))
+        if has_level:
+            # A trace of marks is thinned in a view like any other (its legend counts them),
+            # so its level need not hold them all.
+            chosen = decimate(x_carried, y, level_n, None if marks else keep, y_end)
+            entry["level"] = {
+                "n": len(chosen),
+                **_encode_arrays(
+                    column,
+                    True,
+                    x_carried[chosen],
+                    y[chosen],
+                    None if y_end is None else y_end[chosen],
+                    None if keep is None or marks else keep[chosen],
+                    None if frame is None else frame[chosen],
+                ),
+            }
         out.append(entry)
     return columns, out
+
+
+def _encode_arrays(
+    column: Any,
+    opening: bool,
+    x: np.ndarray,
+    y: np.ndarray,
+    y_end: np.ndarray | None,
+    keep: np.ndarray | None,
+    frame: np.ndarray | None,
+) -> dict[str, int | None]:
+    """Points sorted by time as column indices: x, y, a bar's top, the kept points' indices,
+    each packet's frame number (None where the trace has none)."""
+    refs: dict[str, int | None] = {
+        "x": column(_encode_time(x), opening),
+        "y": column(_encode_values(y), opening),
+        "y_end": None,
+        "keep": None,
+        "frame": None,
+    }
+    if y_end is not None:
+        # Bars carry their heights: a run of full-sized segments compresses to nothing.
+        refs["y_end"] = column(_encode_values(y_end, y), opening)
+    if keep is not None:
+        kept = np.flatnonzero(keep)
+        if len(kept):
+            refs["keep"] = column(_encode_values(kept), opening)
+    if frame is not None:
+        # Packets in capture order: frame numbers step by small amounts, as deltas nearly
+        # nothing once deflated.
+        refs["frame"] = column(_encode_values(frame), opening)
+    return refs
 
 
 def _encode_time(x: np.ndarray) -> dict[str, Any]:
@@ -629,6 +704,7 @@ _PAGE = """<!DOCTYPE html>
 <script type="application/json" id="tk-data">{data}</script>
 <script>{plotly}</script>
 <script>{app}</script>
+{later}
 </body>
 </html>
 """

@@ -35,10 +35,23 @@
     return new Response(stream).arrayBuffer();
   }
 
+  // The data blocks after the scripts (every point of a trace that has an opening level) are
+  // there once the parser has read them.
+  var parsed = document.readyState === "loading"
+    ? new Promise(function (r) { document.addEventListener("DOMContentLoaded", r); })
+    : Promise.resolve();
+
+  function columnText(enc) {
+    if (enc.b64 !== undefined) return Promise.resolve(enc.b64);
+    return parsed.then(function () { return document.getElementById(enc.el).textContent; });
+  }
+
   // A column as the page carries it: value = base + v * scale, v the running sum of zigzag
   // deltas when `delta` (sorted times and sequence numbers step by small amounts).
   function decodeColumn(enc) {
-    return inflate(base64Bytes(enc.b64)).then(function (buffer) {
+    return columnText(enc).then(function (text) {
+      return inflate(base64Bytes(text));
+    }).then(function (buffer) {
       var size = SIZES[enc.dtype], n = enc.n, b = new Uint8Array(buffer);
       var out = new Float64Array(n), base = enc.base, scale = enc.scale, i;
       if (enc.delta) {
@@ -62,29 +75,66 @@
     });
   }
 
-  // Every trace of a plot as arrays sorted by time; decoded once, when the plot first draws.
-  var prepared = {};
-  function prepare(p) {
-    if (prepared[p.id]) return prepared[p.id];
-    var t0 = performance.now();
-    prepared[p.id] = Promise.all(p.columns.map(decodeColumn)).then(function (cols) {
-      var traces = p.traces.map(function (t) {
-        var y = cols[t.y], yEnd = null;
-        if (t.y_end !== null) {
-          yEnd = cols[t.y_end];
-          if (p.columns[t.y_end].plus_other) {
-            var top = new Float64Array(y.length);
-            for (var i = 0; i < y.length; i++) top[i] = y[i] + yEnd[i];
-            yEnd = top;
-          }
-        }
-        return { meta: t, x: cols[t.x], y: y, yEnd: yEnd,
-                 keep: t.keep === null ? null : cols[t.keep],
-                 frame: t.frame === null || t.frame === undefined ? null : cols[t.frame] };
-      });
-      return { traces: traces, decodeMs: performance.now() - t0 };
+  // A trace's points (x, y, a bar's top, kept indices, frames) from the columns `ref` names.
+  function points(p, cols, ref) {
+    var names = ["x", "y", "y_end", "keep", "frame"];
+    return Promise.all(names.map(function (k) {
+      var i = ref[k];
+      if (i === null || i === undefined) return null;
+      if (!cols[i]) cols[i] = decodeColumn(p.columns[i]);
+      return cols[i];
+    })).then(function (a) {
+      var y = a[1], yEnd = a[2];
+      if (yEnd && p.columns[ref.y_end].plus_other) {
+        var top = new Float64Array(y.length);
+        for (var i = 0; i < y.length; i++) top[i] = y[i] + yEnd[i];
+        yEnd = top;
+      }
+      return { x: a[0], y: y, yEnd: yEnd, keep: a[3], frame: a[4] };
     });
-    return prepared[p.id];
+  }
+
+  // A plot's traces as arrays sorted by time, decoded once, when first needed: each trace's
+  // opening level (or, without one, all its points) when the plot first draws; all the points
+  // of the traces that have a level only once a view needs them (`whole`).
+  var prepared = {};
+  function prepare(p, whole) {
+    var prep = prepared[p.id];
+    if (!prep) {
+      var cols = {}, t0 = performance.now();
+      prep = prepared[p.id] = { cols: cols, whole: null, decodeMs: 0 };
+      prep.opening = Promise.all(p.traces.map(function (t) {
+        return points(p, cols, t.level || t).then(function (pts) {
+          return { meta: t, level: t.level ? pts : null, all: t.level ? null : pts };
+        });
+      })).then(function (traces) {
+        prep.traces = traces;
+        prep.decodeMs = performance.now() - t0;
+        return prep;
+      });
+    }
+    if (!whole) return prep.opening;
+    if (!prep.whole) {
+      prep.whole = prep.opening.then(function () {
+        var t0 = performance.now();
+        return Promise.all(prep.traces.map(function (tr) {
+          if (tr.all) return null;
+          return points(p, prep.cols, tr.meta).then(function (pts) { tr.all = pts; });
+        })).then(function () { prep.decodeMs += performance.now() - t0; return prep; });
+      });
+    }
+    return prep.whole;
+  }
+
+  // The points a view of [x0, x1] draws from: a trace's level when the view holds the whole
+  // trace (the level keeps its first and last point), else all its points.
+  function source(tr, x0, x1) {
+    var lv = tr.level;
+    if (lv && (lv.x.length === 0 || (x0 <= lv.x[0] && lv.x[lv.x.length - 1] <= x1))) return lv;
+    return tr.all;
+  }
+  function needsWhole(prep, x0, x1) {
+    return prep.traces.some(function (tr) { return source(tr, x0, x1) === null; });
   }
 
   // ---- thinning a view: every point in it up to the budget, else M4 ------------------------
@@ -194,18 +244,26 @@
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
   function viewOf(p, prep, x0, x1) {
-    var spans = prep.traces.map(function (tr) {
+    var spans = prep.traces.map(function (trace) {
+      var tr = source(trace, x0, x1), n = tr.x.length;
+      if (tr === trace.level) {
+        // The whole trace is in view: its level stands for every one of its points.
+        return { tr: tr, inLo: 0, inHi: n, lo: 0, hi: n, inView: trace.meta.n,
+                 count: trace.meta.n };
+      }
       var lo = lowerBound(tr.x, x0), hi = upperBound(tr.x, x1);
-      var lineLike = tr.meta.kind === "line" || tr.meta.kind === "step";
+      var lineLike = trace.meta.kind === "line" || trace.meta.kind === "step";
       // Lines and steps reach the view's edges: one point beyond each side is drawn too.
-      return { inLo: lo, inHi: hi, lo: lineLike ? Math.max(0, lo - 1) : lo,
-               hi: lineLike ? Math.min(tr.x.length, hi + 1) : hi };
+      var span = { tr: tr, inLo: lo, inHi: hi, lo: lineLike ? Math.max(0, lo - 1) : lo,
+                   hi: lineLike ? Math.min(n, hi + 1) : hi, inView: hi - lo };
+      span.count = span.hi - span.lo;
+      return span;
     });
-    var counts = spans.map(function (s) { return s.hi - s.lo; });
+    var counts = spans.map(function (s) { return s.count; });
     var targets = allocate(prep.traces.map(function (tr) { return tr.meta; }), counts);
     var yLow = Infinity, yHigh = -Infinity, notes = [], drawn = {};
-    var out = prep.traces.map(function (tr, ti) {
-      var t = tr.meta, s = spans[ti], target = Math.max(targets[ti], 4), idx;
+    var out = prep.traces.map(function (trace, ti) {
+      var t = trace.meta, s = spans[ti], tr = s.tr, target = Math.max(targets[ti], 4), idx;
       if (tr.keep) {
         // A partial keep mask: the kept points in view first, M4 of the whole for the rest.
         var k0 = lowerBound(tr.keep, s.lo), k1 = lowerBound(tr.keep, s.hi);
@@ -216,7 +274,7 @@
       } else {
         idx = thin(tr, null, s.lo, s.hi, x0, x1, target);
       }
-      var inView = s.inHi - s.inLo, shown = 0;
+      var inView = s.inView, shown = 0;
       for (var q = 0; q < idx.length; q++) if (idx[q] >= s.inLo && idx[q] < s.inHi) shown++;
       drawn[t.name] = [shown, inView];
       var name = t.name;
@@ -345,19 +403,29 @@
 
   function dataExtent(prep) {
     var lo = Infinity, hi = -Infinity;
-    prep.traces.forEach(function (tr) {
-      if (tr.x.length) { lo = Math.min(lo, tr.x[0]); hi = Math.max(hi, tr.x[tr.x.length - 1]); }
+    prep.traces.forEach(function (trace) {
+      var xs = (trace.level || trace.all).x;  // a level holds its trace's first and last point
+      if (xs.length) { lo = Math.min(lo, xs[0]); hi = Math.max(hi, xs[xs.length - 1]); }
     });
     return lo <= hi ? [lo, hi] : [0, 1];
+  }
+
+  // A plot's decoded traces and the time range a view of `range` (null: the opening view)
+  // shows, with every point decoded that the view needs.
+  function readyFor(p, range) {
+    return prepare(p, false).then(function (prep) {
+      var xr = range || p.x_range || dataExtent(prep);
+      if (!needsWhole(prep, xr[0], xr[1])) return { prep: prep, range: xr };
+      return prepare(p, true).then(function () { return { prep: prep, range: xr }; });
+    });
   }
 
   // Draw plot `div` over `range` (null: its opening view); `userY`, a y range the user chose on
   // this plot (a box zoom, a pan), is kept, any other view's y fits the data in view.
   function render(div, range, userY) {
     var p = byId[div.id];
-    return prepare(p).then(function (prep) {
-      var opening = range === null;
-      var xr = opening ? (p.x_range || dataExtent(prep)) : range;
+    return readyFor(p, range).then(function (ready) {
+      var opening = range === null, prep = ready.prep, xr = ready.range;
       var v = viewOf(p, prep, xr[0], xr[1]);
       var look = layout(p);
       var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
@@ -419,10 +487,13 @@
       status.lastDrawnMs = performance.now();
       link(div, p.connection);
       // Painted: the frame after newPlot shows it, and a callback of the frame after that runs
-      // only once it has.
-      requestAnimationFrame(function () {
+      // only once it has. The next plot waits for that, so each shows as soon as it is drawn.
+      return new Promise(function (resolve) {
         requestAnimationFrame(function () {
-          if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
+          requestAnimationFrame(function () {
+            if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
+            resolve();
+          });
         });
       });
     });
@@ -464,8 +535,8 @@
   function printImage(div) {
     var p = byId[div.id];
     if (!p) return Promise.resolve();
-    return prepare(p).then(function (prep) {
-      var range = view[p.connection] || p.x_range || dataExtent(prep);
+    return readyFor(p, view[p.connection] || null).then(function (ready) {
+      var prep = ready.prep, range = ready.range;
       var v = viewOf(p, prep, range[0], range[1]);
       var look = layout(p);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
