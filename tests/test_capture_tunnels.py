@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from scapy.contrib.erspan import ERSPAN_II, ERSPAN_III, ERSPAN_PlatformSpecific
 from scapy.contrib.geneve import GENEVE
 from scapy.contrib.gtp import GTP_U_Header
 from scapy.contrib.mpls import MPLS
@@ -75,6 +76,16 @@ TUNNELS: dict[str, Callable[[int], Packet]] = {
         GRE(chksum_present=1, key_present=1, key=7, seqnum_present=1, sequence_number=i) / _tcp(i)
     ),
     "gre_ethernet": lambda i: _outer(GRE(proto=0x6558) / _eth() / _tcp(i)),
+    "erspan_ii": lambda i: _outer(
+        GRE(proto=0x88BE, seqnum_present=1) / ERSPAN_II() / _eth() / _tcp(i)
+    ),
+    "erspan_iii": lambda i: _outer(
+        GRE(proto=0x22EB, seqnum_present=1) / ERSPAN_III() / _eth() / _tcp(i)
+    ),
+    "erspan_iii_platform": lambda i: _outer(
+        GRE(proto=0x22EB, seqnum_present=1) / ERSPAN_III(o=1) / ERSPAN_PlatformSpecific()
+        / _eth() / _tcp(i)
+    ),
     "vxlan": lambda i: _outer(_udp(4789) / VXLAN(vni=42, flags=0x08) / _eth() / _tcp(i)),
     "geneve": lambda i: _outer(_udp(6081) / GENEVE(vni=42, proto=0x6558) / _eth() / _tcp(i)),
     "gtp_u": lambda i: _outer(_udp(2152) / GTP_U_Header(teid=1, gtp_type=255) / _tcp(i)),

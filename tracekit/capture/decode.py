@@ -62,6 +62,11 @@ ETHERTYPE_QINQ_OLD = 0x9100
 # type; VXLAN and Geneve say the same), and ERSPAN type II's mirrored frames.
 ETHERTYPE_TEB = 0x6558
 ETHERTYPE_ERSPAN_II = 0x88BE
+# ERSPAN type III (draft-foschiano-erspan 4.3): a 12-byte header whose frame type (FT) says what
+# follows, 0 an Ethernet frame, and whose O bit adds an 8-byte platform-specific subheader.
+ETHERTYPE_ERSPAN_III = 0x22EB
+ERSPAN_III_BYTES = 12
+ERSPAN_III_PLATFORM_BYTES = 8
 # MPLS unicast and multicast (RFC 3032, RFC 5332), and PPPoE's session stage (RFC 2516); its
 # discovery stage (0x8863) carries no IP and is left to the non-IP frames.
 ETHERTYPE_MPLS = 0x8847
@@ -694,13 +699,22 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         ptype = _u16(b, l4 + 2)
         if ptype == ETHERTYPE_ERSPAN_II:
             hlen += 8  # ERSPAN type II's own header, then the mirrored frame
+        elif ptype == ETHERTYPE_ERSPAN_III:
+            e = l4 + hlen
+            if e + ERSPAN_III_BYTES > stop:
+                return 0, l4
+            if (_at(b, e + 10) >> 2) & 0x1F != 0:  # FT: only mirrored Ethernet frames
+                return 0, l4
+            hlen += ERSPAN_III_BYTES
+            if _at(b, e + 11) & 1:  # O: the platform-specific subheader follows
+                hlen += ERSPAN_III_PLATFORM_BYTES
         if l4 + hlen >= stop:
             return 0, l4
         if ptype == ETHERTYPE_IPV4:
             return 4, l4 + hlen
         if ptype == ETHERTYPE_IPV6:
             return 6, l4 + hlen
-        if ptype in (ETHERTYPE_TEB, ETHERTYPE_ERSPAN_II):
+        if ptype in (ETHERTYPE_TEB, ETHERTYPE_ERSPAN_II, ETHERTYPE_ERSPAN_III):
             return INNER_ETHERNET, l4 + hlen
         if ptype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):  # RFC 4023
             return INNER_MPLS, l4 + hlen
