@@ -24,20 +24,21 @@ NEVER_ACKED = 2  # the capture ends before either: no verdict
 @jit
 def _dsack_overlaps(
     j: int,
+    ack_j: int,
     s: int,
     e: int,
-    ack: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
 ) -> bool:  # pragma: no cover - numba
-    """Whether ACK event j reports a duplicate of bytes in [s, e): its first SACK block is a
-    D-SACK (RFC 2883 4: below the cumulative ACK, or inside the second block)."""
+    """Whether ACK event j (cumulative ACK ack_j) reports a duplicate of bytes in [s, e): its
+    first SACK block is a D-SACK (RFC 2883 4: below the cumulative ACK, or inside the second
+    block)."""
     first, stop = sack_start[j], sack_start[j + 1]
     if stop <= first:
         return False
     lo, hi = sack_left[first], sack_right[first]
-    dsack = lo < ack[j] or (
+    dsack = lo < ack_j or (
         stop > first + 1 and sack_left[first + 1] <= lo and sack_right[first + 1] >= hi
     )
     return bool(dsack and lo < e and hi > s)
@@ -45,19 +46,21 @@ def _dsack_overlaps(
 
 @jit
 def _scan(
+    rows: np.ndarray,
     group: np.ndarray,
     is_data: np.ndarray,
     left: np.ndarray,
-    right: np.ndarray,
+    length: np.ndarray,
     ack: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """For each data event, the verdict of the ACKs after it, and whether it came in already
-    acknowledged (a duplicate). Events are sorted by (group, capture order); ACK event j owns
-    SACK blocks sack_start[j]:sack_start[j + 1]."""
-    n = group.size
+    acknowledged (a duplicate). Event i is row rows[i] of the columns (group, is_data, left,
+    length, ack), the events sorted by (group, capture order); ACK event j owns SACK blocks
+    sack_start[j]:sack_start[j + 1]."""
+    n = rows.size
     verdict = np.full(n, -1, dtype=np.int8)
     duplicate = np.zeros(n, dtype=np.bool_)
     # Per event, the next ACK event of its group (n: none), and the lowest left edge of the
@@ -70,25 +73,26 @@ def _scan(
     following_ack = n
     least = np.iinfo(np.int64).max
     for i in range(n - 1, -1, -1):
-        if i == n - 1 or group[i] != group[i + 1]:
+        if i == n - 1 or group[rows[i]] != group[rows[i + 1]]:
             following_ack = n
             least = np.iinfo(np.int64).max
         next_ack[i] = following_ack
         least_left_after[i] = least
-        if is_data[i]:
-            least = min(least, left[i])
+        if is_data[rows[i]]:
+            least = min(least, np.int64(left[rows[i]]))
         else:
             following_ack = i
     acked_so_far = np.int64(-(1 << 62))
     for i in range(n):
-        if i == 0 or group[i] != group[i - 1]:
+        r = rows[i]
+        if i == 0 or group[r] != group[rows[i - 1]]:
             acked_so_far = np.int64(-(1 << 62))
-        if not is_data[i]:
-            if ack[i] > acked_so_far:
-                acked_so_far = ack[i]
+        if not is_data[r]:
+            if ack[r] > acked_so_far:
+                acked_so_far = np.int64(ack[r])
             continue
-        s = left[i]
-        e = right[i]
+        s = np.int64(left[r])
+        e = s + np.int64(length[r])
         duplicate[i] = e <= acked_so_far
         v = NEVER_ACKED
         # How far from s later copies have re-sent this arrival's bytes, in order: a sender
@@ -98,27 +102,30 @@ def _scan(
         # can decide.
         acks_only = least_left_after[i] > s
         j = next_ack[i] if acks_only else i + 1
-        while j < n and group[j] == group[i]:
-            if is_data[j]:
-                if left[j] <= resent_to and right[j] > resent_to:
-                    resent_to = right[j]
+        while j < n and group[rows[j]] == group[r]:
+            q = rows[j]
+            if is_data[q]:
+                if left[q] <= resent_to and left[q] + np.int64(length[q]) > resent_to:
+                    resent_to = left[q] + np.int64(length[q])
                 if resent_to >= e:
                     # Re-sent whole before any ACK covered it: dropped, unless the ACK that
                     # answers the last copy reports it a duplicate (a D-SACK, RFC 2883): the
                     # host had kept the first copy and only held its ACK back.
                     v = RESENT_UNACKED
                     k = j + 1
-                    while k < n and group[k] == group[i] and is_data[k]:
+                    while k < n and group[rows[k]] == group[r] and is_data[rows[k]]:
                         k += 1
                     if (
                         k < n
-                        and group[k] == group[i]
-                        and _dsack_overlaps(k, s, e, ack, sack_start, sack_left, sack_right)
+                        and group[rows[k]] == group[r]
+                        and _dsack_overlaps(
+                            k, ack[rows[k]], s, e, sack_start, sack_left, sack_right
+                        )
                     ):
                         v = ACKED
                     break
             else:
-                if ack[j] >= e:
+                if ack[q] >= e:
                     v = ACKED
                     break
                 covered = False
@@ -132,6 +139,41 @@ def _scan(
             j = next_ack[j] if acks_only else j + 1
         verdict[i] = v
     return verdict, duplicate
+
+
+def sack_starts(sack_owner: np.ndarray, events: int) -> np.ndarray:
+    """Where each event's SACK blocks start (and, last, where the blocks end), from each block's
+    owner event (sorted ascending)."""
+    counts = np.bincount(sack_owner.astype(np.int64), minlength=events)
+    sack_start = np.zeros(events + 1, dtype=np.int64)
+    np.cumsum(counts, out=sack_start[1:])
+    return sack_start
+
+
+def scan_rows(
+    rows: np.ndarray,
+    group: np.ndarray,
+    is_data: np.ndarray,
+    left: np.ndarray,
+    length: np.ndarray,
+    ack: np.ndarray,
+    sack_owner: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`receiver_verdicts` of the events at `rows` of whole columns, which are read in place:
+    per event, the verdict and the duplicate flag."""
+    return _scan(
+        rows,
+        group,
+        is_data,
+        left,
+        length,
+        ack,
+        sack_starts(sack_owner, rows.size),
+        sack_left.astype(np.int64, copy=False),
+        sack_right.astype(np.int64, copy=False),
+    )
 
 
 def receiver_verdicts(
@@ -151,16 +193,15 @@ def receiver_verdicts(
     Data events carry their byte range [left, right); ACK events the receiver's cumulative ACK
     in `ack`. SACK blocks belong to the ACK event at index `sack_owner` (sorted ascending).
     """
-    counts = np.bincount(sack_owner.astype(np.int64), minlength=group.size)
-    sack_start = np.zeros(group.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=sack_start[1:])
-    return _scan(
+    left = left.astype(np.int64)
+    return scan_rows(
+        np.arange(group.size, dtype=np.int64),
         group.astype(np.int64),
         is_data.astype(np.bool_),
-        left.astype(np.int64),
-        right.astype(np.int64),
+        left,
+        right.astype(np.int64) - left,
         ack.astype(np.int64),
-        sack_start,
-        sack_left.astype(np.int64),
-        sack_right.astype(np.int64),
+        sack_owner,
+        sack_left,
+        sack_right,
     )

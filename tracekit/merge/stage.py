@@ -15,16 +15,20 @@ import pyarrow as pa
 from tracekit.connections import data_direction
 from tracekit.core.band import BAND, band
 from tracekit.core.groups import segment_starts, segmented_cummax_prev
+from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
-from tracekit.merge.fate import RESENT_UNACKED, receiver_verdicts
+from tracekit.merge.fate import RESENT_UNACKED, scan_rows
 from tracekit.merge.match import (
+    BYTES,
     ConnectionMatch,
+    Found,
+    Side,
     map_endpoint,
     match_connections,
     match_packets,
-    packet_frame,
-    receiver_in_sender_terms,
+    receiver_side,
+    side,
 )
 from tracekit.schema import (
     COMPETING_COLUMNS,
@@ -169,41 +173,54 @@ def merge(
     n_s, n_r = sender.packets.num_rows, receiver.packets.num_rows
     origin_ns = sender.t0_ns
 
-    snd = packet_frame(sender.packets, sender.capture.udp)
-    rcv_raw = packet_frame(receiver.packets, receiver.capture.udp)
-    matched_s = np.zeros(sender.table.num_rows, dtype=bool)
-    matched_s[pairs["conn_s"].to_numpy()] = True
-    snd = snd[matched_s[snd["conn"].to_numpy()]] if n_s else snd
-    rcv = receiver_in_sender_terms(rcv_raw, pairs, _isn(sender.table), _isn(receiver.table))
+    matched_s = np.full(sender.table.num_rows, -1, dtype=np.int64)
+    matched_s[pairs["conn_s"].to_numpy()] = pairs["conn_s"].to_numpy()
+    snd = side(sender.packets, sender.capture.udp, matched_s)
+    rcv = receiver_side(
+        receiver.packets,
+        receiver.capture.udp,
+        pairs,
+        _isn(sender.table),
+        _isn(receiver.table),
+        receiver.table.column("proto").to_numpy() == PROTO_TCP,
+    )
     found = match_packets(snd, rcv)
 
-    s_ts = sender.packets.column("ts_ns").to_numpy()
-    r_ts = receiver.packets.column("ts_ns").to_numpy()
-    s_row, r_row = found["s_row"].to_numpy(), found["r_row"].to_numpy()
-    s_conn = sender.packets.column("conn").to_numpy().astype(np.int64)
-    s_dir = sender.packets.column("dir").to_numpy().astype(np.int64)
-    forward = s_dir[s_row] == data_dir_s[s_conn[s_row]]
-    timed = (found["how"] != "bytes").to_numpy()  # GRO holds merged segments back: no timing
-    t_s = (s_ts[s_row] - origin_ns) / 1e9
-    t_r = (r_ts[r_row] - origin_ns) / 1e9
-    f, r = timed & forward, timed & ~forward
-    clock = fit_clocks(t_s[f], t_r[f] - t_s[f], t_s[r], t_s[r] - t_r[r]) if f.any() else None
+    s_row, r_row = found.s_row, found.r_row
+    s_cd = snd.cd[s_row]
+    forward = (s_cd & 1) == data_dir_s[s_cd >> 1]
+    del s_cd
+    timed = found.how != BYTES  # GRO holds merged segments back: no timing
+    f, r = np.flatnonzero(timed & forward), np.flatnonzero(timed & ~forward)
+    del timed, forward
+    t_s = (snd.ts_ns[s_row[f]] - origin_ns) / 1e9
+    t_r = (rcv.ts_ns[r_row[f]] - origin_ns) / 1e9
+    back_s = (snd.ts_ns[s_row[r]] - origin_ns) / 1e9
+    back_r = (rcv.ts_ns[r_row[r]] - origin_ns) / 1e9
+    clock = fit_clocks(t_s, t_r - t_s, back_s, back_s - back_r) if f.size else None
+    del back_s, back_r, r
     to_sender = clock.to_sender_s if clock else (lambda x: np.asarray(x, dtype=np.float64))
+    f_cd = snd.cd[s_row[f]]
+    delay = _delay(f_cd >> 1, f_cd & 1, t_s, to_sender(t_r) - t_s, clock)
+    del f_cd, t_s, t_r, f
 
+    # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
+    r_found = np.zeros(n_r, dtype=bool)
+    r_found[r_row] = True
     verdict, duplicate = _receiver_scan(receiver, pairs, data_dir_s)
-    transmissions, sender_fate, receiver_fate = _fates(
-        sender=sender,
-        receiver=receiver,
-        snd=snd,
-        rcv=rcv,
+    columns, sender_fate, receiver_fate = _fates(
+        leave=snd,
+        arrive=rcv,
         found=found,
-        data_dir_s=data_dir_s,
+        arrived_rows=r_found,
+        data_dir=data_dir_s,
         origin_ns=origin_ns,
         to_sender=to_sender,
         verdict=verdict,
         duplicate=duplicate,
         n_conn=sender.table.num_rows,
     )
+    del verdict, duplicate
     returning = _returning_fates(
         sender=sender,
         receiver=receiver,
@@ -215,15 +232,20 @@ def merge(
         origin_ns=origin_ns,
         to_sender=to_sender,
     )
+    del found, s_row, r_row
     if returning is not None:
         back, fate_at_receiver, fate_at_sender = returning
-        transmissions = pd.concat([transmissions, back], ignore_index=True)
+        for name in list(columns):  # one column at a time: the parts go as each is joined
+            columns[name] = np.concatenate([columns[name], back.pop(name)])
         # Each packet is data one way or the other: the two judgements touch other rows.
         sender_fate = np.where(sender_fate == FATE_NONE, fate_at_sender, sender_fate)
         receiver_fate = np.where(receiver_fate == FATE_NONE, fate_at_receiver, receiver_fate)
-    delay = _delay(s_conn[s_row[f]], s_dir[s_row[f]], t_s[f], to_sender(t_r[f]) - t_s[f], clock)
-    span_s = (int(s_ts.max()) - origin_ns) / 1e9 if n_s else 0.0
-    reverse = _reverse_acks(rcv, r_row, r_ts, origin_ns, data_dir_s, to_sender, clock, span_s)
+        del back, fate_at_receiver, fate_at_sender
+    transmissions = _transmission_frame(columns)
+    del columns
+    span_s = (int(snd.ts_ns.max()) - origin_ns) / 1e9 if n_s else 0.0
+    reverse = _reverse_acks(rcv, r_found, origin_ns, data_dir_s, to_sender, clock, span_s)
+    del r_found, snd, rcv
     competing, competing_names = _competing(receiver, cm, data_dir_s, origin_ns, to_sender)
     return Merge(
         connections=cm,
@@ -316,42 +338,55 @@ def _competing(
 
 
 def _reverse_acks(
-    rcv: pd.DataFrame,
-    matched_rows: np.ndarray,
-    r_ts: np.ndarray,
+    rcv: Side,
+    arrived: np.ndarray,
     origin_ns: int,
     data_dir_s: np.ndarray,
     to_sender: Callable[[np.ndarray], np.ndarray],
     clock: ClockFit | None,
     span_s: float,
 ) -> pd.DataFrame:
-    """The receiver's pure ACKs (schema.REVERSE_ACK_COLUMNS), each found or not at the sender.
+    """The receiver's pure ACKs (schema.REVERSE_ACK_COLUMNS), each found or not at the sender
+    (`arrived`, per receiver row).
 
     Only ACKs that left after the sender's capture began and would have reached it before it
     ended count (sent on the sender's clock, plus the way back's minimal delay): one sent
     outside that span says nothing about the path.
     """
-    c = rcv["conn"].to_numpy()
-    flags = rcv["flags"].to_numpy()
-    pure = (
-        rcv["tcp"].to_numpy()
-        & (rcv["dir"].to_numpy() != data_dir_s[c])
-        & (rcv["len"].to_numpy() == 0)
-        & ((flags & TH_ACK) != 0)
-        & ((flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
-    )
-    rows = rcv["row"].to_numpy()[pure]
-    t = to_sender((r_ts[rows] - origin_ns) / 1e9)
+    rows = _pure_acks(rcv.cd, rcv.proto, rcv.length, rcv.flags, data_dir_s.astype(np.int64))
+    cd = rcv.cd[rows]
+    t = to_sender((rcv.ts_ns[rows] - origin_ns) / 1e9)
     back = clock.min_delay_rev_s if clock is not None and clock.min_delay_rev_s else 0.0
     inside = (t >= 0) & (t + back <= span_s)
     return pd.DataFrame(
         {
-            "conn": c[pure][inside].astype(np.int32),
-            "dir": (data_dir_s[c[pure]][inside]).astype(np.uint8),
+            "conn": (cd[inside] >> 1).astype(np.int32),
+            "dir": (data_dir_s[cd[inside] >> 1]).astype(np.uint8),
             "t_s": t[inside],
-            "arrived": np.isin(rows[inside], matched_rows),
+            "arrived": arrived[rows[inside]],
         }
     )
+
+
+@jit
+def _pure_acks(
+    cd: np.ndarray, proto: np.ndarray, length: np.ndarray, flags: np.ndarray, data_dir: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows of TCP pure ACKs (no payload, no SYN, FIN or RST) against a matched connection's
+    data direction, in row order."""
+    keep = np.zeros(cd.size, dtype=np.bool_)
+    for i in range(cd.size):
+        c = cd[i]
+        keep[i] = (
+            c >= 0
+            and proto[i] == PROTO_TCP
+            and (c & 1) != data_dir[c >> 1]
+            and length[i] == 0
+            and (flags[i] & TH_ACK) != 0
+            and (flags[i] & (TH_SYN | TH_FIN | TH_RST)) == 0
+        )
+    out = np.flatnonzero(keep)
+    return out
 
 
 def _unused_rules(
@@ -389,10 +424,87 @@ def _delay(
     )
 
 
+@jit
+def _events(
+    conn: np.ndarray,
+    direction: np.ndarray,
+    proto: np.ndarray,
+    length: np.ndarray,
+    flags: np.ndarray,
+    data_dir: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """The events of a receiver's scan: each row that carries data in the judged direction
+    of its connection (`data_dir`, -1: not judged) or an ACK of it, of connections with any
+    such data. Returns the rows sorted by (connection, row), where each connection's start in
+    them (n_conn + 1 offsets), and per row whether it is a data event.
+
+    Counted before they are written: the outputs are sized exactly."""
+    n_conn = data_dir.size
+    has_data = np.zeros(n_conn, dtype=np.bool_)
+    is_data = np.zeros(conn.size, dtype=np.bool_)
+    for i in range(conn.size):
+        c = conn[i]
+        if (
+            0 <= c < n_conn
+            and data_dir[c] >= 0
+            and proto[i] == PROTO_TCP
+            and direction[i] == data_dir[c]
+            and length[i] > 0
+        ):
+            is_data[i] = True
+            has_data[c] = True
+    event = np.zeros(conn.size, dtype=np.bool_)
+    counts = np.zeros(n_conn + 1, dtype=np.int64)
+    for i in range(conn.size):
+        c = conn[i]
+        if 0 <= c < n_conn and has_data[c] and proto[i] == PROTO_TCP:
+            event[i] = is_data[i] or (direction[i] != data_dir[c] and (flags[i] & TH_ACK) != 0)
+            if event[i]:
+                counts[c + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    rows = np.empty(starts[-1], dtype=np.int64)
+    for i in range(conn.size):
+        if event[i]:
+            rows[fill[conn[i]]] = i
+            fill[conn[i]] += 1
+    return rows, starts, is_data
+
+
+@jit
+def _owners(
+    rows: np.ndarray, starts: np.ndarray, conn: np.ndarray, sack_rows: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """The event index of each SACK block's packet row (-1: not an event): a binary search
+    within its connection's events, which are in row order."""
+    out = np.full(sack_rows.size, -1, dtype=np.int64)
+    for k in range(sack_rows.size):
+        row = sack_rows[k]
+        if not 0 <= row < conn.size:
+            continue
+        c = conn[row]
+        if not 0 <= c < starts.size - 1:
+            continue
+        lo = starts[c]
+        hi = starts[c + 1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rows[mid] < row:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < starts[c + 1] and rows[lo] == row:
+            out[k] = lo
+    return out
+
+
 def _receiver_scan(
     receiver: Connections, pairs: pd.DataFrame, data_dir_s: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag."""
+    """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag.
+
+    Only connections that carried data in the judged direction are scanned: elsewhere no row
+    is a data arrival, and an ACK event has no verdict of its own."""
     pk = receiver.packets
     n = pk.num_rows
     verdict = np.full(n, -1, dtype=np.int8)
@@ -403,29 +515,28 @@ def _receiver_scan(
     data_dir_r[pairs["conn_r"].to_numpy()] = (
         data_dir_s[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
     )
-    conn = pk.column("conn").to_numpy().astype(np.int64)
-    d = pk.column("dir").to_numpy().astype(np.int64)
-    tcp = pk.column("proto").to_numpy() == PROTO_TCP
-    length = pk.column("payload_bytes").to_numpy().astype(np.int64)
-    flags = pk.column("tcp_flags").to_numpy()
+    conn = pk.column("conn").to_numpy()
     seq = pk.column("seq_rel").to_numpy()
     ack = pk.column("ack_rel").to_numpy()
-    judged = tcp & (data_dir_r[conn] >= 0)
-    is_data = judged & (d == data_dir_r[conn]) & (length > 0)
-    is_ack = judged & (d != data_dir_r[conn]) & ((flags & TH_ACK) != 0)
-    rows = np.flatnonzero(is_data | is_ack)  # capture order
-    order = rows[np.argsort(conn[rows], kind="stable")]
-    event_of_row = np.full(n, -1, dtype=np.int64)
-    event_of_row[order] = np.arange(order.size)
+    order, starts, is_data = _events(
+        conn,
+        pk.column("dir").to_numpy(),
+        pk.column("proto").to_numpy(),
+        pk.column("payload_bytes").to_numpy(),
+        pk.column("tcp_flags").to_numpy(),
+        data_dir_r,
+    )
+    if not order.size:
+        return verdict, duplicate
 
     # SACK blocks the receiver sent, relative to the data direction's ISN, placed next to the
     # ACK number that carried them (as tracekit.series does).
     sack = receiver.capture.sack
     s_row = sack.column("row").to_numpy().astype(np.int64)
-    owner = event_of_row[s_row] if s_row.size else s_row
+    owner = _owners(order, starts, conn, s_row)
     keep = owner >= 0
     if keep.any():
-        keep &= is_ack[s_row]
+        keep &= ~is_data[s_row]
     owner, s_row = owner[keep], s_row[keep]
     isn = _isn(receiver.table)
     base = isn[conn[s_row], data_dir_r[conn[s_row]]]
@@ -436,12 +547,13 @@ def _receiver_scan(
     right = left + (right_raw - left_raw) % WRAP
     by_owner = np.argsort(owner, kind="stable")
 
-    v, dup = receiver_verdicts(
-        conn[order],
-        is_data[order],
-        seq[order],
-        seq[order] + length[order],
-        ack[order],
+    v, dup = scan_rows(
+        order,
+        conn,
+        is_data,
+        seq,
+        pk.column("payload_bytes").to_numpy(),
+        ack,
         owner[by_owner],
         left[by_owner],
         right[by_owner],
@@ -455,17 +567,17 @@ def _returning_fates(
     *,
     sender: Connections,
     receiver: Connections,
-    snd: pd.DataFrame,
-    rcv: pd.DataFrame,
-    found: pd.DataFrame,
+    snd: Side,
+    rcv: Side,
+    found: Found,
     pairs: pd.DataFrame,
     data_dir_s: np.ndarray,
     origin_ns: int,
     to_sender: Callable[[np.ndarray], np.ndarray],
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray] | None:
     """The fates of the data connections carried back, from the receiver's host to the
-    sender's (None when no connection carried any): the transmissions' rows, and the fate of
-    each row of the receiver's and of the sender's packet tables.
+    sender's (None when no connection carried any): the transmissions' columns, and the fate
+    of each row of the receiver's and of the sender's packet tables.
 
     The same judgement as the data's own direction, with the captures' roles swapped: the
     receiver's capture saw this data leave, the sender's saw it arrive, and the sender's host
@@ -474,16 +586,7 @@ def _returning_fates(
     left (the receiver's capture here), `receiver_*` where it arrived.
     """
     back = (1 - data_dir_s).astype(np.int64)
-
-    def carried(frame: pd.DataFrame) -> np.ndarray:
-        conn = frame["conn"].to_numpy()
-        return np.asarray(
-            frame["tcp"].to_numpy()
-            & (frame["len"].to_numpy() > 0)
-            & (frame["dir"].to_numpy() == back[conn])
-        )
-
-    if pairs.empty or not (carried(snd).any() or carried(rcv).any()):
+    if pairs.empty or not (_data_rows(snd, back).size or _data_rows(rcv, back).size):
         return None
     # The data's receiver is the sender capture's host: its ACKs and SACK blocks tell what its
     # TCP took in. _receiver_scan reads a capture in its own terms, so the pairs swap sides and
@@ -492,13 +595,14 @@ def _returning_fates(
     back_r = np.zeros(receiver.table.num_rows, dtype=np.int64)
     back_r[pairs["conn_r"].to_numpy()] = back[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
     verdict, duplicate = _receiver_scan(sender, swapped, back_r)
-    table, fate_at_receiver, fate_at_sender = _fates(
-        sender=receiver,
-        receiver=sender,
-        snd=rcv,
-        rcv=snd,
-        found=found.rename(columns={"s_row": "r_row", "r_row": "s_row"}),
-        data_dir_s=back,
+    s_found = np.zeros(snd.rows, dtype=bool)
+    s_found[found.s_row] = True
+    columns, fate_at_receiver, fate_at_sender = _fates(
+        leave=rcv,
+        arrive=snd,
+        found=found.swapped(),
+        arrived_rows=s_found,
+        data_dir=back,
         origin_ns=origin_ns,
         to_sender=lambda seconds: np.asarray(seconds, dtype=np.float64),
         verdict=verdict,
@@ -506,17 +610,69 @@ def _returning_fates(
         n_conn=sender.table.num_rows,
     )
     # Departures were stamped by the receiver's clock: on the sender's, as every time is.
-    table["sender_t_s"] = to_sender(table["sender_t_s"].to_numpy(dtype=np.float64))
-    return table, fate_at_receiver, fate_at_sender
+    columns["sender_t_s"] = to_sender(columns["sender_t_s"])
+    return columns, fate_at_receiver, fate_at_sender
 
 
-def _coverage(rcv_data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+@jit
+def _data_rows_of(
+    cd: np.ndarray, length: np.ndarray, data_dir: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows with payload in their matched connection's `data_dir`, in row order, counted
+    first so the output is sized exactly."""
+    n = 0
+    for i in range(cd.size):
+        c = cd[i]
+        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
+            n += 1
+    out = np.empty(n, dtype=np.int64)
+    n = 0
+    for i in range(cd.size):
+        c = cd[i]
+        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
+            out[n] = i
+            n += 1
+    return out
+
+
+def _data_rows(s: Side, data_dir: np.ndarray) -> np.ndarray:
+    """The rows of `s` that carry data in the direction `data_dir` names per sender
+    connection, in row order."""
+    return _data_rows_of(s.cd, s.length, data_dir.astype(np.int64))
+
+
+@jit
+def _max_ack(
+    cd: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    ack_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    ack_shift: np.ndarray,
+    data_dir: np.ndarray,
+    n_conn: int,
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per (conn * 2 + data direction), the highest ACK number (in the sender capture's terms)
+    of the TCP packets that acknowledge that direction (-1: none)."""
+    out = np.full(2 * n_conn + 2, -1, dtype=np.int64)
+    for i in range(cd.size):
+        c = cd[i]
+        if c < 0 or proto[i] != PROTO_TCP or (flags[i] & TH_ACK) == 0:
+            continue
+        if (c & 1) == data_dir[c >> 1]:
+            continue
+        k = (c >> 1) * 2 + (1 - (c & 1))
+        a = ack_rel[i] + ack_shift[conn[i], direction[i]]
+        if a > out[k]:
+            out[k] = a
+    return out
+
+
+def _coverage(cd: np.ndarray, seq: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of the receiver's arrivals per direction: block starts (banded) and ends."""
-    if rcv_data.empty:
+    if not cd.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cd = rcv_data["cd"].to_numpy()
-    seq = rcv_data["seq"].to_numpy()
-    end = seq + rcv_data["len"].to_numpy()
     order = np.lexsort((seq, cd))
     cd, seq, end = cd[order], seq[order], end[order]
     starts = segment_starts(cd)
@@ -530,136 +686,152 @@ def _coverage(rcv_data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _fates(
     *,
-    sender: Connections,
-    receiver: Connections,
-    snd: pd.DataFrame,
-    rcv: pd.DataFrame,
-    found: pd.DataFrame,
-    data_dir_s: np.ndarray,
+    leave: Side,
+    arrive: Side,
+    found: Found,
+    arrived_rows: np.ndarray,
+    data_dir: np.ndarray,
     origin_ns: int,
-    to_sender: object,
+    to_sender: Callable[[np.ndarray], np.ndarray],
     verdict: np.ndarray,
     duplicate: np.ndarray,
     n_conn: int,
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """One direction's transmissions and their fates, from the capture that saw the data leave
-    (`sender`, `snd`) and the one that saw it arrive (`receiver`, `rcv`, in the first's terms);
-    `n_conn` is how many connections those terms number."""
-    n_s, n_r = sender.packets.num_rows, receiver.packets.num_rows
-    sender_fate = np.full(n_s, FATE_NONE, dtype=np.uint8)
-    receiver_fate = np.full(n_r, FATE_NONE, dtype=np.uint8)
-    s_ts = sender.packets.column("ts_ns").to_numpy()
-    r_ts = receiver.packets.column("ts_ns").to_numpy()
-    s_frame = sender.packets.column("frame").to_numpy().astype(np.int64)
-    r_frame = receiver.packets.column("frame").to_numpy().astype(np.int64)
+    (`leave`) and the one that saw it arrive (`arrive`), both in the sender capture's terms,
+    whose `n_conn` connections send data in `data_dir`: the transmissions' columns, and the fate
+    of each row of the two packet tables. `found` pairs leave rows with arrive rows,
+    `arrived_rows` marks the arrive rows it holds, and `verdict` and `duplicate` are the
+    arriving host's judgement of each arrive row."""
+    leave_fate = np.full(leave.rows, FATE_NONE, dtype=np.uint8)
+    arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
+    s_ts, r_ts = leave.ts_ns, arrive.ts_ns
 
-    tx = snd[(snd["len"] > 0).to_numpy() & (snd["dir"] == data_dir_s[snd["conn"]]).to_numpy()]
-    tx = tx.sort_values("ts_ns", kind="stable")
-    arr = rcv[(rcv["len"] > 0).to_numpy() & (rcv["dir"] == data_dir_s[rcv["conn"]]).to_numpy()]
-    arr = arr.assign(cd=arr["conn"] * 2 + arr["dir"])
+    rows = _data_rows(leave, data_dir)
+    rows = rows[np.argsort(s_ts[rows], kind="stable")]  # the transmissions, in time order
+    arr = _data_rows(arrive, data_dir)  # the arrivals, in row order
+    n_tx = rows.size
 
     # Arrival of each transmission: its first piece; all of its bytes must have arrived.
-    p = found[found["s_row"].isin(tx["row"]) & found["r_row"].isin(arr["row"])].copy()
-    s_len = np.zeros(n_s, dtype=np.int64)
-    s_len[tx["row"].to_numpy()] = tx["len"].to_numpy()
-    r_len = np.zeros(n_r, dtype=np.int64)
-    r_len[arr["row"].to_numpy()] = arr["len"].to_numpy()
-    p["bytes"] = np.minimum(s_len[p["s_row"].to_numpy()], r_len[p["r_row"].to_numpy()])
-    p["r_ts"] = r_ts[p["r_row"].to_numpy()]
-    p["dropped"] = verdict[p["r_row"].to_numpy()] == RESENT_UNACKED
-    p["dup"] = duplicate[p["r_row"].to_numpy()]
-    p = p.sort_values(["s_row", "r_ts"], kind="stable")
-    per = p.groupby("s_row", sort=False).agg(
-        r_row=("r_row", "first"),
-        bytes=("bytes", "sum"),
-        dropped=("dropped", "any"),
-        dup=("dup", "all"),
-    )
-
-    rows = tx["row"].to_numpy()
-    n_tx = rows.size
-    first_r = np.full(n_s, -1, dtype=np.int64)
-    first_r[per.index.to_numpy()] = per["r_row"].to_numpy()
-    got = np.zeros(n_s, dtype=np.int64)
-    got[per.index.to_numpy()] = per["bytes"].to_numpy()
-    dropped = np.zeros(n_s, dtype=bool)
-    dropped[per.index.to_numpy()] = per["dropped"].to_numpy()
-    dup = np.zeros(n_s, dtype=bool)
-    dup[per.index.to_numpy()] = per["dup"].to_numpy()
-    arrived = first_r[rows] >= 0
-    whole = arrived & (got[rows] >= s_len[rows])
+    is_tx = np.zeros(leave.rows, dtype=bool)
+    is_tx[rows] = True
+    is_arr = np.zeros(arrive.rows, dtype=bool)
+    is_arr[arr] = True
+    sel = np.flatnonzero(is_tx[found.s_row] & is_arr[found.r_row])
+    del is_tx, is_arr
+    p_s, p_r = found.s_row[sel], found.r_row[sel]
+    del sel
+    by_arrival = np.lexsort((r_ts[p_r], p_s))
+    p_s, p_r = p_s[by_arrival], p_r[by_arrival]
+    del by_arrival
+    first = np.flatnonzero(segment_starts(p_s))
+    tx_of = np.searchsorted(p_s[first], rows)  # each transmission's group of pairs, if any
+    tx_of = np.minimum(tx_of, max(first.size - 1, 0))
+    arrived = (p_s[first][tx_of] == rows) if first.size else np.zeros(n_tx, dtype=bool)
+    s_len = leave.length[rows].astype(np.int64)
+    if first.size:
+        piece = np.minimum(leave.length[p_s], arrive.length[p_r]).astype(np.int64)
+        got = np.add.reduceat(piece, first)[tx_of]
+        del piece
+        dropped = np.logical_or.reduceat(verdict[p_r] == RESENT_UNACKED, first)[tx_of]
+        dup = np.logical_and.reduceat(duplicate[p_r], first)[tx_of]
+        a_rows = np.where(arrived, p_r[first][tx_of], -1)
+    else:
+        got = np.zeros(n_tx, dtype=np.int64)
+        dropped = dup = np.zeros(n_tx, dtype=bool)
+        a_rows = np.full(n_tx, -1, dtype=np.int64)
+    del tx_of, first
+    whole = arrived & (got >= s_len)
+    del got
 
     # Not (wholly) at the receiver's capture point: lost in the network, unless no arrival ever
     # carried these bytes and the receiver acknowledged them anyway (its capture missed them).
-    cd = (tx["conn"] * 2 + tx["dir"]).to_numpy()
-    seq = tx["seq"].to_numpy()
-    end = seq + tx["len"].to_numpy()
-    blk_key, blk_end = _coverage(arr)
+    cd = leave.cd[rows]
+    seq = leave.seq(rows)
+    end = seq + s_len
+    a_seq = arrive.seq(arr)
+    blk_key, blk_end = _coverage(arrive.cd[arr], a_seq, a_seq + arrive.length[arr])
+    del a_seq
     pos = np.searchsorted(blk_key, band(cd, seq), side="right") - 1
     covered = (pos >= 0) & (
         (blk_key[np.maximum(pos, 0)] // BAND) == cd if blk_key.size else np.zeros(n_tx, bool)
     )
     covered &= blk_end[np.maximum(pos, 0)] >= end if blk_end.size else covered
-    rack = rcv[(rcv["tcp"]).to_numpy() & (rcv["dir"] != data_dir_s[rcv["conn"]]).to_numpy()]
-    rack = rack[(rack["flags"].to_numpy() & TH_ACK) != 0]
-    max_ack = np.full(2 * n_conn + 2, -1, dtype=np.int64)
-    np.maximum.at(
-        max_ack, (rack["conn"] * 2 + (1 - rack["dir"])).to_numpy(), rack["ack"].to_numpy()
+    del pos, blk_key, blk_end
+    max_ack = _max_ack(
+        arrive.cd,
+        arrive.proto,
+        arrive.flags,
+        arrive.ack_rel,
+        arrive.conn,
+        arrive.dir,
+        arrive.ack_shift,
+        data_dir.astype(np.int64),
+        n_conn,
     )
-    tcp_tx = tx["tcp"].to_numpy()
+    tcp_tx = leave.proto[rows] == PROTO_TCP
     gap = ~whole & ~covered & tcp_tx & (max_ack[cd] >= end)
+    del covered, tcp_tx, max_ack
 
     # Reordering: an arrival after one of a segment the sender sent later.
-    a_rows = first_r[rows]
-    in_order = np.lexsort((r_ts[np.maximum(a_rows, 0)], cd))
+    a_ts = r_ts[np.maximum(a_rows, 0)]
+    in_order = np.lexsort((a_ts, cd))
     sel = in_order[arrived[in_order]]
+    del in_order
     reordered = np.zeros(n_tx, dtype=bool)
     if sel.size:
         sent_before = segmented_cummax_prev(s_ts[rows[sel]], segment_starts(cd[sel]))
         reordered[sel] = s_ts[rows[sel]] < sent_before
+    del sel
 
     fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
     fate[reordered] = _CODE["reordered"]
-    fate[whole & dup[rows]] = _CODE["duplicate"]
-    fate[whole & dropped[rows]] = _CODE["receiver_drop"]
+    fate[whole & dup] = _CODE["duplicate"]
+    fate[whole & dropped] = _CODE["receiver_drop"]
     fate[~whole] = _CODE["network_drop"]
     fate[gap] = _CODE["receiver_capture_gap"]
-    sender_fate[rows] = fate
-    matched_pairs = p[p["s_row"].isin(rows)]
-    receiver_fate[matched_pairs["r_row"].to_numpy()] = sender_fate[
-        matched_pairs["s_row"].to_numpy()
-    ]
+    del reordered, whole, dup, dropped, gap
+    leave_fate[rows] = fate
+    arrive_fate[p_r] = leave_fate[p_s]
+    del p_s, p_r
 
     # Arrivals the sender capture lacks.
-    orphan = arr[~arr["row"].isin(found["r_row"])]
-    receiver_fate[orphan["row"].to_numpy()] = _CODE["sender_capture_gap"]
+    orphan = arr[~arrived_rows[arr]]
+    del arr
+    arrive_fate[orphan] = _CODE["sender_capture_gap"]
 
-    to_s = to_sender  # a callable: receiver-clock seconds -> sender-clock seconds
-    r_sec = np.where(arrived, (r_ts[np.maximum(a_rows, 0)] - origin_ns) / 1e9, np.nan)
-    o_sec = (r_ts[orphan["row"].to_numpy()] - origin_ns) / 1e9
-    table = pd.DataFrame(
-        {
-            "conn": np.concatenate([tx["conn"], orphan["conn"]]).astype(np.int32),
-            "dir": np.concatenate([tx["dir"], orphan["dir"]]).astype(np.uint8),
-            "seq_rel": np.concatenate([seq, orphan["seq"]]).astype(np.int64),
-            "end_rel": np.concatenate([end, orphan["seq"] + orphan["len"]]).astype(np.int64),
-            "len": np.concatenate([tx["len"], orphan["len"]]).astype(np.int64),
-            "sender_frame": np.concatenate(
-                [s_frame[rows], np.full(len(orphan), -1, dtype=np.int64)]
-            ),
-            "receiver_frame": np.concatenate(
-                [np.where(arrived, r_frame[np.maximum(a_rows, 0)], -1), r_frame[orphan["row"]]]
-            ),
-            "sender_t_s": np.concatenate(
-                [(s_ts[rows] - origin_ns) / 1e9, np.full(len(orphan), np.nan)]
-            ),
-            "receiver_t_s": np.concatenate([to_s(r_sec), to_s(o_sec)]),  # type: ignore[operator]
-            "fate": pd.Categorical.from_codes(
-                np.concatenate([fate, np.full(len(orphan), _CODE["sender_capture_gap"])]).astype(
-                    np.int64
-                ),
-                categories=list(FATES),
-            ),
-        }
-    )
-    return table, sender_fate, receiver_fate
+    o_seq = arrive.seq(orphan)
+    o_cd = arrive.cd[orphan]
+    o_len = arrive.length[orphan].astype(np.int64)
+    r_sec = np.where(arrived, (a_ts - origin_ns) / 1e9, np.nan)
+    o_sec = (r_ts[orphan] - origin_ns) / 1e9
+    columns = {
+        "conn": np.concatenate([cd >> 1, o_cd >> 1]).astype(np.int32),
+        "dir": np.concatenate([cd & 1, o_cd & 1]).astype(np.uint8),
+        "seq_rel": np.concatenate([seq, o_seq]).astype(np.int64),
+        "end_rel": np.concatenate([end, o_seq + o_len]).astype(np.int64),
+        "len": np.concatenate([s_len, o_len]),
+        "sender_frame": np.concatenate(
+            [leave.frame[rows].astype(np.int64), np.full(orphan.size, -1, dtype=np.int64)]
+        ),
+        "receiver_frame": np.concatenate(
+            [
+                np.where(arrived, arrive.frame[np.maximum(a_rows, 0)].astype(np.int64), -1),
+                arrive.frame[orphan].astype(np.int64),
+            ]
+        ),
+        "sender_t_s": np.concatenate(
+            [(s_ts[rows] - origin_ns) / 1e9, np.full(orphan.size, np.nan)]
+        ),
+        "receiver_t_s": np.concatenate([to_sender(r_sec), to_sender(o_sec)]),
+        "fate": np.concatenate([fate, np.full(orphan.size, _CODE["sender_capture_gap"])]),
+    }
+    return columns, leave_fate, arrive_fate
+
+
+def _transmission_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The transmissions table (schema.TRANSMISSION_COLUMNS) around its columns, not a copy."""
+    fate = columns.pop("fate")
+    frame = pd.DataFrame(columns, copy=False)
+    frame["fate"] = pd.Categorical.from_codes(fate.astype(np.int8), categories=list(FATES))
+    return frame
