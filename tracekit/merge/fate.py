@@ -11,9 +11,21 @@ from a network drop).
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
+
+from tracekit.core.band import BAND
 from tracekit.core.kernels import jit
+from tracekit.merge.match import Found, Side, isn
+from tracekit.schema import FATE_NONE, FATES, PROTO_TCP, TH_ACK, WRAP
+
+if TYPE_CHECKING:
+    from tracekit.connections import Connections
+
+_CODE = {name: np.uint8(i) for i, name in enumerate(FATES)}
 
 # Verdicts of the receiver's scan, per arrival.
 ACKED = 0  # a later ACK or SACK block of the receiver covers it: the host kept it
@@ -141,7 +153,7 @@ def _scan(
     return verdict, duplicate
 
 
-def sack_starts(sack_owner: np.ndarray, events: int) -> np.ndarray:
+def _sack_starts(sack_owner: np.ndarray, events: int) -> np.ndarray:
     """Where each event's SACK blocks start (and, last, where the blocks end), from each block's
     owner event (sorted ascending)."""
     counts = np.bincount(sack_owner.astype(np.int64), minlength=events)
@@ -150,7 +162,7 @@ def sack_starts(sack_owner: np.ndarray, events: int) -> np.ndarray:
     return sack_start
 
 
-def scan_rows(
+def _scan_rows(
     rows: np.ndarray,
     group: np.ndarray,
     is_data: np.ndarray,
@@ -170,7 +182,7 @@ def scan_rows(
         left,
         length,
         ack,
-        sack_starts(sack_owner, rows.size),
+        _sack_starts(sack_owner, rows.size),
         sack_left.astype(np.int64, copy=False),
         sack_right.astype(np.int64, copy=False),
     )
@@ -194,7 +206,7 @@ def receiver_verdicts(
     in `ack`. SACK blocks belong to the ACK event at index `sack_owner` (sorted ascending).
     """
     left = left.astype(np.int64)
-    return scan_rows(
+    return _scan_rows(
         np.arange(group.size, dtype=np.int64),
         group.astype(np.int64),
         is_data.astype(np.bool_),
@@ -205,3 +217,576 @@ def receiver_verdicts(
         sack_left,
         sack_right,
     )
+
+
+@jit
+def _events(
+    conn: np.ndarray,
+    direction: np.ndarray,
+    proto: np.ndarray,
+    length: np.ndarray,
+    flags: np.ndarray,
+    data_dir: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """The events of a receiver's scan: each row that carries data in the judged direction
+    of its connection (`data_dir`, -1: not judged) or an ACK of it, of connections with any
+    such data. Returns the rows sorted by (connection, row), where each connection's start in
+    them (n_conn + 1 offsets), and per row whether it is a data event.
+
+    Counted before they are written: the outputs are sized exactly."""
+    n_conn = data_dir.size
+    has_data = np.zeros(n_conn, dtype=np.bool_)
+    is_data = np.zeros(conn.size, dtype=np.bool_)
+    for i in range(conn.size):
+        c = conn[i]
+        if (
+            0 <= c < n_conn
+            and data_dir[c] >= 0
+            and proto[i] == PROTO_TCP
+            and direction[i] == data_dir[c]
+            and length[i] > 0
+        ):
+            is_data[i] = True
+            has_data[c] = True
+    event = np.zeros(conn.size, dtype=np.bool_)
+    counts = np.zeros(n_conn + 1, dtype=np.int64)
+    for i in range(conn.size):
+        c = conn[i]
+        if 0 <= c < n_conn and has_data[c] and proto[i] == PROTO_TCP:
+            event[i] = is_data[i] or (direction[i] != data_dir[c] and (flags[i] & TH_ACK) != 0)
+            if event[i]:
+                counts[c + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    rows = np.empty(starts[-1], dtype=np.int64)
+    for i in range(conn.size):
+        if event[i]:
+            rows[fill[conn[i]]] = i
+            fill[conn[i]] += 1
+    return rows, starts, is_data
+
+
+@jit
+def _owners(
+    rows: np.ndarray, starts: np.ndarray, conn: np.ndarray, sack_rows: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """The event index of each SACK block's packet row (-1: not an event): a binary search
+    within its connection's events, which are in row order."""
+    out = np.full(sack_rows.size, -1, dtype=np.int64)
+    for k in range(sack_rows.size):
+        row = sack_rows[k]
+        if not 0 <= row < conn.size:
+            continue
+        c = conn[row]
+        if not 0 <= c < starts.size - 1:
+            continue
+        lo = starts[c]
+        hi = starts[c + 1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rows[mid] < row:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < starts[c + 1] and rows[lo] == row:
+            out[k] = lo
+    return out
+
+
+def receiver_scan(
+    receiver: Connections, pairs: pd.DataFrame, data_dir_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag.
+
+    Only connections that carried data in the judged direction are scanned: elsewhere no row
+    is a data arrival, and an ACK event has no verdict of its own."""
+    pk = receiver.packets
+    n = pk.num_rows
+    verdict = np.full(n, -1, dtype=np.int8)
+    duplicate = np.zeros(n, dtype=bool)
+    if n == 0 or pairs.empty:
+        return verdict, duplicate
+    data_dir_r = np.full(receiver.table.num_rows, -1, dtype=np.int64)
+    data_dir_r[pairs["conn_r"].to_numpy()] = (
+        data_dir_s[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
+    )
+    conn = pk.column("conn").to_numpy()
+    seq = pk.column("seq_rel").to_numpy()
+    ack = pk.column("ack_rel").to_numpy()
+    order, starts, is_data = _events(
+        conn,
+        pk.column("dir").to_numpy(),
+        pk.column("proto").to_numpy(),
+        pk.column("payload_bytes").to_numpy(),
+        pk.column("tcp_flags").to_numpy(),
+        data_dir_r,
+    )
+    if not order.size:
+        return verdict, duplicate
+
+    # SACK blocks the receiver sent, relative to the data direction's ISN, placed next to the
+    # ACK number that carried them (as tracekit.series does).
+    sack = receiver.capture.sack
+    s_row = sack.column("row").to_numpy().astype(np.int64)
+    owner = _owners(order, starts, conn, s_row)
+    keep = owner >= 0
+    if keep.any():
+        keep &= ~is_data[s_row]
+    owner, s_row = owner[keep], s_row[keep]
+    bases = isn(receiver.table)
+    base = bases[conn[s_row], data_dir_r[conn[s_row]]]
+    left_raw = sack.column("left").to_numpy().astype(np.int64)[keep]
+    right_raw = sack.column("right").to_numpy().astype(np.int64)[keep]
+    delta = (left_raw - base) % WRAP
+    left = delta + np.round((ack[s_row] - delta) / WRAP).astype(np.int64) * WRAP
+    right = left + (right_raw - left_raw) % WRAP
+    by_owner = np.argsort(owner, kind="stable")
+
+    v, dup = _scan_rows(
+        order,
+        conn,
+        is_data,
+        seq,
+        pk.column("payload_bytes").to_numpy(),
+        ack,
+        owner[by_owner],
+        left[by_owner],
+        right[by_owner],
+    )
+    verdict[order] = v
+    duplicate[order] = dup & is_data[order]
+    return verdict, duplicate
+
+
+@jit
+def _data_rows_of(
+    cd: np.ndarray, length: np.ndarray, data_dir: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows with payload in their matched connection's `data_dir`, in row order, counted
+    first so the output is sized exactly."""
+    n = 0
+    for i in range(cd.size):
+        c = cd[i]
+        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
+            n += 1
+    out = np.empty(n, dtype=np.int64)
+    n = 0
+    for i in range(cd.size):
+        c = cd[i]
+        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
+            out[n] = i
+            n += 1
+    return out
+
+
+def data_rows(s: Side, data_dir: np.ndarray) -> np.ndarray:
+    """The rows of `s` that carry data in the direction `data_dir` names per sender
+    connection, in row order."""
+    return _data_rows_of(s.cd, s.length, data_dir.astype(np.int64))
+
+
+@jit
+def _max_ack(
+    cd: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    ack_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    ack_shift: np.ndarray,
+    data_dir: np.ndarray,
+    n_conn: int,
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per (conn * 2 + data direction), the highest ACK number (in the sender capture's terms)
+    of the TCP packets that acknowledge that direction (-1: none)."""
+    out = np.full(2 * n_conn + 2, -1, dtype=np.int64)
+    for i in range(cd.size):
+        c = cd[i]
+        if c < 0 or proto[i] != PROTO_TCP or (flags[i] & TH_ACK) == 0:
+            continue
+        if (c & 1) == data_dir[c >> 1]:
+            continue
+        k = (c >> 1) * 2 + (1 - (c & 1))
+        a = ack_rel[i] + ack_shift[conn[i], direction[i]]
+        if a > out[k]:
+            out[k] = a
+    return out
+
+
+@jit
+def _first_arrivals(
+    rows: np.ndarray,
+    s_row: np.ndarray,
+    r_row: np.ndarray,
+    arr: np.ndarray,
+    n_leave: int,
+    n_arrive: int,
+    s_len: np.ndarray,
+    r_len: np.ndarray,
+    r_ts: np.ndarray,
+    verdict: np.ndarray,
+    duplicate: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """Per transmission (leave row rows[t]), from the pairs (s_row, r_row) of a transmission
+    with an arrival (an `arr` row): its first arrival's row (the earliest, the first pair of
+    equal times; -1: none), whether all its bytes arrived, whether its host dropped a piece
+    (RESENT_UNACKED) and whether every piece came in a duplicate."""
+    n_tx = rows.size
+    tx_of = np.full(n_leave, -1, dtype=np.int64)
+    for t in range(n_tx):
+        tx_of[rows[t]] = t
+    arrival = np.zeros(n_arrive, dtype=np.bool_)
+    for k in range(arr.size):
+        arrival[arr[k]] = True
+    first = np.full(n_tx, -1, dtype=np.int64)
+    first_ts = np.zeros(n_tx, dtype=np.int64)
+    got = np.zeros(n_tx, dtype=np.int64)
+    dropped = np.zeros(n_tx, dtype=np.bool_)
+    dup = np.ones(n_tx, dtype=np.bool_)
+    for k in range(s_row.size):
+        s = s_row[k]
+        r = r_row[k]
+        t = tx_of[s]
+        if t < 0 or not arrival[r]:
+            continue
+        if first[t] < 0 or r_ts[r] < first_ts[t]:
+            first[t] = r
+            first_ts[t] = r_ts[r]
+        got[t] += min(np.int64(s_len[s]), np.int64(r_len[r]))
+        if verdict[r] == RESENT_UNACKED:
+            dropped[t] = True
+        if not duplicate[r]:
+            dup[t] = False
+    whole = np.empty(n_tx, dtype=np.bool_)
+    for t in range(n_tx):
+        whole[t] = first[t] >= 0 and got[t] >= np.int64(s_len[rows[t]])
+    return first, whole, dropped, dup
+
+
+@jit
+def _blocks(
+    rows: np.ndarray,
+    cd: np.ndarray,
+    seq_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    seq_shift: np.ndarray,
+    length: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """The union of the byte ranges of `rows` (sorted by cd, then sequence number) per cd:
+    each block's start as band(cd, seq) and its end (0 at least). Counted first: sized
+    exactly."""
+    lowest = np.iinfo(np.int64).min
+    n = 0
+    reach = lowest
+    for k in range(rows.size):
+        i = rows[k]
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        if k == 0 or cd[i] != cd[rows[k - 1]]:
+            reach = lowest
+        if k == 0 or cd[i] != cd[rows[k - 1]] or s > reach:
+            n += 1
+        reach = max(reach, s + np.int64(length[i]))
+    key = np.empty(n, dtype=np.int64)
+    end = np.empty(n, dtype=np.int64)
+    b = -1
+    reach = lowest
+    for k in range(rows.size):
+        i = rows[k]
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        e = s + np.int64(length[i])
+        if k == 0 or cd[i] != cd[rows[k - 1]]:
+            reach = lowest
+        if k == 0 or cd[i] != cd[rows[k - 1]] or s > reach:
+            b += 1
+            key[b] = cd[i] * BAND + s
+            end[b] = max(e, 0)
+        elif e > end[b]:
+            end[b] = e
+        reach = max(reach, e)
+    return key, end
+
+
+@jit
+def _gaps(
+    rows: np.ndarray,
+    whole: np.ndarray,
+    cd: np.ndarray,
+    proto: np.ndarray,
+    seq_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    seq_shift: np.ndarray,
+    length: np.ndarray,
+    blk_key: np.ndarray,
+    blk_end: np.ndarray,
+    max_ack: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per transmission not wholly arrived: whether no arrival carried its bytes (no block of
+    the arrivals' union holds them) and the receiver acknowledged them anyway."""
+    gap = np.zeros(rows.size, dtype=np.bool_)
+    for t in range(rows.size):
+        i = rows[t]
+        if whole[t] or proto[i] != PROTO_TCP:
+            continue
+        c = cd[i]
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        e = s + np.int64(length[i])
+        if max_ack[c] < e:
+            continue
+        # The last block starting at or before s (np.searchsorted, side "right", minus one).
+        lo = 0
+        hi = blk_key.size
+        key = c * BAND + s
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blk_key[mid] <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        p = lo - 1
+        covered = p >= 0 and blk_key[p] // BAND == c and blk_end[p] >= e
+        gap[t] = not covered
+    return gap
+
+
+@jit
+def _reordered(
+    order: np.ndarray, rows: np.ndarray, cd: np.ndarray, ts_ns: np.ndarray, n_tx: int
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per transmission: whether it arrived after one its connection's direction sent later.
+    `order` lists the transmissions that arrived, by (cd, arrival time, departure order)."""
+    out = np.zeros(n_tx, dtype=np.bool_)
+    lowest = np.iinfo(np.int64).min
+    sent_before = lowest
+    for k in range(order.size):
+        t = order[k]
+        i = rows[t]
+        if k == 0 or cd[i] != cd[rows[order[k - 1]]]:
+            sent_before = lowest
+        out[t] = ts_ns[i] < sent_before
+        sent_before = max(sent_before, ts_ns[i])
+    return out
+
+
+@jit
+def _arrival_fates(
+    s_row: np.ndarray,
+    r_row: np.ndarray,
+    leave_fate: np.ndarray,
+    arrive_fate: np.ndarray,
+    is_tx: np.ndarray,
+    arr: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    """Each arrival of a transmission takes its fate; an arrival that holds several
+    transmissions (GRO), the fate of the last one sent by row."""
+    arrival = np.zeros(arrive_fate.size, dtype=np.bool_)
+    for k in range(arr.size):
+        arrival[arr[k]] = True
+    winner = np.full(arrive_fate.size, -1, dtype=np.int64)
+    for k in range(s_row.size):
+        s = s_row[k]
+        r = r_row[k]
+        if is_tx[s] and arrival[r] and s > winner[r]:
+            winner[r] = s
+    for k in range(r_row.size):
+        r = r_row[k]
+        if winner[r] >= 0:
+            arrive_fate[r] = leave_fate[winner[r]]
+
+
+@jit
+def _departures(
+    rows: np.ndarray,
+    cd: np.ndarray,
+    seq_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    seq_shift: np.ndarray,
+    length: np.ndarray,
+    frame: np.ndarray,
+    ts_ns: np.ndarray,
+    origin_ns: int,
+    at: int,
+    out_conn: np.ndarray,
+    out_dir: np.ndarray,
+    out_seq: np.ndarray,
+    out_end: np.ndarray,
+    out_len: np.ndarray,
+    out_frame: np.ndarray,
+    out_t: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    """The columns of the packets `rows` from index `at` of the outputs: connection,
+    direction, byte range in the sender capture's terms, frame and time (s since origin_ns)."""
+    for k in range(rows.size):
+        i = rows[k]
+        o = at + k
+        out_conn[o] = cd[i] >> 1
+        out_dir[o] = cd[i] & 1
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        ln = np.int64(length[i])
+        out_seq[o] = s
+        out_end[o] = s + ln
+        out_len[o] = ln
+        out_frame[o] = frame[i]
+        out_t[o] = (ts_ns[i] - origin_ns) / 1e9
+
+
+def _in_place(values: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`values` replaced by fn(values), a piece at a time: fn's temporaries stay small."""
+    step = 1 << 16
+    for lo in range(0, values.size, step):
+        values[lo : lo + step] = fn(values[lo : lo + step])
+    return values
+
+
+def transmission_fates(
+    *,
+    leave: Side,
+    arrive: Side,
+    found: Found,
+    arrived_rows: np.ndarray,
+    data_dir: np.ndarray,
+    origin_ns: int,
+    to_sender: Callable[[np.ndarray], np.ndarray],
+    verdict: np.ndarray,
+    duplicate: np.ndarray,
+    n_conn: int,
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """One direction's transmissions and their fates, from the capture that saw the data leave
+    (`leave`) and the one that saw it arrive (`arrive`), both in the sender capture's terms,
+    whose `n_conn` connections send data in `data_dir`: the transmissions' columns
+    (schema.TRANSMISSION_COLUMNS, `fate` as codes), and the fate of each row of the two packet
+    tables. `found` pairs leave rows with arrive rows, `arrived_rows` marks the arrive rows it
+    holds, and `verdict` and `duplicate` are the arriving host's judgement of each arrive row.
+    """
+    leave_fate = np.full(leave.rows, FATE_NONE, dtype=np.uint8)
+    arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
+    data_dir = data_dir.astype(np.int64)
+    rows = data_rows(leave, data_dir)
+    rows = rows[np.argsort(leave.ts_ns[rows], kind="stable")]  # the transmissions, in time order
+    arr = data_rows(arrive, data_dir)  # the arrivals, in row order
+    n_tx = rows.size
+
+    # Arrival of each transmission: its first piece; all of its bytes must have arrived.
+    first, whole, dropped, dup = _first_arrivals(
+        rows,
+        found.s_row,
+        found.r_row,
+        arr,
+        leave.rows,
+        arrive.rows,
+        leave.length,
+        arrive.length,
+        arrive.ts_ns,
+        verdict,
+        duplicate,
+    )
+    arrived = first >= 0
+
+    # Not (wholly) at the receiver's capture point: lost in the network, unless no arrival ever
+    # carried these bytes and the receiver acknowledged them anyway (its capture missed them).
+    a_cd = arrive.cd[arr]
+    a_seq = arrive.seq(arr)
+    by_seq = arr[np.lexsort((a_seq, a_cd))]
+    del a_cd, a_seq
+    blk_key, blk_end = _blocks(
+        by_seq, arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift, arrive.length
+    )
+    del by_seq
+    max_ack = _max_ack(
+        arrive.cd,
+        arrive.proto,
+        arrive.flags,
+        arrive.ack_rel,
+        arrive.conn,
+        arrive.dir,
+        arrive.ack_shift,
+        data_dir,
+        n_conn,
+    )
+    gap = _gaps(
+        rows,
+        whole,
+        leave.cd,
+        leave.proto,
+        leave.seq_rel,
+        leave.conn,
+        leave.dir,
+        leave.seq_shift,
+        leave.length,
+        blk_key,
+        blk_end,
+        max_ack,
+    )
+    del blk_key, blk_end, max_ack
+
+    # Reordering: an arrival after one of a segment the sender sent later.
+    came = np.flatnonzero(arrived)
+    came = came[np.lexsort((arrive.ts_ns[first[came]], leave.cd[rows[came]]))]
+    reordered = _reordered(came, rows, leave.cd, leave.ts_ns, n_tx)
+    del came
+
+    fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
+    fate[reordered] = _CODE["reordered"]
+    fate[whole & dup] = _CODE["duplicate"]
+    fate[whole & dropped] = _CODE["receiver_drop"]
+    fate[~whole] = _CODE["network_drop"]
+    fate[gap] = _CODE["receiver_capture_gap"]
+    del reordered, whole, dup, dropped, gap
+    leave_fate[rows] = fate
+    _arrival_fates(found.s_row, found.r_row, leave_fate, arrive_fate, leave_fate != FATE_NONE, arr)
+
+    # Arrivals the sender capture lacks.
+    orphan = arr[~arrived_rows[arr]]
+    del arr
+    arrive_fate[orphan] = _CODE["sender_capture_gap"]
+
+    n = n_tx + orphan.size
+    columns = {
+        "conn": np.empty(n, dtype=np.int32),
+        "dir": np.empty(n, dtype=np.uint8),
+        "seq_rel": np.empty(n, dtype=np.int64),
+        "end_rel": np.empty(n, dtype=np.int64),
+        "len": np.empty(n, dtype=np.int64),
+        "sender_frame": np.full(n, -1, dtype=np.int64),
+        "receiver_frame": np.full(n, -1, dtype=np.int64),
+        "sender_t_s": np.full(n, np.nan),
+        "receiver_t_s": np.full(n, np.nan),
+        "fate": np.full(n, _CODE["sender_capture_gap"], dtype=np.uint8),
+    }
+    ids = (columns["conn"], columns["dir"], columns["seq_rel"], columns["end_rel"], columns["len"])
+    side_args = (leave.cd, leave.seq_rel, leave.conn, leave.dir, leave.seq_shift, leave.length)
+    _departures(
+        rows,
+        *side_args,
+        leave.frame,
+        leave.ts_ns,
+        origin_ns,
+        0,
+        *ids,
+        columns["sender_frame"],
+        columns["sender_t_s"],
+    )
+    columns["fate"][:n_tx] = fate
+    del fate, rows
+    # The arrivals' own columns for the orphans, then the first arrival of each transmission.
+    arrive_args = (arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift)
+    _departures(
+        orphan,
+        *arrive_args,
+        arrive.length,
+        arrive.frame,
+        arrive.ts_ns,
+        origin_ns,
+        n_tx,
+        *ids,
+        columns["receiver_frame"],
+        columns["receiver_t_s"],
+    )
+    came = np.flatnonzero(arrived)
+    columns["receiver_frame"][came] = arrive.frame[first[came]]
+    columns["receiver_t_s"][came] = (arrive.ts_ns[first[came]] - origin_ns) / 1e9
+    del came, first, arrived
+    _in_place(columns["receiver_t_s"], to_sender)
+    return columns, leave_fate, arrive_fate

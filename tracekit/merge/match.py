@@ -223,6 +223,13 @@ def side(
     )
 
 
+def isn(table: pa.Table) -> np.ndarray:
+    """Per connection of a connections table, the ISN of each direction (a2b, b2a)."""
+    return np.stack(
+        [table.column("isn_a").to_numpy(), table.column("isn_b").to_numpy()], axis=1
+    ).astype(np.int64)
+
+
 def receiver_side(
     packets: pa.Table,
     udp: pa.Table,

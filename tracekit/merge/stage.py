@@ -13,17 +13,16 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.connections import data_direction
-from tracekit.core.band import BAND, band
-from tracekit.core.groups import segment_starts, segmented_cummax_prev
 from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
-from tracekit.merge.fate import RESENT_UNACKED, scan_rows
+from tracekit.merge.fate import data_rows, receiver_scan, transmission_fates
 from tracekit.merge.match import (
     BYTES,
     ConnectionMatch,
     Found,
     Side,
+    isn,
     map_endpoint,
     match_connections,
     match_packets,
@@ -40,14 +39,10 @@ from tracekit.schema import (
     TH_FIN,
     TH_RST,
     TH_SYN,
-    WRAP,
 )
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
-
-
-_CODE = {name: np.uint8(i) for i, name in enumerate(FATES)}
 
 
 class ReceiverMismatch(TracekitError):
@@ -141,12 +136,6 @@ class Merge:
         return packets.append_column("fate", pa.array(self.sender_fate, type=pa.uint8()))
 
 
-def _isn(table: pa.Table) -> np.ndarray:
-    return np.stack(
-        [table.column("isn_a").to_numpy(), table.column("isn_b").to_numpy()], axis=1
-    ).astype(np.int64)
-
-
 def _data_dir(table: pa.Table) -> np.ndarray:
     return data_direction(
         table.column("bytes_a2b").to_numpy(), table.column("bytes_b2a").to_numpy()
@@ -180,8 +169,8 @@ def merge(
         receiver.packets,
         receiver.capture.udp,
         pairs,
-        _isn(sender.table),
-        _isn(receiver.table),
+        isn(sender.table),
+        isn(receiver.table),
         receiver.table.column("proto").to_numpy() == PROTO_TCP,
     )
     found = match_packets(snd, rcv)
@@ -207,8 +196,8 @@ def merge(
     # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
     r_found = np.zeros(n_r, dtype=bool)
     r_found[r_row] = True
-    verdict, duplicate = _receiver_scan(receiver, pairs, data_dir_s)
-    columns, sender_fate, receiver_fate = _fates(
+    verdict, duplicate = receiver_scan(receiver, pairs, data_dir_s)
+    columns, sender_fate, receiver_fate = transmission_fates(
         leave=snd,
         arrive=rcv,
         found=found,
@@ -424,145 +413,6 @@ def _delay(
     )
 
 
-@jit
-def _events(
-    conn: np.ndarray,
-    direction: np.ndarray,
-    proto: np.ndarray,
-    length: np.ndarray,
-    flags: np.ndarray,
-    data_dir: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    """The events of a receiver's scan: each row that carries data in the judged direction
-    of its connection (`data_dir`, -1: not judged) or an ACK of it, of connections with any
-    such data. Returns the rows sorted by (connection, row), where each connection's start in
-    them (n_conn + 1 offsets), and per row whether it is a data event.
-
-    Counted before they are written: the outputs are sized exactly."""
-    n_conn = data_dir.size
-    has_data = np.zeros(n_conn, dtype=np.bool_)
-    is_data = np.zeros(conn.size, dtype=np.bool_)
-    for i in range(conn.size):
-        c = conn[i]
-        if (
-            0 <= c < n_conn
-            and data_dir[c] >= 0
-            and proto[i] == PROTO_TCP
-            and direction[i] == data_dir[c]
-            and length[i] > 0
-        ):
-            is_data[i] = True
-            has_data[c] = True
-    event = np.zeros(conn.size, dtype=np.bool_)
-    counts = np.zeros(n_conn + 1, dtype=np.int64)
-    for i in range(conn.size):
-        c = conn[i]
-        if 0 <= c < n_conn and has_data[c] and proto[i] == PROTO_TCP:
-            event[i] = is_data[i] or (direction[i] != data_dir[c] and (flags[i] & TH_ACK) != 0)
-            if event[i]:
-                counts[c + 1] += 1
-    starts = np.cumsum(counts)
-    fill = starts[:-1].copy()
-    rows = np.empty(starts[-1], dtype=np.int64)
-    for i in range(conn.size):
-        if event[i]:
-            rows[fill[conn[i]]] = i
-            fill[conn[i]] += 1
-    return rows, starts, is_data
-
-
-@jit
-def _owners(
-    rows: np.ndarray, starts: np.ndarray, conn: np.ndarray, sack_rows: np.ndarray
-) -> np.ndarray:  # pragma: no cover - numba
-    """The event index of each SACK block's packet row (-1: not an event): a binary search
-    within its connection's events, which are in row order."""
-    out = np.full(sack_rows.size, -1, dtype=np.int64)
-    for k in range(sack_rows.size):
-        row = sack_rows[k]
-        if not 0 <= row < conn.size:
-            continue
-        c = conn[row]
-        if not 0 <= c < starts.size - 1:
-            continue
-        lo = starts[c]
-        hi = starts[c + 1]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if rows[mid] < row:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < starts[c + 1] and rows[lo] == row:
-            out[k] = lo
-    return out
-
-
-def _receiver_scan(
-    receiver: Connections, pairs: pd.DataFrame, data_dir_s: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag.
-
-    Only connections that carried data in the judged direction are scanned: elsewhere no row
-    is a data arrival, and an ACK event has no verdict of its own."""
-    pk = receiver.packets
-    n = pk.num_rows
-    verdict = np.full(n, -1, dtype=np.int8)
-    duplicate = np.zeros(n, dtype=bool)
-    if n == 0 or pairs.empty:
-        return verdict, duplicate
-    data_dir_r = np.full(receiver.table.num_rows, -1, dtype=np.int64)
-    data_dir_r[pairs["conn_r"].to_numpy()] = (
-        data_dir_s[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
-    )
-    conn = pk.column("conn").to_numpy()
-    seq = pk.column("seq_rel").to_numpy()
-    ack = pk.column("ack_rel").to_numpy()
-    order, starts, is_data = _events(
-        conn,
-        pk.column("dir").to_numpy(),
-        pk.column("proto").to_numpy(),
-        pk.column("payload_bytes").to_numpy(),
-        pk.column("tcp_flags").to_numpy(),
-        data_dir_r,
-    )
-    if not order.size:
-        return verdict, duplicate
-
-    # SACK blocks the receiver sent, relative to the data direction's ISN, placed next to the
-    # ACK number that carried them (as tracekit.series does).
-    sack = receiver.capture.sack
-    s_row = sack.column("row").to_numpy().astype(np.int64)
-    owner = _owners(order, starts, conn, s_row)
-    keep = owner >= 0
-    if keep.any():
-        keep &= ~is_data[s_row]
-    owner, s_row = owner[keep], s_row[keep]
-    isn = _isn(receiver.table)
-    base = isn[conn[s_row], data_dir_r[conn[s_row]]]
-    left_raw = sack.column("left").to_numpy().astype(np.int64)[keep]
-    right_raw = sack.column("right").to_numpy().astype(np.int64)[keep]
-    delta = (left_raw - base) % WRAP
-    left = delta + np.round((ack[s_row] - delta) / WRAP).astype(np.int64) * WRAP
-    right = left + (right_raw - left_raw) % WRAP
-    by_owner = np.argsort(owner, kind="stable")
-
-    v, dup = scan_rows(
-        order,
-        conn,
-        is_data,
-        seq,
-        pk.column("payload_bytes").to_numpy(),
-        ack,
-        owner[by_owner],
-        left[by_owner],
-        right[by_owner],
-    )
-    verdict[order] = v
-    duplicate[order] = dup & is_data[order]
-    return verdict, duplicate
-
-
 def _returning_fates(
     *,
     sender: Connections,
@@ -586,7 +436,7 @@ def _returning_fates(
     left (the receiver's capture here), `receiver_*` where it arrived.
     """
     back = (1 - data_dir_s).astype(np.int64)
-    if pairs.empty or not (_data_rows(snd, back).size or _data_rows(rcv, back).size):
+    if pairs.empty or not (data_rows(snd, back).size or data_rows(rcv, back).size):
         return None
     # The data's receiver is the sender capture's host: its ACKs and SACK blocks tell what its
     # TCP took in. _receiver_scan reads a capture in its own terms, so the pairs swap sides and
@@ -594,10 +444,10 @@ def _returning_fates(
     swapped = pairs.rename(columns={"conn_s": "conn_r", "conn_r": "conn_s"})
     back_r = np.zeros(receiver.table.num_rows, dtype=np.int64)
     back_r[pairs["conn_r"].to_numpy()] = back[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
-    verdict, duplicate = _receiver_scan(sender, swapped, back_r)
+    verdict, duplicate = receiver_scan(sender, swapped, back_r)
     s_found = np.zeros(snd.rows, dtype=bool)
     s_found[found.s_row] = True
-    columns, fate_at_receiver, fate_at_sender = _fates(
+    columns, fate_at_receiver, fate_at_sender = transmission_fates(
         leave=rcv,
         arrive=snd,
         found=found.swapped(),
@@ -612,221 +462,6 @@ def _returning_fates(
     # Departures were stamped by the receiver's clock: on the sender's, as every time is.
     columns["sender_t_s"] = to_sender(columns["sender_t_s"])
     return columns, fate_at_receiver, fate_at_sender
-
-
-@jit
-def _data_rows_of(
-    cd: np.ndarray, length: np.ndarray, data_dir: np.ndarray
-) -> np.ndarray:  # pragma: no cover - numba
-    """Rows with payload in their matched connection's `data_dir`, in row order, counted
-    first so the output is sized exactly."""
-    n = 0
-    for i in range(cd.size):
-        c = cd[i]
-        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
-            n += 1
-    out = np.empty(n, dtype=np.int64)
-    n = 0
-    for i in range(cd.size):
-        c = cd[i]
-        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
-            out[n] = i
-            n += 1
-    return out
-
-
-def _data_rows(s: Side, data_dir: np.ndarray) -> np.ndarray:
-    """The rows of `s` that carry data in the direction `data_dir` names per sender
-    connection, in row order."""
-    return _data_rows_of(s.cd, s.length, data_dir.astype(np.int64))
-
-
-@jit
-def _max_ack(
-    cd: np.ndarray,
-    proto: np.ndarray,
-    flags: np.ndarray,
-    ack_rel: np.ndarray,
-    conn: np.ndarray,
-    direction: np.ndarray,
-    ack_shift: np.ndarray,
-    data_dir: np.ndarray,
-    n_conn: int,
-) -> np.ndarray:  # pragma: no cover - numba
-    """Per (conn * 2 + data direction), the highest ACK number (in the sender capture's terms)
-    of the TCP packets that acknowledge that direction (-1: none)."""
-    out = np.full(2 * n_conn + 2, -1, dtype=np.int64)
-    for i in range(cd.size):
-        c = cd[i]
-        if c < 0 or proto[i] != PROTO_TCP or (flags[i] & TH_ACK) == 0:
-            continue
-        if (c & 1) == data_dir[c >> 1]:
-            continue
-        k = (c >> 1) * 2 + (1 - (c & 1))
-        a = ack_rel[i] + ack_shift[conn[i], direction[i]]
-        if a > out[k]:
-            out[k] = a
-    return out
-
-
-def _coverage(cd: np.ndarray, seq: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of the receiver's arrivals per direction: block starts (banded) and ends."""
-    if not cd.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.lexsort((seq, cd))
-    cd, seq, end = cd[order], seq[order], end[order]
-    starts = segment_starts(cd)
-    reach = segmented_cummax_prev(end, starts)
-    new_block = starts | (seq > reach)
-    block = np.cumsum(new_block) - 1
-    block_end = np.zeros(int(block[-1]) + 1, dtype=np.int64)
-    np.maximum.at(block_end, block, end)
-    return band(cd[new_block], seq[new_block]), block_end
-
-
-def _fates(
-    *,
-    leave: Side,
-    arrive: Side,
-    found: Found,
-    arrived_rows: np.ndarray,
-    data_dir: np.ndarray,
-    origin_ns: int,
-    to_sender: Callable[[np.ndarray], np.ndarray],
-    verdict: np.ndarray,
-    duplicate: np.ndarray,
-    n_conn: int,
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """One direction's transmissions and their fates, from the capture that saw the data leave
-    (`leave`) and the one that saw it arrive (`arrive`), both in the sender capture's terms,
-    whose `n_conn` connections send data in `data_dir`: the transmissions' columns, and the fate
-    of each row of the two packet tables. `found` pairs leave rows with arrive rows,
-    `arrived_rows` marks the arrive rows it holds, and `verdict` and `duplicate` are the
-    arriving host's judgement of each arrive row."""
-    leave_fate = np.full(leave.rows, FATE_NONE, dtype=np.uint8)
-    arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
-    s_ts, r_ts = leave.ts_ns, arrive.ts_ns
-
-    rows = _data_rows(leave, data_dir)
-    rows = rows[np.argsort(s_ts[rows], kind="stable")]  # the transmissions, in time order
-    arr = _data_rows(arrive, data_dir)  # the arrivals, in row order
-    n_tx = rows.size
-
-    # Arrival of each transmission: its first piece; all of its bytes must have arrived.
-    is_tx = np.zeros(leave.rows, dtype=bool)
-    is_tx[rows] = True
-    is_arr = np.zeros(arrive.rows, dtype=bool)
-    is_arr[arr] = True
-    sel = np.flatnonzero(is_tx[found.s_row] & is_arr[found.r_row])
-    del is_tx, is_arr
-    p_s, p_r = found.s_row[sel], found.r_row[sel]
-    del sel
-    by_arrival = np.lexsort((r_ts[p_r], p_s))
-    p_s, p_r = p_s[by_arrival], p_r[by_arrival]
-    del by_arrival
-    first = np.flatnonzero(segment_starts(p_s))
-    tx_of = np.searchsorted(p_s[first], rows)  # each transmission's group of pairs, if any
-    tx_of = np.minimum(tx_of, max(first.size - 1, 0))
-    arrived = (p_s[first][tx_of] == rows) if first.size else np.zeros(n_tx, dtype=bool)
-    s_len = leave.length[rows].astype(np.int64)
-    if first.size:
-        piece = np.minimum(leave.length[p_s], arrive.length[p_r]).astype(np.int64)
-        got = np.add.reduceat(piece, first)[tx_of]
-        del piece
-        dropped = np.logical_or.reduceat(verdict[p_r] == RESENT_UNACKED, first)[tx_of]
-        dup = np.logical_and.reduceat(duplicate[p_r], first)[tx_of]
-        a_rows = np.where(arrived, p_r[first][tx_of], -1)
-    else:
-        got = np.zeros(n_tx, dtype=np.int64)
-        dropped = dup = np.zeros(n_tx, dtype=bool)
-        a_rows = np.full(n_tx, -1, dtype=np.int64)
-    del tx_of, first
-    whole = arrived & (got >= s_len)
-    del got
-
-    # Not (wholly) at the receiver's capture point: lost in the network, unless no arrival ever
-    # carried these bytes and the receiver acknowledged them anyway (its capture missed them).
-    cd = leave.cd[rows]
-    seq = leave.seq(rows)
-    end = seq + s_len
-    a_seq = arrive.seq(arr)
-    blk_key, blk_end = _coverage(arrive.cd[arr], a_seq, a_seq + arrive.length[arr])
-    del a_seq
-    pos = np.searchsorted(blk_key, band(cd, seq), side="right") - 1
-    covered = (pos >= 0) & (
-        (blk_key[np.maximum(pos, 0)] // BAND) == cd if blk_key.size else np.zeros(n_tx, bool)
-    )
-    covered &= blk_end[np.maximum(pos, 0)] >= end if blk_end.size else covered
-    del pos, blk_key, blk_end
-    max_ack = _max_ack(
-        arrive.cd,
-        arrive.proto,
-        arrive.flags,
-        arrive.ack_rel,
-        arrive.conn,
-        arrive.dir,
-        arrive.ack_shift,
-        data_dir.astype(np.int64),
-        n_conn,
-    )
-    tcp_tx = leave.proto[rows] == PROTO_TCP
-    gap = ~whole & ~covered & tcp_tx & (max_ack[cd] >= end)
-    del covered, tcp_tx, max_ack
-
-    # Reordering: an arrival after one of a segment the sender sent later.
-    a_ts = r_ts[np.maximum(a_rows, 0)]
-    in_order = np.lexsort((a_ts, cd))
-    sel = in_order[arrived[in_order]]
-    del in_order
-    reordered = np.zeros(n_tx, dtype=bool)
-    if sel.size:
-        sent_before = segmented_cummax_prev(s_ts[rows[sel]], segment_starts(cd[sel]))
-        reordered[sel] = s_ts[rows[sel]] < sent_before
-    del sel
-
-    fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
-    fate[reordered] = _CODE["reordered"]
-    fate[whole & dup] = _CODE["duplicate"]
-    fate[whole & dropped] = _CODE["receiver_drop"]
-    fate[~whole] = _CODE["network_drop"]
-    fate[gap] = _CODE["receiver_capture_gap"]
-    del reordered, whole, dup, dropped, gap
-    leave_fate[rows] = fate
-    arrive_fate[p_r] = leave_fate[p_s]
-    del p_s, p_r
-
-    # Arrivals the sender capture lacks.
-    orphan = arr[~arrived_rows[arr]]
-    del arr
-    arrive_fate[orphan] = _CODE["sender_capture_gap"]
-
-    o_seq = arrive.seq(orphan)
-    o_cd = arrive.cd[orphan]
-    o_len = arrive.length[orphan].astype(np.int64)
-    r_sec = np.where(arrived, (a_ts - origin_ns) / 1e9, np.nan)
-    o_sec = (r_ts[orphan] - origin_ns) / 1e9
-    columns = {
-        "conn": np.concatenate([cd >> 1, o_cd >> 1]).astype(np.int32),
-        "dir": np.concatenate([cd & 1, o_cd & 1]).astype(np.uint8),
-        "seq_rel": np.concatenate([seq, o_seq]).astype(np.int64),
-        "end_rel": np.concatenate([end, o_seq + o_len]).astype(np.int64),
-        "len": np.concatenate([s_len, o_len]),
-        "sender_frame": np.concatenate(
-            [leave.frame[rows].astype(np.int64), np.full(orphan.size, -1, dtype=np.int64)]
-        ),
-        "receiver_frame": np.concatenate(
-            [
-                np.where(arrived, arrive.frame[np.maximum(a_rows, 0)].astype(np.int64), -1),
-                arrive.frame[orphan].astype(np.int64),
-            ]
-        ),
-        "sender_t_s": np.concatenate(
-            [(s_ts[rows] - origin_ns) / 1e9, np.full(orphan.size, np.nan)]
-        ),
-        "receiver_t_s": np.concatenate([to_sender(r_sec), to_sender(o_sec)]),
-        "fate": np.concatenate([fate, np.full(orphan.size, _CODE["sender_capture_gap"])]),
-    }
-    return columns, leave_fate, arrive_fate
 
 
 def _transmission_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
