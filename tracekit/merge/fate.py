@@ -11,7 +11,6 @@ from a network drop).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -632,12 +631,22 @@ def _departures(
         out_t[o] = (ts_ns[i] - origin_ns) / 1e9
 
 
-def _in_place(values: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """`values` replaced by fn(values), a piece at a time: fn's temporaries stay small."""
-    step = 1 << 16
-    for lo in range(0, values.size, step):
-        values[lo : lo + step] = fn(values[lo : lo + step])
-    return values
+@jit
+def _first_arrival_columns(
+    first: np.ndarray,
+    frame: np.ndarray,
+    ts_ns: np.ndarray,
+    origin_ns: int,
+    out_frame: np.ndarray,
+    out_t: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    """Frame and time (s since origin_ns, the arriving capture's clock) of each transmission's
+    first arrival, where it has one."""
+    for t in range(first.size):
+        r = first[t]
+        if r >= 0:
+            out_frame[t] = frame[r]
+            out_t[t] = (ts_ns[r] - origin_ns) / 1e9
 
 
 def transmission_fates(
@@ -648,7 +657,6 @@ def transmission_fates(
     arrived_rows: np.ndarray,
     data_dir: np.ndarray,
     origin_ns: int,
-    to_sender: Callable[[np.ndarray], np.ndarray],
     verdict: np.ndarray,
     duplicate: np.ndarray,
     n_conn: int,
@@ -659,6 +667,7 @@ def transmission_fates(
     (schema.TRANSMISSION_COLUMNS, `fate` as codes), and the fate of each row of the two packet
     tables. `found` pairs leave rows with arrive rows, `arrived_rows` marks the arrive rows it
     holds, and `verdict` and `duplicate` are the arriving host's judgement of each arrive row.
+    Arrival times are the arriving capture's: the caller puts them on the sender's clock.
     """
     leave_fate = np.full(leave.rows, FATE_NONE, dtype=np.uint8)
     arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
@@ -784,9 +793,13 @@ def transmission_fates(
         columns["receiver_frame"],
         columns["receiver_t_s"],
     )
-    came = np.flatnonzero(arrived)
-    columns["receiver_frame"][came] = arrive.frame[first[came]]
-    columns["receiver_t_s"][came] = (arrive.ts_ns[first[came]] - origin_ns) / 1e9
-    del came, first, arrived
-    _in_place(columns["receiver_t_s"], to_sender)
+    _first_arrival_columns(
+        first,
+        arrive.frame,
+        arrive.ts_ns,
+        origin_ns,
+        columns["receiver_frame"],
+        columns["receiver_t_s"],
+    )
+    del first, arrived
     return columns, leave_fate, arrive_fate

@@ -405,57 +405,61 @@ def _zip_equal(
     r_dir: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """Pairs (sender row, receiver row) of equal keys: both orders sorted by key and then
-    arrival, the k-th of a key at one end pairs with the k-th at the other. A row pairs at
-    most once, so there are at most as many pairs as the shorter order has rows."""
-    cap = min(s_order.size, r_order.size)
-    out_s = np.empty(cap, dtype=np.int64)
-    out_r = np.empty(cap, dtype=np.int64)
-    i = 0
-    j = 0
-    k = 0
-    while i < s_order.size and j < r_order.size:
-        c = _compare(
-            level,
-            s_order[i],
-            r_order[j],
-            s_cd,
-            s_seq,
-            s_ack,
-            s_len,
-            s_flags,
-            s_ip_id,
-            s_tsval,
-            s_head,
-            s_seq_shift,
-            s_ack_shift,
-            s_conn,
-            s_dir,
-            r_cd,
-            r_seq,
-            r_ack,
-            r_len,
-            r_flags,
-            r_ip_id,
-            r_tsval,
-            r_head,
-            r_seq_shift,
-            r_ack_shift,
-            r_conn,
-            r_dir,
-        )
-        if c < 0:
-            i += 1
-        elif c > 0:
-            j += 1
-        else:
-            out_s[k] = s_order[i]
-            out_r[k] = r_order[j]
-            k += 1
-            i += 1
-            j += 1
-    if k == cap:
-        return out_s, out_r
-    return out_s[:k].copy(), out_r[:k].copy()
+    arrival, the k-th of a key at one end pairs with the k-th at the other. The walk runs
+    twice, counting the pairs and then writing them: the output is sized exactly."""
+    count = 0
+    out_s = np.empty(0, dtype=np.int64)
+    out_r = np.empty(0, dtype=np.int64)
+    for write in (False, True):
+        if write:
+            out_s = np.empty(count, dtype=np.int64)
+            out_r = np.empty(count, dtype=np.int64)
+        i = 0
+        j = 0
+        k = 0
+        while i < s_order.size and j < r_order.size:
+            c = _compare(
+                level,
+                s_order[i],
+                r_order[j],
+                s_cd,
+                s_seq,
+                s_ack,
+                s_len,
+                s_flags,
+                s_ip_id,
+                s_tsval,
+                s_head,
+                s_seq_shift,
+                s_ack_shift,
+                s_conn,
+                s_dir,
+                r_cd,
+                r_seq,
+                r_ack,
+                r_len,
+                r_flags,
+                r_ip_id,
+                r_tsval,
+                r_head,
+                r_seq_shift,
+                r_ack_shift,
+                r_conn,
+                r_dir,
+            )
+            if c < 0:
+                i += 1
+            elif c > 0:
+                j += 1
+            else:
+                if write:
+                    out_s[k] = s_order[i]
+                    out_r[k] = r_order[j]
+                k += 1
+                i += 1
+                j += 1
+        count = k
+    return out_s, out_r
 
 
 def _columns(s: Side) -> tuple[np.ndarray, ...]:

@@ -176,22 +176,27 @@ def merge(
     found = match_packets(snd, rcv)
 
     s_row, r_row = found.s_row, found.r_row
-    s_cd = snd.cd[s_row]
-    forward = (s_cd & 1) == data_dir_s[s_cd >> 1]
-    del s_cd
-    timed = found.how != BYTES  # GRO holds merged segments back: no timing
-    f, r = np.flatnonzero(timed & forward), np.flatnonzero(timed & ~forward)
-    del timed, forward
-    t_s = (snd.ts_ns[s_row[f]] - origin_ns) / 1e9
-    t_r = (rcv.ts_ns[r_row[f]] - origin_ns) / 1e9
-    back_s = (snd.ts_ns[s_row[r]] - origin_ns) / 1e9
-    back_r = (rcv.ts_ns[r_row[r]] - origin_ns) / 1e9
-    clock = fit_clocks(t_s, t_r - t_s, back_s, back_s - back_r) if f.size else None
-    del back_s, back_r, r
+    timing = _timing(
+        s_row,
+        r_row,
+        found.how,
+        snd.cd,
+        data_dir_s.astype(np.int64),
+        snd.ts_ns,
+        rcv.ts_ns,
+        origin_ns,
+    )
+    t_s, t_r, f_cd, back_s, back_r = timing
+    del timing
+    clock = fit_clocks(t_s, t_r - t_s, back_s, back_s - back_r) if t_s.size else None
+    del back_s, back_r
     to_sender = clock.to_sender_s if clock else (lambda x: np.asarray(x, dtype=np.float64))
-    f_cd = snd.cd[s_row[f]]
-    delay = _delay(f_cd >> 1, f_cd & 1, t_s, to_sender(t_r) - t_s, clock)
-    del f_cd, t_s, t_r, f
+    # The one-way delay, in the arrival times' place.
+    owd = np.subtract(_in_place(t_r, to_sender), t_s, out=t_r)
+    del t_r
+    handed = [f_cd, t_s, owd]
+    del f_cd, t_s, owd
+    delay = _delay(handed, clock)
 
     # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
     r_found = np.zeros(n_r, dtype=bool)
@@ -204,12 +209,12 @@ def merge(
         arrived_rows=r_found,
         data_dir=data_dir_s,
         origin_ns=origin_ns,
-        to_sender=to_sender,
         verdict=verdict,
         duplicate=duplicate,
         n_conn=sender.table.num_rows,
     )
     del verdict, duplicate
+    _in_place(columns["receiver_t_s"], to_sender)
     returning = _returning_fates(
         sender=sender,
         receiver=receiver,
@@ -266,16 +271,37 @@ def _of(
     return table.iloc[grouped.get((conn, direction), np.zeros(0, dtype=np.int64))]
 
 
+@jit
+def _group_rows(
+    conn: np.ndarray, direction: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Row positions sorted by (conn, dir), each key's in table order, and where each key
+    (conn * 2 + dir) starts in them: a counting sort, sized by the largest connection."""
+    n_keys = 2
+    for i in range(conn.size):
+        n_keys = max(n_keys, 2 * np.int64(conn[i]) + 2)
+    starts = np.zeros(n_keys + 1, dtype=np.int64)
+    for i in range(conn.size):
+        starts[2 * np.int64(conn[i]) + direction[i] + 1] += 1
+    for k in range(n_keys):
+        starts[k + 1] += starts[k]
+    fill = starts[:-1].copy()
+    order = np.empty(conn.size, dtype=np.int64)
+    for i in range(conn.size):
+        k = 2 * np.int64(conn[i]) + direction[i]
+        order[fill[k]] = i
+        fill[k] += 1
+    return order, starts
+
+
 def _rows_by_direction(table: pd.DataFrame) -> dict[tuple[int, int], np.ndarray]:
     """Row positions per (conn, dir), in table order."""
     if table.empty:
         return {}
-    key = table["conn"].to_numpy().astype(np.int64) * 2 + table["dir"].to_numpy()
-    order = np.argsort(key, kind="stable")
-    keys, first = np.unique(key[order], return_index=True)
+    order, starts = _group_rows(table["conn"].to_numpy(), table["dir"].to_numpy())
     return {
-        (int(k) // 2, int(k) % 2): rows
-        for k, rows in zip(keys, np.split(order, first[1:]), strict=True)
+        (int(k) // 2, int(k) % 2): order[starts[k] : starts[k + 1]]
+        for k in np.flatnonzero(np.diff(starts))
     }
 
 
@@ -395,22 +421,90 @@ def _unused_rules(
     )
 
 
-def _delay(
-    conn: np.ndarray, direction: np.ndarray, t: np.ndarray, owd: np.ndarray, clock: ClockFit | None
-) -> pd.DataFrame:
+@jit
+def _timing(
+    s_row: np.ndarray,
+    r_row: np.ndarray,
+    how: np.ndarray,
+    s_cd: np.ndarray,
+    data_dir: np.ndarray,
+    s_ts: np.ndarray,
+    r_ts: np.ndarray,
+    origin_ns: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The pairs' times, s since origin_ns, in their order, of the pairs found packet by packet
+    (GRO holds merged segments back: no timing): of the data direction's, the sender's stamp,
+    the receiver's and the cd; of the other's (ACKs), the sender's stamp and the receiver's.
+    Counted first: sized exactly."""
+    n_fwd = 0
+    n_rev = 0
+    for k in range(s_row.size):
+        if how[k] != BYTES:
+            c = s_cd[s_row[k]]
+            if (c & 1) == data_dir[c >> 1]:
+                n_fwd += 1
+            else:
+                n_rev += 1
+    t_s = np.empty(n_fwd, dtype=np.float64)
+    t_r = np.empty(n_fwd, dtype=np.float64)
+    cd = np.empty(n_fwd, dtype=np.int64)
+    back_s = np.empty(n_rev, dtype=np.float64)
+    back_r = np.empty(n_rev, dtype=np.float64)
+    f = 0
+    r = 0
+    for k in range(s_row.size):
+        if how[k] != BYTES:
+            c = s_cd[s_row[k]]
+            if (c & 1) == data_dir[c >> 1]:
+                t_s[f] = (s_ts[s_row[k]] - origin_ns) / 1e9
+                t_r[f] = (r_ts[r_row[k]] - origin_ns) / 1e9
+                cd[f] = c
+                f += 1
+            else:
+                back_s[r] = (s_ts[s_row[k]] - origin_ns) / 1e9
+                back_r[r] = (r_ts[r_row[k]] - origin_ns) / 1e9
+                r += 1
+    return t_s, t_r, cd, back_s, back_r
+
+
+@jit
+def _conn_dir(
+    cd: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The connection and direction of each cd, in `order`."""
+    conn = np.empty(order.size, dtype=np.int32)
+    direction = np.empty(order.size, dtype=np.uint8)
+    for k in range(order.size):
+        conn[k] = cd[order[k]] >> 1
+        direction[k] = cd[order[k]] & 1
+    return conn, direction
+
+
+def _delay(handed: list[np.ndarray], clock: ClockFit | None) -> pd.DataFrame:
+    """The delay table (schema.DELAY_COLUMNS) from the data's pairs, handed over as [cd, sender
+    time, one-way delay] so each goes once its sorted copy is made."""
+    cd, t, owd = handed
+    handed.clear()
     order = np.argsort(t, kind="stable")
-    floor = clock.floor_fwd_s(t[order]) if clock else 0.0
+    t = t[order]
+    owd = owd[order]
+    conn, direction = _conn_dir(cd, order)
+    del cd, order
+    # After the skew is removed the floor is flat within each path phase: the minimal delay,
+    # propagation and serialization; what is above it waited in a queue.
+    queue = owd - (clock.floor_fwd_s(t) if clock else 0.0)
+    np.maximum(queue, 0.0, out=queue)
     return pd.DataFrame(
-        {
-            "conn": conn[order].astype(np.int32),
-            "dir": direction[order].astype(np.uint8),
-            "t_s": t[order],
-            "owd_s": owd[order],
-            # After the skew is removed the floor is flat within each path phase: the minimal
-            # delay, propagation and serialization; what is above it waited in a queue.
-            "queue_s": np.maximum(owd[order] - floor, 0.0),
-        }
+        {"conn": conn, "dir": direction, "t_s": t, "owd_s": owd, "queue_s": queue}, copy=False
     )
+
+
+def _in_place(values: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`values` replaced by fn(values), a piece at a time: fn's temporaries stay small."""
+    step = 1 << 16
+    for lo in range(0, values.size, step):
+        values[lo : lo + step] = fn(values[lo : lo + step])
+    return values
 
 
 def _returning_fates(
@@ -454,13 +548,12 @@ def _returning_fates(
         arrived_rows=s_found,
         data_dir=back,
         origin_ns=origin_ns,
-        to_sender=lambda seconds: np.asarray(seconds, dtype=np.float64),
         verdict=verdict,
         duplicate=duplicate,
         n_conn=sender.table.num_rows,
     )
     # Departures were stamped by the receiver's clock: on the sender's, as every time is.
-    columns["sender_t_s"] = to_sender(columns["sender_t_s"])
+    _in_place(columns["sender_t_s"], to_sender)
     return columns, fate_at_receiver, fate_at_sender
 
 
