@@ -90,7 +90,8 @@ def _scan(
         next_ack[i] = following_ack
         least_left_after[i] = least
         if is_data[rows[i]]:
-            least = min(least, np.int64(left[rows[i]]))
+            if left[rows[i]] < least:
+                least = left[rows[i]]
         else:
             following_ack = i
     acked_so_far = np.int64(-(1 << 62))

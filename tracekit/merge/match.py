@@ -314,61 +314,48 @@ def _key_order(s: Side, left: np.ndarray, level: int) -> np.ndarray:
     return rows[order]
 
 
+# A Side's columns as the matching kernels take them (`_key_columns`), by position.
+(_CD, _SEQ, _ACK, _LEN, _FLAGS, _IP_ID, _TSVAL, _HEAD) = range(8)
+(_SEQ_SHIFT, _ACK_SHIFT, _CONN, _DIR) = range(8, 12)
+
+
+def _key_columns(s: Side) -> tuple[np.ndarray, ...]:
+    return (
+        *(s.cd, s.seq_rel, s.ack_rel, s.length, s.flags, s.ip_id, s.tsval, s.head),
+        *(s.seq_shift, s.ack_shift, s.conn, s.dir),
+    )
+
+
 @jit
 def _compare(
-    level: int,
-    a: int,
-    b: int,
-    s_cd: np.ndarray,
-    s_seq: np.ndarray,
-    s_ack: np.ndarray,
-    s_len: np.ndarray,
-    s_flags: np.ndarray,
-    s_ip_id: np.ndarray,
-    s_tsval: np.ndarray,
-    s_head: np.ndarray,
-    s_seq_shift: np.ndarray,
-    s_ack_shift: np.ndarray,
-    s_conn: np.ndarray,
-    s_dir: np.ndarray,
-    r_cd: np.ndarray,
-    r_seq: np.ndarray,
-    r_ack: np.ndarray,
-    r_len: np.ndarray,
-    r_flags: np.ndarray,
-    r_ip_id: np.ndarray,
-    r_tsval: np.ndarray,
-    r_head: np.ndarray,
-    r_seq_shift: np.ndarray,
-    r_ack_shift: np.ndarray,
-    r_conn: np.ndarray,
-    r_dir: np.ndarray,
+    level: int, a: int, b: int, s: tuple[np.ndarray, ...], r: tuple[np.ndarray, ...]
 ) -> int:  # pragma: no cover - numba
     """-1, 0 or 1 as sender row a's key of pass `level` is below, equal to or above receiver
-    row b's, in the sender capture's terms (the order _key_order sorts by)."""
-    if s_cd[a] != r_cd[b]:
-        return -1 if s_cd[a] < r_cd[b] else 1
-    x = s_seq[a] + s_seq_shift[s_conn[a], s_dir[a]]
-    y = r_seq[b] + r_seq_shift[r_conn[b], r_dir[b]]
+    row b's, in the sender capture's terms (the order _key_order sorts by); `s` and `r` are
+    the two sides' `_key_columns`."""
+    if s[_CD][a] != r[_CD][b]:
+        return -1 if s[_CD][a] < r[_CD][b] else 1
+    x = s[_SEQ][a] + s[_SEQ_SHIFT][s[_CONN][a], s[_DIR][a]]
+    y = r[_SEQ][b] + r[_SEQ_SHIFT][r[_CONN][b], r[_DIR][b]]
     if x != y:
         return -1 if x < y else 1
     if level < 2:
-        x = s_ack[a] + s_ack_shift[s_conn[a], s_dir[a]]
-        y = r_ack[b] + r_ack_shift[r_conn[b], r_dir[b]]
+        x = s[_ACK][a] + s[_ACK_SHIFT][s[_CONN][a], s[_DIR][a]]
+        y = r[_ACK][b] + r[_ACK_SHIFT][r[_CONN][b], r[_DIR][b]]
         if x != y:
             return -1 if x < y else 1
-    if s_len[a] != r_len[b]:
-        return -1 if s_len[a] < r_len[b] else 1
+    if s[_LEN][a] != r[_LEN][b]:
+        return -1 if s[_LEN][a] < r[_LEN][b] else 1
     if level == 2:
         return 0
-    if s_flags[a] != r_flags[b]:
-        return -1 if s_flags[a] < r_flags[b] else 1
-    if level == 0 and s_ip_id[a] != r_ip_id[b]:
-        return -1 if s_ip_id[a] < r_ip_id[b] else 1
-    if s_tsval[a] != r_tsval[b]:
-        return -1 if s_tsval[a] < r_tsval[b] else 1
-    h = s_head[a] if s_head.size else np.uint64(0)
-    g = r_head[b] if r_head.size else np.uint64(0)
+    if s[_FLAGS][a] != r[_FLAGS][b]:
+        return -1 if s[_FLAGS][a] < r[_FLAGS][b] else 1
+    if level == 0 and s[_IP_ID][a] != r[_IP_ID][b]:
+        return -1 if s[_IP_ID][a] < r[_IP_ID][b] else 1
+    if s[_TSVAL][a] != r[_TSVAL][b]:
+        return -1 if s[_TSVAL][a] < r[_TSVAL][b] else 1
+    h = s[_HEAD][a] if s[_HEAD].size else np.uint64(0)
+    g = r[_HEAD][b] if r[_HEAD].size else np.uint64(0)
     if h != g:
         return -1 if h < g else 1
     return 0
@@ -379,30 +366,8 @@ def _zip_equal(
     level: int,
     s_order: np.ndarray,
     r_order: np.ndarray,
-    s_cd: np.ndarray,
-    s_seq: np.ndarray,
-    s_ack: np.ndarray,
-    s_len: np.ndarray,
-    s_flags: np.ndarray,
-    s_ip_id: np.ndarray,
-    s_tsval: np.ndarray,
-    s_head: np.ndarray,
-    s_seq_shift: np.ndarray,
-    s_ack_shift: np.ndarray,
-    s_conn: np.ndarray,
-    s_dir: np.ndarray,
-    r_cd: np.ndarray,
-    r_seq: np.ndarray,
-    r_ack: np.ndarray,
-    r_len: np.ndarray,
-    r_flags: np.ndarray,
-    r_ip_id: np.ndarray,
-    r_tsval: np.ndarray,
-    r_head: np.ndarray,
-    r_seq_shift: np.ndarray,
-    r_ack_shift: np.ndarray,
-    r_conn: np.ndarray,
-    r_dir: np.ndarray,
+    s: tuple[np.ndarray, ...],
+    r: tuple[np.ndarray, ...],
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """Pairs (sender row, receiver row) of equal keys: both orders sorted by key and then
     arrival, the k-th of a key at one end pairs with the k-th at the other. The walk runs
@@ -418,35 +383,7 @@ def _zip_equal(
         j = 0
         k = 0
         while i < s_order.size and j < r_order.size:
-            c = _compare(
-                level,
-                s_order[i],
-                r_order[j],
-                s_cd,
-                s_seq,
-                s_ack,
-                s_len,
-                s_flags,
-                s_ip_id,
-                s_tsval,
-                s_head,
-                s_seq_shift,
-                s_ack_shift,
-                s_conn,
-                s_dir,
-                r_cd,
-                r_seq,
-                r_ack,
-                r_len,
-                r_flags,
-                r_ip_id,
-                r_tsval,
-                r_head,
-                r_seq_shift,
-                r_ack_shift,
-                r_conn,
-                r_dir,
-            )
+            c = _compare(level, s_order[i], r_order[j], s, r)
             if c < 0:
                 i += 1
             elif c > 0:
@@ -460,13 +397,6 @@ def _zip_equal(
                 j += 1
         count = k
     return out_s, out_r
-
-
-def _columns(s: Side) -> tuple[np.ndarray, ...]:
-    return (
-        *(s.cd, s.seq_rel, s.ack_rel, s.length, s.flags, s.ip_id, s.tsval, s.head),
-        *(s.seq_shift, s.ack_shift, s.conn, s.dir),
-    )
 
 
 def _in_time_order(s: Side, rows: np.ndarray) -> np.ndarray:
@@ -496,7 +426,7 @@ def match_packets(snd: Side, rcv: Side) -> Found:
         s_order = _key_order(snd, s_left_now, level)
         r_order = _key_order(rcv, r_left_now, level)
         del s_left_now, r_left_now
-        s_row, r_row = _zip_equal(level, s_order, r_order, *_columns(snd), *_columns(rcv))
+        s_row, r_row = _zip_equal(level, s_order, r_order, _key_columns(snd), _key_columns(rcv))
         del s_order, r_order
         if not s_row.size:
             continue

@@ -279,7 +279,7 @@ def _group_rows(
     (conn * 2 + dir) starts in them: a counting sort, sized by the largest connection."""
     n_keys = 2
     for i in range(conn.size):
-        n_keys = max(n_keys, 2 * np.int64(conn[i]) + 2)
+        n_keys = max(n_keys, 2 * int(conn[i]) + 2)
     starts = np.zeros(n_keys + 1, dtype=np.int64)
     for i in range(conn.size):
         starts[2 * np.int64(conn[i]) + direction[i] + 1] += 1
