@@ -331,9 +331,8 @@ def _competing(
     toward[others[np.isin(host(b[others]), list(hosts))]] = 0
     toward[others[np.isin(host(a[others]), list(hosts))]] = 1
     pk = receiver.packets
-    conn = pk.column("conn").to_numpy().astype(np.int64)
-    keep = (conn >= 0) & (toward[np.maximum(conn, 0)] == pk.column("dir").to_numpy())
-    conn = conn[keep]
+    keep = _toward(pk.column("conn").to_numpy(), pk.column("dir").to_numpy(), toward)
+    conn = pk.column("conn").to_numpy()[keep].astype(np.int64)
     proto = pk.column("proto").to_numpy()[keep]
     ip = np.where(table.column("ip_version").to_numpy()[conn] == 6, 40, 20)
     timestamps = table.column("ts_ok").to_numpy()[conn]
@@ -350,6 +349,19 @@ def _competing(
         {"conn": conn.astype(np.int32), "t_s": t, "wire_bytes": wire.astype(np.uint32)}
     )
     return frame, names
+
+
+@jit
+def _toward(
+    conn: np.ndarray, direction: np.ndarray, toward: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows whose connection's direction toward a receiving host (`toward`, -1: none) they
+    go in, in row order."""
+    keep = np.zeros(conn.size, dtype=np.bool_)
+    for i in range(conn.size):
+        c = conn[i]
+        keep[i] = 0 <= c < toward.size and toward[c] == direction[i]
+    return np.flatnonzero(keep)
 
 
 def _reverse_acks(
