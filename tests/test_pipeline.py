@@ -88,3 +88,19 @@ def test_udp_stream_lost_numbers_equal_the_truth() -> None:
     first, last = truth["impairment"]["receiver_drop_block"]
     assert missing - lost <= set(range(first, last + 1))
     assert len(missing - lost) == truth["drops"]["receiver"]
+
+
+def test_the_receiver_keeps_its_series_not_its_packets() -> None:
+    # Once merged, the receiver's packet table is let go: what the report's receiver TSG reads
+    # (its connections table and series, on the sender's clock) stays.
+    folder = LAB / "clean"
+    analysis = analyze_files(folder / "sender.pcap", folder / "receiver.pcap")
+    assert analysis.receiver is not None and analysis.merge is not None
+    kept = analysis.receiver.connections
+    assert kept.packets.num_rows == kept.capture.packets.num_rows == 0
+    assert kept.packets.schema.names[:3] == ["ts_ns", "frame", "iface"]
+    # The times' origin stays the receiver capture's first packet, as its series count from.
+    assert kept.t0_ns == analysis.receiver.series.t0_ns > 0
+    assert kept.table.num_rows == analysis.sender.connections.table.num_rows
+    rc = int(analysis.merge.connections.pairs["conn_r"].iloc[0])
+    assert len(analysis.receiver.series.of(rc, 0).segments) > 1000

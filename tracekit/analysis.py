@@ -6,6 +6,7 @@ the stages that made them (`tracekit.pipeline` does the making).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,30 @@ class Vantage:
     connections: Connections
     series: Series
 
+    def without_packets(self) -> Vantage:
+        """This view with its packet table (and the reader's SACK and UDP side tables) emptied,
+        their columns kept: the connections table, the series and the times' origin stay. What
+        the receiver's view keeps once the merge has read its packets."""
+        conns = self.connections
+
+        def empty(table: pa.Table) -> pa.Table:
+            return table.schema.empty_table()
+
+        capture = dataclasses.replace(
+            conns.capture,
+            packets=empty(conns.capture.packets),
+            sack=empty(conns.capture.sack),
+            udp=empty(conns.capture.udp),
+        )
+        emptied = dataclasses.replace(
+            conns,
+            capture=capture,
+            packets=empty(conns.packets),
+            data_kind=None,
+            origin_ns=conns.t0_ns,
+        )
+        return Vantage(connections=emptied, series=self.series)
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -61,6 +86,7 @@ class Analysis:
 
     sender: Vantage
     findings: list[Finding]
+    # The receiver's view, its packet table let go once merged (Vantage.without_packets).
     receiver: Vantage | None = None
     # The two captures merged (tracekit.merge), when a receiver capture was given.
     merge: Merge | None = None

@@ -145,6 +145,10 @@ def analyze(
             dict(addr_map or {}),
         )
     )
+    if rcv is not None:
+        # The merge and the UDP streams have read the receiver's packets; only its connections
+        # table and series are read from here on (the report's receiver TSG).
+        rcv = rcv.without_packets()
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
         packets=snd.connections.packets,

@@ -33,29 +33,32 @@ FloatArray = npt.NDArray[np.float64]
 
 
 @jit
-def _lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
-    """Indices of the lower convex hull of points sorted by x (Andrew's monotone chain)."""
-    n = x.size
+def _lower_hull(x: np.ndarray, y: np.ndarray, order: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """Positions in `order` (the points sorted by x, then y) of the lower convex hull's
+    vertices (Andrew's monotone chain)."""
+    n = order.size
     hull = np.empty(n, dtype=np.int64)
     k = 0
     for i in range(n):
+        xi = x[order[i]]
+        yi = y[order[i]]
         # Of points with equal x only the lowest can be on the lower hull.
-        if k > 0 and x[hull[k - 1]] == x[i]:
-            if y[i] < y[hull[k - 1]]:
+        if k > 0 and x[order[hull[k - 1]]] == xi:
+            if yi < y[order[hull[k - 1]]]:
                 k -= 1
             else:
                 continue
         while k >= 2:
-            a = hull[k - 2]
-            b = hull[k - 1]
-            cross = (x[b] - x[a]) * (y[i] - y[a]) - (y[b] - y[a]) * (x[i] - x[a])
+            a = order[hull[k - 2]]
+            b = order[hull[k - 1]]
+            cross = (x[b] - x[a]) * (yi - y[a]) - (y[b] - y[a]) * (xi - x[a])
             if cross <= 0.0:  # b is on or above the chord a-i: not a lower hull vertex
                 k -= 1
             else:
                 break
         hull[k] = i
         k += 1
-    return hull[:k]
+    return hull[:k].copy()
 
 
 @dataclass(frozen=True)
@@ -83,12 +86,12 @@ def lower_line(x: npt.ArrayLike, y: npt.ArrayLike) -> LowerLine:
     if xs.size == 0:
         raise ValueError("no delay samples")
     order = np.lexsort((ys, xs))
-    xs, ys = xs[order], ys[order]
-    hull = _lower_hull(xs, ys)
+    hull = order[_lower_hull(xs, ys, order)]
     hx, hy = xs[hull], ys[hull]
     if hull.size == 1:
         return LowerLine(slope=0.0, intercept=float(hy[0]), samples=int(xs.size))
-    mean_x = float(xs.mean())
+    mean_x = float(xs[order].mean())  # summed in x order
+    del order
     edge = int(np.clip(np.searchsorted(hx, mean_x, side="right") - 1, 0, hull.size - 2))
     slope = float((hy[edge + 1] - hy[edge]) / (hx[edge + 1] - hx[edge]))
     return LowerLine(
@@ -369,7 +372,7 @@ def fit_clocks(
         f = (fx >= lo + guard) & (fx < hi - guard)
         r = (rx >= lo + guard) & (rx < hi - guard)
         if f.sum() >= 2 and r.sum() >= 2:
-            parts.append((fx[f], fy[f], rx[r], ry[r]))
+            parts.append((*_where(f, fx, fy), *_where(r, rx, ry)))
             kept.append(k)
     if not parts:
         steps, parts, kept = np.zeros(0), [(fx, fy, rx, ry)], [0]
@@ -410,6 +413,11 @@ def fit_clocks(
         reverse=rev,
         phases=phases,
     )
+
+
+def _where(mask: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x and y where `mask` holds (themselves, not a copy, where it holds everywhere)."""
+    return (x, y) if mask.all() else (x[mask], y[mask])
 
 
 def _two_way(

@@ -11,9 +11,20 @@ from a network drop).
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
+
+from tracekit.core.band import BAND
 from tracekit.core.kernels import jit
+from tracekit.merge.match import Found, Side, isn
+from tracekit.schema import FATE_NONE, FATES, PROTO_TCP, TH_ACK, WRAP
+
+if TYPE_CHECKING:
+    from tracekit.connections import Connections
+
+_CODE = {name: np.uint8(i) for i, name in enumerate(FATES)}
 
 # Verdicts of the receiver's scan, per arrival.
 ACKED = 0  # a later ACK or SACK block of the receiver covers it: the host kept it
@@ -24,20 +35,21 @@ NEVER_ACKED = 2  # the capture ends before either: no verdict
 @jit
 def _dsack_overlaps(
     j: int,
+    ack_j: int,
     s: int,
     e: int,
-    ack: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
 ) -> bool:  # pragma: no cover - numba
-    """Whether ACK event j reports a duplicate of bytes in [s, e): its first SACK block is a
-    D-SACK (RFC 2883 4: below the cumulative ACK, or inside the second block)."""
+    """Whether ACK event j (cumulative ACK ack_j) reports a duplicate of bytes in [s, e): its
+    first SACK block is a D-SACK (RFC 2883 4: below the cumulative ACK, or inside the second
+    block)."""
     first, stop = sack_start[j], sack_start[j + 1]
     if stop <= first:
         return False
     lo, hi = sack_left[first], sack_right[first]
-    dsack = lo < ack[j] or (
+    dsack = lo < ack_j or (
         stop > first + 1 and sack_left[first + 1] <= lo and sack_right[first + 1] >= hi
     )
     return bool(dsack and lo < e and hi > s)
@@ -45,19 +57,21 @@ def _dsack_overlaps(
 
 @jit
 def _scan(
+    rows: np.ndarray,
     group: np.ndarray,
     is_data: np.ndarray,
     left: np.ndarray,
-    right: np.ndarray,
+    length: np.ndarray,
     ack: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """For each data event, the verdict of the ACKs after it, and whether it came in already
-    acknowledged (a duplicate). Events are sorted by (group, capture order); ACK event j owns
-    SACK blocks sack_start[j]:sack_start[j + 1]."""
-    n = group.size
+    acknowledged (a duplicate). Event i is row rows[i] of the columns (group, is_data, left,
+    length, ack), the events sorted by (group, capture order); ACK event j owns SACK blocks
+    sack_start[j]:sack_start[j + 1]."""
+    n = rows.size
     verdict = np.full(n, -1, dtype=np.int8)
     duplicate = np.zeros(n, dtype=np.bool_)
     # Per event, the next ACK event of its group (n: none), and the lowest left edge of the
@@ -70,25 +84,27 @@ def _scan(
     following_ack = n
     least = np.iinfo(np.int64).max
     for i in range(n - 1, -1, -1):
-        if i == n - 1 or group[i] != group[i + 1]:
+        if i == n - 1 or group[rows[i]] != group[rows[i + 1]]:
             following_ack = n
             least = np.iinfo(np.int64).max
         next_ack[i] = following_ack
         least_left_after[i] = least
-        if is_data[i]:
-            least = min(least, left[i])
+        if is_data[rows[i]]:
+            if left[rows[i]] < least:
+                least = left[rows[i]]
         else:
             following_ack = i
     acked_so_far = np.int64(-(1 << 62))
     for i in range(n):
-        if i == 0 or group[i] != group[i - 1]:
+        r = rows[i]
+        if i == 0 or group[r] != group[rows[i - 1]]:
             acked_so_far = np.int64(-(1 << 62))
-        if not is_data[i]:
-            if ack[i] > acked_so_far:
-                acked_so_far = ack[i]
+        if not is_data[r]:
+            if ack[r] > acked_so_far:
+                acked_so_far = np.int64(ack[r])
             continue
-        s = left[i]
-        e = right[i]
+        s = np.int64(left[r])
+        e = s + np.int64(length[r])
         duplicate[i] = e <= acked_so_far
         v = NEVER_ACKED
         # How far from s later copies have re-sent this arrival's bytes, in order: a sender
@@ -98,27 +114,30 @@ def _scan(
         # can decide.
         acks_only = least_left_after[i] > s
         j = next_ack[i] if acks_only else i + 1
-        while j < n and group[j] == group[i]:
-            if is_data[j]:
-                if left[j] <= resent_to and right[j] > resent_to:
-                    resent_to = right[j]
+        while j < n and group[rows[j]] == group[r]:
+            q = rows[j]
+            if is_data[q]:
+                if left[q] <= resent_to and left[q] + np.int64(length[q]) > resent_to:
+                    resent_to = left[q] + np.int64(length[q])
                 if resent_to >= e:
                     # Re-sent whole before any ACK covered it: dropped, unless the ACK that
                     # answers the last copy reports it a duplicate (a D-SACK, RFC 2883): the
                     # host had kept the first copy and only held its ACK back.
                     v = RESENT_UNACKED
                     k = j + 1
-                    while k < n and group[k] == group[i] and is_data[k]:
+                    while k < n and group[rows[k]] == group[r] and is_data[rows[k]]:
                         k += 1
                     if (
                         k < n
-                        and group[k] == group[i]
-                        and _dsack_overlaps(k, s, e, ack, sack_start, sack_left, sack_right)
+                        and group[rows[k]] == group[r]
+                        and _dsack_overlaps(
+                            k, ack[rows[k]], s, e, sack_start, sack_left, sack_right
+                        )
                     ):
                         v = ACKED
                     break
             else:
-                if ack[j] >= e:
+                if ack[q] >= e:
                     v = ACKED
                     break
                 covered = False
@@ -132,6 +151,41 @@ def _scan(
             j = next_ack[j] if acks_only else j + 1
         verdict[i] = v
     return verdict, duplicate
+
+
+def _sack_starts(sack_owner: np.ndarray, events: int) -> np.ndarray:
+    """Where each event's SACK blocks start (and, last, where the blocks end), from each block's
+    owner event (sorted ascending)."""
+    counts = np.bincount(sack_owner.astype(np.int64), minlength=events)
+    sack_start = np.zeros(events + 1, dtype=np.int64)
+    np.cumsum(counts, out=sack_start[1:])
+    return sack_start
+
+
+def _scan_rows(
+    rows: np.ndarray,
+    group: np.ndarray,
+    is_data: np.ndarray,
+    left: np.ndarray,
+    length: np.ndarray,
+    ack: np.ndarray,
+    sack_owner: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`receiver_verdicts` of the events at `rows` of whole columns, which are read in place:
+    per event, the verdict and the duplicate flag."""
+    return _scan(
+        rows,
+        group,
+        is_data,
+        left,
+        length,
+        ack,
+        _sack_starts(sack_owner, rows.size),
+        sack_left.astype(np.int64, copy=False),
+        sack_right.astype(np.int64, copy=False),
+    )
 
 
 def receiver_verdicts(
@@ -151,16 +205,602 @@ def receiver_verdicts(
     Data events carry their byte range [left, right); ACK events the receiver's cumulative ACK
     in `ack`. SACK blocks belong to the ACK event at index `sack_owner` (sorted ascending).
     """
-    counts = np.bincount(sack_owner.astype(np.int64), minlength=group.size)
-    sack_start = np.zeros(group.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=sack_start[1:])
-    return _scan(
+    left = left.astype(np.int64)
+    return _scan_rows(
+        np.arange(group.size, dtype=np.int64),
         group.astype(np.int64),
         is_data.astype(np.bool_),
-        left.astype(np.int64),
-        right.astype(np.int64),
+        left,
+        right.astype(np.int64) - left,
         ack.astype(np.int64),
-        sack_start,
-        sack_left.astype(np.int64),
-        sack_right.astype(np.int64),
+        sack_owner,
+        sack_left,
+        sack_right,
     )
+
+
+@jit
+def _events(
+    conn: np.ndarray,
+    direction: np.ndarray,
+    proto: np.ndarray,
+    length: np.ndarray,
+    flags: np.ndarray,
+    data_dir: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """The events of a receiver's scan: each row that carries data in the judged direction
+    of its connection (`data_dir`, -1: not judged) or an ACK of it, of connections with any
+    such data. Returns the rows sorted by (connection, row), where each connection's start in
+    them (n_conn + 1 offsets), and per row whether it is a data event.
+
+    Counted before they are written: the outputs are sized exactly."""
+    n_conn = data_dir.size
+    has_data = np.zeros(n_conn, dtype=np.bool_)
+    is_data = np.zeros(conn.size, dtype=np.bool_)
+    for i in range(conn.size):
+        c = conn[i]
+        if (
+            0 <= c < n_conn
+            and data_dir[c] >= 0
+            and proto[i] == PROTO_TCP
+            and direction[i] == data_dir[c]
+            and length[i] > 0
+        ):
+            is_data[i] = True
+            has_data[c] = True
+    event = np.zeros(conn.size, dtype=np.bool_)
+    counts = np.zeros(n_conn + 1, dtype=np.int64)
+    for i in range(conn.size):
+        c = conn[i]
+        if 0 <= c < n_conn and has_data[c] and proto[i] == PROTO_TCP:
+            event[i] = is_data[i] or (direction[i] != data_dir[c] and (flags[i] & TH_ACK) != 0)
+            if event[i]:
+                counts[c + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    rows = np.empty(starts[-1], dtype=np.int64)
+    for i in range(conn.size):
+        if event[i]:
+            rows[fill[conn[i]]] = i
+            fill[conn[i]] += 1
+    return rows, starts, is_data
+
+
+@jit
+def _owners(
+    rows: np.ndarray, starts: np.ndarray, conn: np.ndarray, sack_rows: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """The event index of each SACK block's packet row (-1: not an event): a binary search
+    within its connection's events, which are in row order."""
+    out = np.full(sack_rows.size, -1, dtype=np.int64)
+    for k in range(sack_rows.size):
+        row = sack_rows[k]
+        if not 0 <= row < conn.size:
+            continue
+        c = conn[row]
+        if not 0 <= c < starts.size - 1:
+            continue
+        lo = starts[c]
+        hi = starts[c + 1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rows[mid] < row:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < starts[c + 1] and rows[lo] == row:
+            out[k] = lo
+    return out
+
+
+def receiver_scan(
+    receiver: Connections, pairs: pd.DataFrame, data_dir_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag.
+
+    Only connections that carried data in the judged direction are scanned: elsewhere no row
+    is a data arrival, and an ACK event has no verdict of its own."""
+    pk = receiver.packets
+    n = pk.num_rows
+    verdict = np.full(n, -1, dtype=np.int8)
+    duplicate = np.zeros(n, dtype=bool)
+    if n == 0 or pairs.empty:
+        return verdict, duplicate
+    data_dir_r = np.full(receiver.table.num_rows, -1, dtype=np.int64)
+    data_dir_r[pairs["conn_r"].to_numpy()] = (
+        data_dir_s[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
+    )
+    conn = pk.column("conn").to_numpy()
+    seq = pk.column("seq_rel").to_numpy()
+    ack = pk.column("ack_rel").to_numpy()
+    order, starts, is_data = _events(
+        conn,
+        pk.column("dir").to_numpy(),
+        pk.column("proto").to_numpy(),
+        pk.column("payload_bytes").to_numpy(),
+        pk.column("tcp_flags").to_numpy(),
+        data_dir_r,
+    )
+    if not order.size:
+        return verdict, duplicate
+
+    # SACK blocks the receiver sent, relative to the data direction's ISN, placed next to the
+    # ACK number that carried them (as tracekit.series does).
+    sack = receiver.capture.sack
+    s_row = sack.column("row").to_numpy().astype(np.int64)
+    owner = _owners(order, starts, conn, s_row)
+    keep = owner >= 0
+    if keep.any():
+        keep &= ~is_data[s_row]
+    owner, s_row = owner[keep], s_row[keep]
+    bases = isn(receiver.table)
+    base = bases[conn[s_row], data_dir_r[conn[s_row]]]
+    left_raw = sack.column("left").to_numpy().astype(np.int64)[keep]
+    right_raw = sack.column("right").to_numpy().astype(np.int64)[keep]
+    delta = (left_raw - base) % WRAP
+    left = delta + np.round((ack[s_row] - delta) / WRAP).astype(np.int64) * WRAP
+    right = left + (right_raw - left_raw) % WRAP
+    by_owner = np.argsort(owner, kind="stable")
+
+    v, dup = _scan_rows(
+        order,
+        conn,
+        is_data,
+        seq,
+        pk.column("payload_bytes").to_numpy(),
+        ack,
+        owner[by_owner],
+        left[by_owner],
+        right[by_owner],
+    )
+    verdict[order] = v
+    duplicate[order] = dup & is_data[order]
+    return verdict, duplicate
+
+
+@jit
+def _data_rows_of(
+    cd: np.ndarray, length: np.ndarray, data_dir: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows with payload in their matched connection's `data_dir`, in row order, counted
+    first so the output is sized exactly."""
+    n = 0
+    for i in range(cd.size):
+        c = cd[i]
+        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
+            n += 1
+    out = np.empty(n, dtype=np.int64)
+    n = 0
+    for i in range(cd.size):
+        c = cd[i]
+        if c >= 0 and length[i] > 0 and (c & 1) == data_dir[c >> 1]:
+            out[n] = i
+            n += 1
+    return out
+
+
+def data_rows(s: Side, data_dir: np.ndarray) -> np.ndarray:
+    """The rows of `s` that carry data in the direction `data_dir` names per sender
+    connection, in row order."""
+    return _data_rows_of(s.cd, s.length, data_dir.astype(np.int64))
+
+
+@jit
+def _max_ack(
+    cd: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    ack_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    ack_shift: np.ndarray,
+    data_dir: np.ndarray,
+    n_conn: int,
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per (conn * 2 + data direction), the highest ACK number (in the sender capture's terms)
+    of the TCP packets that acknowledge that direction (-1: none)."""
+    out = np.full(2 * n_conn + 2, -1, dtype=np.int64)
+    for i in range(cd.size):
+        c = cd[i]
+        if c < 0 or proto[i] != PROTO_TCP or (flags[i] & TH_ACK) == 0:
+            continue
+        if (c & 1) == data_dir[c >> 1]:
+            continue
+        k = (c >> 1) * 2 + (1 - (c & 1))
+        a = ack_rel[i] + ack_shift[conn[i], direction[i]]
+        if a > out[k]:
+            out[k] = a
+    return out
+
+
+@jit
+def _first_arrivals(
+    rows: np.ndarray,
+    s_row: np.ndarray,
+    r_row: np.ndarray,
+    arr: np.ndarray,
+    n_leave: int,
+    n_arrive: int,
+    s_len: np.ndarray,
+    r_len: np.ndarray,
+    r_ts: np.ndarray,
+    verdict: np.ndarray,
+    duplicate: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """Per transmission (leave row rows[t]), from the pairs (s_row, r_row) of a transmission
+    with an arrival (an `arr` row): its first arrival's row (the earliest, the first pair of
+    equal times; -1: none), whether all its bytes arrived, whether its host dropped a piece
+    (RESENT_UNACKED) and whether every piece came in a duplicate."""
+    n_tx = rows.size
+    tx_of = np.full(n_leave, -1, dtype=np.int64)
+    for t in range(n_tx):
+        tx_of[rows[t]] = t
+    arrival = np.zeros(n_arrive, dtype=np.bool_)
+    for k in range(arr.size):
+        arrival[arr[k]] = True
+    first = np.full(n_tx, -1, dtype=np.int64)
+    first_ts = np.zeros(n_tx, dtype=np.int64)
+    got = np.zeros(n_tx, dtype=np.int64)
+    dropped = np.zeros(n_tx, dtype=np.bool_)
+    dup = np.ones(n_tx, dtype=np.bool_)
+    for k in range(s_row.size):
+        s = s_row[k]
+        r = r_row[k]
+        t = tx_of[s]
+        if t < 0 or not arrival[r]:
+            continue
+        if first[t] < 0 or r_ts[r] < first_ts[t]:
+            first[t] = r
+            first_ts[t] = r_ts[r]
+        got[t] += min(np.int64(s_len[s]), np.int64(r_len[r]))
+        if verdict[r] == RESENT_UNACKED:
+            dropped[t] = True
+        if not duplicate[r]:
+            dup[t] = False
+    whole = np.empty(n_tx, dtype=np.bool_)
+    for t in range(n_tx):
+        whole[t] = first[t] >= 0 and got[t] >= np.int64(s_len[rows[t]])
+    return first, whole, dropped, dup
+
+
+@jit
+def _blocks(
+    rows: np.ndarray,
+    cd: np.ndarray,
+    seq_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    seq_shift: np.ndarray,
+    length: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """The union of the byte ranges of `rows` (sorted by cd, then sequence number) per cd:
+    each block's start as band(cd, seq) and its end (0 at least). Counted first: sized
+    exactly."""
+    lowest = np.iinfo(np.int64).min
+    n = 0
+    reach = lowest
+    for k in range(rows.size):
+        i = rows[k]
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        if k == 0 or cd[i] != cd[rows[k - 1]]:
+            reach = lowest
+        if k == 0 or cd[i] != cd[rows[k - 1]] or s > reach:
+            n += 1
+        reach = max(reach, s + np.int64(length[i]))
+    key = np.empty(n, dtype=np.int64)
+    end = np.empty(n, dtype=np.int64)
+    b = -1
+    reach = lowest
+    for k in range(rows.size):
+        i = rows[k]
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        e = s + np.int64(length[i])
+        if k == 0 or cd[i] != cd[rows[k - 1]]:
+            reach = lowest
+        if k == 0 or cd[i] != cd[rows[k - 1]] or s > reach:
+            b += 1
+            key[b] = cd[i] * BAND + s
+            end[b] = max(e, 0)
+        elif e > end[b]:
+            end[b] = e
+        reach = max(reach, e)
+    return key, end
+
+
+@jit
+def _gaps(
+    rows: np.ndarray,
+    whole: np.ndarray,
+    cd: np.ndarray,
+    proto: np.ndarray,
+    seq_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    seq_shift: np.ndarray,
+    length: np.ndarray,
+    blk_key: np.ndarray,
+    blk_end: np.ndarray,
+    max_ack: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per transmission not wholly arrived: whether no arrival carried its bytes (no block of
+    the arrivals' union holds them) and the receiver acknowledged them anyway."""
+    gap = np.zeros(rows.size, dtype=np.bool_)
+    for t in range(rows.size):
+        i = rows[t]
+        if whole[t] or proto[i] != PROTO_TCP:
+            continue
+        c = cd[i]
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        e = s + np.int64(length[i])
+        if max_ack[c] < e:
+            continue
+        # The last block starting at or before s (np.searchsorted, side "right", minus one).
+        lo = 0
+        hi = blk_key.size
+        key = c * BAND + s
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blk_key[mid] <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        p = lo - 1
+        covered = p >= 0 and blk_key[p] // BAND == c and blk_end[p] >= e
+        gap[t] = not covered
+    return gap
+
+
+@jit
+def _reordered(
+    order: np.ndarray, rows: np.ndarray, cd: np.ndarray, ts_ns: np.ndarray, n_tx: int
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per transmission: whether it arrived after one its connection's direction sent later.
+    `order` lists the transmissions that arrived, by (cd, arrival time, departure order)."""
+    out = np.zeros(n_tx, dtype=np.bool_)
+    lowest = np.iinfo(np.int64).min
+    sent_before = lowest
+    for k in range(order.size):
+        t = order[k]
+        i = rows[t]
+        if k == 0 or cd[i] != cd[rows[order[k - 1]]]:
+            sent_before = lowest
+        out[t] = ts_ns[i] < sent_before
+        sent_before = max(sent_before, ts_ns[i])
+    return out
+
+
+@jit
+def _arrival_fates(
+    s_row: np.ndarray,
+    r_row: np.ndarray,
+    leave_fate: np.ndarray,
+    arrive_fate: np.ndarray,
+    is_tx: np.ndarray,
+    arr: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    """Each arrival of a transmission takes its fate; an arrival that holds several
+    transmissions (GRO), the fate of the last one sent by row."""
+    arrival = np.zeros(arrive_fate.size, dtype=np.bool_)
+    for k in range(arr.size):
+        arrival[arr[k]] = True
+    winner = np.full(arrive_fate.size, -1, dtype=np.int64)
+    for k in range(s_row.size):
+        s = s_row[k]
+        r = r_row[k]
+        if is_tx[s] and arrival[r] and s > winner[r]:
+            winner[r] = s
+    for k in range(r_row.size):
+        r = r_row[k]
+        if winner[r] >= 0:
+            arrive_fate[r] = leave_fate[winner[r]]
+
+
+@jit
+def _departures(
+    rows: np.ndarray,
+    cd: np.ndarray,
+    seq_rel: np.ndarray,
+    conn: np.ndarray,
+    direction: np.ndarray,
+    seq_shift: np.ndarray,
+    length: np.ndarray,
+    frame: np.ndarray,
+    ts_ns: np.ndarray,
+    origin_ns: int,
+    at: int,
+    out_conn: np.ndarray,
+    out_dir: np.ndarray,
+    out_seq: np.ndarray,
+    out_end: np.ndarray,
+    out_len: np.ndarray,
+    out_frame: np.ndarray,
+    out_t: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    """The columns of the packets `rows` from index `at` of the outputs: connection,
+    direction, byte range in the sender capture's terms, frame and time (s since origin_ns)."""
+    for k in range(rows.size):
+        i = rows[k]
+        o = at + k
+        out_conn[o] = cd[i] >> 1
+        out_dir[o] = cd[i] & 1
+        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        ln = np.int64(length[i])
+        out_seq[o] = s
+        out_end[o] = s + ln
+        out_len[o] = ln
+        out_frame[o] = frame[i]
+        out_t[o] = (ts_ns[i] - origin_ns) / 1e9
+
+
+@jit
+def _first_arrival_columns(
+    first: np.ndarray,
+    frame: np.ndarray,
+    ts_ns: np.ndarray,
+    origin_ns: int,
+    out_frame: np.ndarray,
+    out_t: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    """Frame and time (s since origin_ns, the arriving capture's clock) of each transmission's
+    first arrival, where it has one."""
+    for t in range(first.size):
+        r = first[t]
+        if r >= 0:
+            out_frame[t] = frame[r]
+            out_t[t] = (ts_ns[r] - origin_ns) / 1e9
+
+
+def transmission_fates(
+    *,
+    leave: Side,
+    arrive: Side,
+    found: Found,
+    arrived_rows: np.ndarray,
+    data_dir: np.ndarray,
+    origin_ns: int,
+    verdict: np.ndarray,
+    duplicate: np.ndarray,
+    n_conn: int,
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """One direction's transmissions and their fates, from the capture that saw the data leave
+    (`leave`) and the one that saw it arrive (`arrive`), both in the sender capture's terms,
+    whose `n_conn` connections send data in `data_dir`: the transmissions' columns
+    (schema.TRANSMISSION_COLUMNS, `fate` as codes), and the fate of each row of the two packet
+    tables. `found` pairs leave rows with arrive rows, `arrived_rows` marks the arrive rows it
+    holds, and `verdict` and `duplicate` are the arriving host's judgement of each arrive row.
+    Arrival times are the arriving capture's: the caller puts them on the sender's clock.
+    """
+    leave_fate = np.full(leave.rows, FATE_NONE, dtype=np.uint8)
+    arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
+    data_dir = data_dir.astype(np.int64)
+    rows = data_rows(leave, data_dir)
+    rows = rows[np.argsort(leave.ts_ns[rows], kind="stable")]  # the transmissions, in time order
+    arr = data_rows(arrive, data_dir)  # the arrivals, in row order
+    n_tx = rows.size
+
+    # Arrival of each transmission: its first piece; all of its bytes must have arrived.
+    first, whole, dropped, dup = _first_arrivals(
+        rows,
+        found.s_row,
+        found.r_row,
+        arr,
+        leave.rows,
+        arrive.rows,
+        leave.length,
+        arrive.length,
+        arrive.ts_ns,
+        verdict,
+        duplicate,
+    )
+    arrived = first >= 0
+
+    # Not (wholly) at the receiver's capture point: lost in the network, unless no arrival ever
+    # carried these bytes and the receiver acknowledged them anyway (its capture missed them).
+    a_cd = arrive.cd[arr]
+    a_seq = arrive.seq(arr)
+    by_seq = arr[np.lexsort((a_seq, a_cd))]
+    del a_cd, a_seq
+    blk_key, blk_end = _blocks(
+        by_seq, arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift, arrive.length
+    )
+    del by_seq
+    max_ack = _max_ack(
+        arrive.cd,
+        arrive.proto,
+        arrive.flags,
+        arrive.ack_rel,
+        arrive.conn,
+        arrive.dir,
+        arrive.ack_shift,
+        data_dir,
+        n_conn,
+    )
+    gap = _gaps(
+        rows,
+        whole,
+        leave.cd,
+        leave.proto,
+        leave.seq_rel,
+        leave.conn,
+        leave.dir,
+        leave.seq_shift,
+        leave.length,
+        blk_key,
+        blk_end,
+        max_ack,
+    )
+    del blk_key, blk_end, max_ack
+
+    # Reordering: an arrival after one of a segment the sender sent later.
+    came = np.flatnonzero(arrived)
+    came = came[np.lexsort((arrive.ts_ns[first[came]], leave.cd[rows[came]]))]
+    reordered = _reordered(came, rows, leave.cd, leave.ts_ns, n_tx)
+    del came
+
+    fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
+    fate[reordered] = _CODE["reordered"]
+    fate[whole & dup] = _CODE["duplicate"]
+    fate[whole & dropped] = _CODE["receiver_drop"]
+    fate[~whole] = _CODE["network_drop"]
+    fate[gap] = _CODE["receiver_capture_gap"]
+    del reordered, whole, dup, dropped, gap
+    leave_fate[rows] = fate
+    _arrival_fates(found.s_row, found.r_row, leave_fate, arrive_fate, leave_fate != FATE_NONE, arr)
+
+    # Arrivals the sender capture lacks.
+    orphan = arr[~arrived_rows[arr]]
+    del arr
+    arrive_fate[orphan] = _CODE["sender_capture_gap"]
+
+    n = n_tx + orphan.size
+    columns = {
+        "conn": np.empty(n, dtype=np.int32),
+        "dir": np.empty(n, dtype=np.uint8),
+        "seq_rel": np.empty(n, dtype=np.int64),
+        "end_rel": np.empty(n, dtype=np.int64),
+        "len": np.empty(n, dtype=np.int64),
+        "sender_frame": np.full(n, -1, dtype=np.int64),
+        "receiver_frame": np.full(n, -1, dtype=np.int64),
+        "sender_t_s": np.full(n, np.nan),
+        "receiver_t_s": np.full(n, np.nan),
+        "fate": np.full(n, _CODE["sender_capture_gap"], dtype=np.uint8),
+    }
+    ids = (columns["conn"], columns["dir"], columns["seq_rel"], columns["end_rel"], columns["len"])
+    side_args = (leave.cd, leave.seq_rel, leave.conn, leave.dir, leave.seq_shift, leave.length)
+    _departures(
+        rows,
+        *side_args,
+        leave.frame,
+        leave.ts_ns,
+        origin_ns,
+        0,
+        *ids,
+        columns["sender_frame"],
+        columns["sender_t_s"],
+    )
+    columns["fate"][:n_tx] = fate
+    del fate, rows
+    # The arrivals' own columns for the orphans, then the first arrival of each transmission.
+    arrive_args = (arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift)
+    _departures(
+        orphan,
+        *arrive_args,
+        arrive.length,
+        arrive.frame,
+        arrive.ts_ns,
+        origin_ns,
+        n_tx,
+        *ids,
+        columns["receiver_frame"],
+        columns["receiver_t_s"],
+    )
+    _first_arrival_columns(
+        first,
+        arrive.frame,
+        arrive.ts_ns,
+        origin_ns,
+        columns["receiver_frame"],
+        columns["receiver_t_s"],
+    )
+    del first, arrived
+    return columns, leave_fate, arrive_fate

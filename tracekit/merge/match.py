@@ -20,8 +20,9 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.core.band import band
+from tracekit.core.kernels import jit
 from tracekit.errors import TracekitError
-from tracekit.schema import PROTO_TCP, WRAP
+from tracekit.schema import WRAP
 
 _ENDPOINT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>\d+)$")
 _HALF = np.int64(1 << 31)
@@ -123,126 +124,361 @@ def _signed(delta: np.ndarray) -> np.ndarray:
     return (delta + _HALF) % WRAP - _HALF
 
 
-def packet_frame(packets: pa.Table, udp: pa.Table) -> pd.DataFrame:
-    """The columns matching reads, one row per packet (its row number in `row`)."""
-    n = packets.num_rows
-    head = np.zeros(n, dtype=np.uint64)
-    if udp.num_rows:
-        head[udp.column("row").to_numpy().astype(np.int64)] = udp.column("head").to_numpy()
-    return pd.DataFrame(
-        {
-            "row": np.arange(n, dtype=np.int64),
-            "ts_ns": packets.column("ts_ns").to_numpy(),
-            "conn": packets.column("conn").to_numpy().astype(np.int64),
-            "dir": packets.column("dir").to_numpy().astype(np.int64),
-            "tcp": packets.column("proto").to_numpy() == PROTO_TCP,
-            "seq": packets.column("seq_rel").to_numpy(),
-            "ack": packets.column("ack_rel").to_numpy(),
-            "len": packets.column("payload_bytes").to_numpy().astype(np.int64),
-            "flags": packets.column("tcp_flags").to_numpy().astype(np.int64),
-            "ip_id": packets.column("ip_id").to_numpy().astype(np.int64),
-            "tsval": packets.column("tsval").to_numpy().astype(np.int64),
-            "head": head.view(np.int64),
-        }
-    )
+# How each pair was found (Found.how): the passes of _PASSES in order, then by byte range.
+HOW = (*(name for name, _ in _PASSES), "bytes")
+BYTES = np.uint8(len(_PASSES))
 
 
-def receiver_in_sender_terms(
-    rcv: pd.DataFrame, pairs: pd.DataFrame, sender_isn: np.ndarray, receiver_isn: np.ndarray
-) -> pd.DataFrame:
-    """Receiver packets of matched connections, renamed to the sender's conn, dir and seq base.
+@dataclass(frozen=True)
+class Side:
+    """One capture's packet columns as the merge reads them, in the sender capture's terms.
 
-    `*_isn` are (n_conn, 2) arrays of the ISN per connection and direction (a2b, b2a). Sequence
-    numbers are relative to each capture's own view of the ISN; the raw numbers are the same on
-    the wire, so the receiver's are moved by the signed difference of the two bases.
+    The columns are views of the packet table (no copies). The capture's own connection,
+    direction and sequence numbers become the sender capture's through per-connection tables:
+    `cd` (conn * 2 + dir, -1 for a packet of no connection found in both captures) is the only
+    column made, and the sequence and ACK numbers move by `seq_shift` and `ack_shift`, indexed
+    by the capture's own (conn, dir). `head` holds the first payload bytes of UDP datagrams
+    (empty when the capture has none: 0 for every packet).
     """
-    conn_s = np.full(receiver_isn.shape[0], -1, dtype=np.int64)
-    flip = np.zeros(receiver_isn.shape[0], dtype=np.int64)
-    conn_s[pairs["conn_r"].to_numpy()] = pairs["conn_s"].to_numpy()
-    flip[pairs["conn_r"].to_numpy()] = pairs["flip"].to_numpy()
-    out = rcv[conn_s[rcv["conn"].to_numpy()] >= 0].copy()
-    c_r = out["conn"].to_numpy()
-    d_r = out["dir"].to_numpy()
-    c_s = conn_s[c_r]
-    d_s = d_r ^ flip[c_r]
-    shift_seq = _signed(receiver_isn[c_r, d_r] - sender_isn[c_s, d_s])
-    shift_ack = _signed(receiver_isn[c_r, 1 - d_r] - sender_isn[c_s, 1 - d_s])
-    tcp = out["tcp"].to_numpy()
-    out["conn"], out["dir"] = c_s, d_s
-    out["seq"] = np.where(tcp, out["seq"].to_numpy() + shift_seq, 0)
-    out["ack"] = np.where(tcp, out["ack"].to_numpy() + shift_ack, 0)
+
+    ts_ns: np.ndarray
+    frame: np.ndarray
+    conn: np.ndarray
+    dir: np.ndarray
+    proto: np.ndarray
+    seq_rel: np.ndarray
+    ack_rel: np.ndarray
+    length: np.ndarray
+    flags: np.ndarray
+    ip_id: np.ndarray
+    tsval: np.ndarray
+    head: np.ndarray
+    cd: np.ndarray
+    seq_shift: np.ndarray
+    ack_shift: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        """Packets in the capture."""
+        return int(self.ts_ns.size)
+
+    def seq(self, rows: np.ndarray) -> np.ndarray:
+        """Sequence numbers of `rows`, relative to the sender capture's ISN."""
+        return self.seq_rel[rows] + self.seq_shift[self.conn[rows], self.dir[rows]]
+
+    def ack(self, rows: np.ndarray) -> np.ndarray:
+        """ACK numbers of `rows`, relative to the sender capture's ISN."""
+        return self.ack_rel[rows] + self.ack_shift[self.conn[rows], self.dir[rows]]
+
+
+@jit
+def _cd(
+    conn: np.ndarray, direction: np.ndarray, to_conn: np.ndarray, flip: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per packet: the sender capture's conn * 2 + dir (-1 where its connection is unmatched)."""
+    out = np.empty(conn.size, dtype=np.int64)
+    for i in range(conn.size):
+        c = conn[i]
+        s = to_conn[c] if 0 <= c < to_conn.size else -1
+        out[i] = 2 * s + (direction[i] ^ flip[c]) if s >= 0 else -1
     return out
 
 
-def match_packets(snd: pd.DataFrame, rcv: pd.DataFrame) -> pd.DataFrame:
-    """Pairs (s_row, r_row, how) of the same packet in both captures.
+def side(
+    packets: pa.Table,
+    udp: pa.Table,
+    to_conn: np.ndarray,
+    flip: np.ndarray | None = None,
+    seq_shift: np.ndarray | None = None,
+    ack_shift: np.ndarray | None = None,
+) -> Side:
+    """A packet table as a `Side`: `to_conn` gives each of its connections' number in the sender
+    capture (-1: not in both), `flip` whether the sides a and b swap, the shifts what moves its
+    relative numbers onto the sender capture's ISNs (default: none, the sender's own capture)."""
+    n_conn = to_conn.size
+    flip = np.zeros(n_conn, dtype=np.uint8) if flip is None else flip.astype(np.uint8)
+    zero = np.zeros((n_conn, 2), dtype=np.int64)
+    head = np.zeros(0, dtype=np.uint64)
+    if udp.num_rows:
+        head = np.zeros(packets.num_rows, dtype=np.uint64)
+        head[udp.column("row").to_numpy()] = udp.column("head").to_numpy()
+    conn = packets.column("conn").to_numpy()
+    direction = packets.column("dir").to_numpy()
+    return Side(
+        ts_ns=packets.column("ts_ns").to_numpy(),
+        frame=packets.column("frame").to_numpy(),
+        conn=conn,
+        dir=direction,
+        proto=packets.column("proto").to_numpy(),
+        seq_rel=packets.column("seq_rel").to_numpy(),
+        ack_rel=packets.column("ack_rel").to_numpy(),
+        length=packets.column("payload_bytes").to_numpy(),
+        flags=packets.column("tcp_flags").to_numpy(),
+        ip_id=packets.column("ip_id").to_numpy(),
+        tsval=packets.column("tsval").to_numpy(),
+        head=head,
+        cd=_cd(conn, direction, to_conn.astype(np.int64), flip),
+        seq_shift=zero if seq_shift is None else seq_shift,
+        ack_shift=zero if ack_shift is None else ack_shift,
+    )
 
-    `snd` and `rcv` are `packet_frame`s, rcv already in sender terms. Each pass matches what
-    the stricter ones left; the k-th unmatched packet with a key at the sender is the k-th with
-    that key at the receiver. The last pass, "bytes", pairs what is left by byte range: a
-    receiver segment inside a larger sender one (TSO) or a sender segment inside a larger
+
+def isn(table: pa.Table) -> np.ndarray:
+    """Per connection of a connections table, the ISN of each direction (a2b, b2a)."""
+    return np.stack(
+        [table.column("isn_a").to_numpy(), table.column("isn_b").to_numpy()], axis=1
+    ).astype(np.int64)
+
+
+def receiver_side(
+    packets: pa.Table,
+    udp: pa.Table,
+    pairs: pd.DataFrame,
+    sender_isn: np.ndarray,
+    receiver_isn: np.ndarray,
+    receiver_tcp: np.ndarray,
+) -> Side:
+    """The receiver's packets in the sender's terms: its connections renamed to the sender's
+    (by `pairs`), and its sequence numbers moved onto the sender capture's view of the ISNs.
+
+    `*_isn` are (n_conn, 2) arrays of the ISN per connection and direction (a2b, b2a);
+    `receiver_tcp` says per receiver connection whether it is TCP. Sequence numbers are
+    relative to each capture's own view of the ISN; the raw numbers are the same on the wire,
+    so the receiver's are moved by the signed difference of the two bases. A UDP flow has no
+    sequence numbers: its stay 0.
+    """
+    n_conn = receiver_isn.shape[0]
+    to_conn = np.full(n_conn, -1, dtype=np.int64)
+    flip = np.zeros(n_conn, dtype=np.int64)
+    c_r = pairs["conn_r"].to_numpy()
+    to_conn[c_r] = pairs["conn_s"].to_numpy()
+    flip[c_r] = pairs["flip"].to_numpy()
+    seq_shift = np.zeros((n_conn, 2), dtype=np.int64)
+    ack_shift = np.zeros((n_conn, 2), dtype=np.int64)
+    tcp = c_r[receiver_tcp[c_r]]
+    c_s = to_conn[tcp]
+    for d_r in (0, 1):
+        d_s = d_r ^ flip[tcp]
+        seq_shift[tcp, d_r] = _signed(receiver_isn[tcp, d_r] - sender_isn[c_s, d_s])
+        ack_shift[tcp, d_r] = _signed(receiver_isn[tcp, 1 - d_r] - sender_isn[c_s, 1 - d_s])
+    return side(packets, udp, to_conn, flip, seq_shift, ack_shift)
+
+
+@dataclass(frozen=True)
+class Found:
+    """Pairs of rows that are the same packet in the two captures: `s_row` in the capture that
+    saw it leave, `r_row` in the one that saw it arrive, `how` the index in HOW of the pass
+    that found them."""
+
+    s_row: np.ndarray
+    r_row: np.ndarray
+    how: np.ndarray
+
+    def swapped(self) -> Found:
+        """The same pairs with the captures' roles swapped (data going the other way)."""
+        return Found(s_row=self.r_row, r_row=self.s_row, how=self.how)
+
+
+# The key columns of each pass (_PASSES), most significant first, after cd.
+_KEYS: tuple[tuple[str, ...], ...] = tuple(keys[1:] for _, keys in _PASSES)
+_COLUMN = {
+    "seq": "seq_rel",
+    "ack": "ack_rel",
+    "len": "length",
+    "flags": "flags",
+    "ip_id": "ip_id",
+    "tsval": "tsval",
+    "head": "head",
+}
+# A pass whose packets are this share of the capture or more sorts the whole columns (those
+# of other packets keyed out) rather than copy its packets' columns.
+_GATHER_BELOW = 0.25
+
+
+def _key_order(s: Side, left: np.ndarray, level: int) -> np.ndarray:
+    """The rows `left` marks, in the order of the pass's key (cd first), then capture time, then
+    row: the k-th row of a key is the k-th to arrive with it.
+
+    The receiver's numbers are sorted in its own terms: they move by one amount per cd, which
+    keeps their order within it.
+    """
+    names = [_COLUMN[k] for k in reversed(_KEYS[level]) if k != "head" or s.head.size]
+    count = int(np.count_nonzero(left))
+    if count >= _GATHER_BELOW * left.size:
+        # Every other packet keyed out at cd -1, so first: the marked rows are the last.
+        cd = np.where(left, s.cd, -1)
+        order = np.lexsort((s.ts_ns, *(getattr(s, n) for n in names), cd))
+        return order[order.size - count :]
+    rows = np.flatnonzero(left)
+    order = np.lexsort((s.ts_ns[rows], *(getattr(s, n)[rows] for n in names), s.cd[rows]))
+    return rows[order]
+
+
+# A Side's columns as the matching kernels take them (`_key_columns`), by position.
+(_CD, _SEQ, _ACK, _LEN, _FLAGS, _IP_ID, _TSVAL, _HEAD) = range(8)
+(_SEQ_SHIFT, _ACK_SHIFT, _CONN, _DIR) = range(8, 12)
+
+
+def _key_columns(s: Side) -> tuple[np.ndarray, ...]:
+    return (
+        *(s.cd, s.seq_rel, s.ack_rel, s.length, s.flags, s.ip_id, s.tsval, s.head),
+        *(s.seq_shift, s.ack_shift, s.conn, s.dir),
+    )
+
+
+@jit
+def _compare(
+    level: int, a: int, b: int, s: tuple[np.ndarray, ...], r: tuple[np.ndarray, ...]
+) -> int:  # pragma: no cover - numba
+    """-1, 0 or 1 as sender row a's key of pass `level` is below, equal to or above receiver
+    row b's, in the sender capture's terms (the order _key_order sorts by); `s` and `r` are
+    the two sides' `_key_columns`."""
+    if s[_CD][a] != r[_CD][b]:
+        return -1 if s[_CD][a] < r[_CD][b] else 1
+    x = s[_SEQ][a] + s[_SEQ_SHIFT][s[_CONN][a], s[_DIR][a]]
+    y = r[_SEQ][b] + r[_SEQ_SHIFT][r[_CONN][b], r[_DIR][b]]
+    if x != y:
+        return -1 if x < y else 1
+    if level < 2:
+        x = s[_ACK][a] + s[_ACK_SHIFT][s[_CONN][a], s[_DIR][a]]
+        y = r[_ACK][b] + r[_ACK_SHIFT][r[_CONN][b], r[_DIR][b]]
+        if x != y:
+            return -1 if x < y else 1
+    if s[_LEN][a] != r[_LEN][b]:
+        return -1 if s[_LEN][a] < r[_LEN][b] else 1
+    if level == 2:
+        return 0
+    if s[_FLAGS][a] != r[_FLAGS][b]:
+        return -1 if s[_FLAGS][a] < r[_FLAGS][b] else 1
+    if level == 0 and s[_IP_ID][a] != r[_IP_ID][b]:
+        return -1 if s[_IP_ID][a] < r[_IP_ID][b] else 1
+    if s[_TSVAL][a] != r[_TSVAL][b]:
+        return -1 if s[_TSVAL][a] < r[_TSVAL][b] else 1
+    h = s[_HEAD][a] if s[_HEAD].size else np.uint64(0)
+    g = r[_HEAD][b] if r[_HEAD].size else np.uint64(0)
+    if h != g:
+        return -1 if h < g else 1
+    return 0
+
+
+@jit
+def _zip_equal(
+    level: int,
+    s_order: np.ndarray,
+    r_order: np.ndarray,
+    s: tuple[np.ndarray, ...],
+    r: tuple[np.ndarray, ...],
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """Pairs (sender row, receiver row) of equal keys: both orders sorted by key and then
+    arrival, the k-th of a key at one end pairs with the k-th at the other. The walk runs
+    twice, counting the pairs and then writing them: the output is sized exactly."""
+    count = 0
+    out_s = np.empty(0, dtype=np.int64)
+    out_r = np.empty(0, dtype=np.int64)
+    for write in (False, True):
+        if write:
+            out_s = np.empty(count, dtype=np.int64)
+            out_r = np.empty(count, dtype=np.int64)
+        i = 0
+        j = 0
+        k = 0
+        while i < s_order.size and j < r_order.size:
+            c = _compare(level, s_order[i], r_order[j], s, r)
+            if c < 0:
+                i += 1
+            elif c > 0:
+                j += 1
+            else:
+                if write:
+                    out_s[k] = s_order[i]
+                    out_r[k] = r_order[j]
+                k += 1
+                i += 1
+                j += 1
+        count = k
+    return out_s, out_r
+
+
+def _in_time_order(s: Side, rows: np.ndarray) -> np.ndarray:
+    """Rows sorted by capture time, then row."""
+    return rows[np.argsort(s.ts_ns[rows], kind="stable")]
+
+
+def match_packets(snd: Side, rcv: Side) -> Found:
+    """The pairs of the same packet in both captures.
+
+    Each pass matches what the stricter ones left; the k-th unmatched packet with a key at the
+    sender is the k-th with that key at the receiver. A pass's pairs are in the sender's
+    capture order (time, then row). The last pass, "bytes", pairs what is left by byte range:
+    a receiver segment inside a larger sender one (TSO) or a sender segment inside a larger
     receiver one (GRO); one packet may then pair with several.
     """
-    snd = snd.assign(cd=snd["conn"] * 2 + snd["dir"]).sort_values("ts_ns", kind="stable")
-    rcv = rcv.assign(cd=rcv["conn"] * 2 + rcv["dir"]).sort_values("ts_ns", kind="stable")
-    s_left = np.ones(len(snd), dtype=bool)
-    r_left = np.ones(len(rcv), dtype=bool)
-    s_pos = pd.Series(np.arange(len(snd)), index=snd["row"].to_numpy())
-    r_pos = pd.Series(np.arange(len(rcv)), index=rcv["row"].to_numpy())
-    found: list[pd.DataFrame] = []
-    for how, keys in _PASSES:
-        s_sub = snd[s_left]
-        r_sub = rcv[r_left]
+    s_left = snd.cd >= 0
+    r_left = rcv.cd >= 0
+    found: list[tuple[np.ndarray, np.ndarray, int]] = []
+    for level, (how, _) in enumerate(_PASSES):
         if how == "range":  # only data: pure ACKs are too alike to pair without IP ID or TSval
-            s_sub = s_sub[s_sub["len"] > 0]
-            r_sub = r_sub[r_sub["len"] > 0]
-        if s_sub.empty or r_sub.empty:
+            s_left_now, r_left_now = s_left & (snd.length > 0), r_left & (rcv.length > 0)
+        else:
+            s_left_now, r_left_now = s_left, r_left
+        if not (s_left_now.any() and r_left_now.any()):
             continue
-        cols = [*keys, "row"]
-        a = s_sub[cols].assign(nth=s_sub.groupby(list(keys), sort=False).cumcount())
-        b = r_sub[cols].assign(nth=r_sub.groupby(list(keys), sort=False).cumcount())
-        m = a.merge(b, on=[*keys, "nth"], suffixes=("_s", "_r"))
-        if m.empty:
+        s_order = _key_order(snd, s_left_now, level)
+        r_order = _key_order(rcv, r_left_now, level)
+        del s_left_now, r_left_now
+        s_row, r_row = _zip_equal(level, s_order, r_order, _key_columns(snd), _key_columns(rcv))
+        del s_order, r_order
+        if not s_row.size:
             continue
-        found.append(pd.DataFrame({"s_row": m["row_s"], "r_row": m["row_r"], "how": how}))
-        s_left[s_pos[m["row_s"].to_numpy()].to_numpy()] = False
-        r_left[r_pos[m["row_r"].to_numpy()].to_numpy()] = False
-    found += _by_byte_range(
-        snd[s_left & (snd["len"] > 0).to_numpy()], rcv[r_left & (rcv["len"] > 0).to_numpy()]
-    )
+        by_time = np.lexsort((s_row, snd.ts_ns[s_row]))
+        found.append((s_row[by_time], r_row[by_time], level))
+        s_left[s_row] = False
+        r_left[r_row] = False
+    s_data = _in_time_order(snd, np.flatnonzero(s_left & (snd.length > 0)))
+    r_data = _in_time_order(rcv, np.flatnonzero(r_left & (rcv.length > 0)))
+    del s_left, r_left
+    # Receiver pieces of a sender super-segment (TSO), then sender segments merged on arrival
+    # (GRO) into what the first left.
+    tso_r, tso_s = _inside(rcv, r_data, snd, s_data)
+    if tso_r.size:
+        found.append((tso_s, tso_r, int(BYTES)))
+        r_data = r_data[~np.isin(r_data, tso_r)]
+    gro_s, gro_r = _inside(snd, s_data, rcv, r_data)
+    if gro_s.size:
+        found.append((gro_s, gro_r, int(BYTES)))
     if not found:
-        return pd.DataFrame(
-            {"s_row": np.zeros(0, np.int64), "r_row": np.zeros(0, np.int64), "how": []}
-        )
-    return pd.concat(found, ignore_index=True)
+        none = np.zeros(0, dtype=np.int64)
+        return Found(s_row=none, r_row=none, how=np.zeros(0, dtype=np.uint8))
+    return Found(
+        s_row=np.concatenate([f[0] for f in found]),
+        r_row=np.concatenate([f[1] for f in found]),
+        how=np.concatenate([np.full(f[0].size, f[2], dtype=np.uint8) for f in found]),
+    )
 
 
-def _inside(inner: pd.DataFrame, outer: pd.DataFrame) -> pd.DataFrame:
-    """Each inner segment with the outer segment of its direction that starts at or before it
-    and ends at or after it (the latest-starting such one), where there is one."""
-    if inner.empty or outer.empty:
-        return pd.DataFrame({"row_in": [], "row_out": []}, dtype=np.int64)
+def _inside(
+    inner: Side, inner_rows: np.ndarray, outer: Side, outer_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each inner segment (in the order of `inner_rows`) with the outer segment of its
+    direction that starts at or before it and ends at or after it (the latest-starting such
+    one), where there is one: (inner rows, outer rows)."""
+    if not (inner_rows.size and outer_rows.size):
+        none = np.zeros(0, dtype=np.int64)
+        return none, none
+    i_cd = inner.cd[inner_rows]
+    i_seq = inner.seq(inner_rows)
+    o_cd = outer.cd[outer_rows]
+    o_seq = outer.seq(outer_rows)
     # Band by direction so one sorted search respects directions.
-    i_key = band(inner["cd"].to_numpy(), inner["seq"].to_numpy())
-    o_order = np.lexsort((outer["seq"].to_numpy(), outer["cd"].to_numpy()))
-    o_key = band(outer["cd"].to_numpy(), outer["seq"].to_numpy())[o_order]
-    o_end = (outer["seq"].to_numpy() + outer["len"].to_numpy())[o_order]
-    o_cd = outer["cd"].to_numpy()[o_order]
-    o_row = outer["row"].to_numpy()[o_order]
+    i_key = band(i_cd, i_seq)
+    o_order = np.lexsort((o_seq, o_cd))
+    o_key = band(o_cd, o_seq)[o_order]
+    o_end = (o_seq + outer.length[outer_rows])[o_order]
+    o_cd = o_cd[o_order]
+    o_row = outer_rows[o_order]
     pos = np.searchsorted(o_key, i_key, side="right") - 1
     ok = pos >= 0
     p = np.maximum(pos, 0)
-    i_end = inner["seq"].to_numpy() + inner["len"].to_numpy()
-    ok &= (o_cd[p] == inner["cd"].to_numpy()) & (o_end[p] >= i_end)
-    return pd.DataFrame({"row_in": inner["row"].to_numpy()[ok], "row_out": o_row[p[ok]]})
-
-
-def _by_byte_range(snd: pd.DataFrame, rcv: pd.DataFrame) -> list[pd.DataFrame]:
-    out = []
-    tso = _inside(rcv, snd)  # receiver pieces of a sender super-segment
-    if len(tso):
-        out.append(pd.DataFrame({"s_row": tso["row_out"], "r_row": tso["row_in"], "how": "bytes"}))
-    gro = _inside(snd, rcv[~rcv["row"].isin(tso["row_in"])])  # sender segments merged on arrival
-    if len(gro):
-        out.append(pd.DataFrame({"s_row": gro["row_in"], "r_row": gro["row_out"], "how": "bytes"}))
-    return out
+    i_end = i_seq + inner.length[inner_rows]
+    ok &= (o_cd[p] == i_cd) & (o_end[p] >= i_end)
+    return inner_rows[ok], o_row[p[ok]]

@@ -13,18 +13,21 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.connections import data_direction
-from tracekit.core.band import BAND, band
-from tracekit.core.groups import segment_starts, segmented_cummax_prev
+from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
-from tracekit.merge.fate import RESENT_UNACKED, receiver_verdicts
+from tracekit.merge.fate import data_rows, receiver_scan, transmission_fates
 from tracekit.merge.match import (
+    BYTES,
     ConnectionMatch,
+    Found,
+    Side,
+    isn,
     map_endpoint,
     match_connections,
     match_packets,
-    packet_frame,
-    receiver_in_sender_terms,
+    receiver_side,
+    side,
 )
 from tracekit.schema import (
     COMPETING_COLUMNS,
@@ -36,14 +39,10 @@ from tracekit.schema import (
     TH_FIN,
     TH_RST,
     TH_SYN,
-    WRAP,
 )
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
-
-
-_CODE = {name: np.uint8(i) for i, name in enumerate(FATES)}
 
 
 class ReceiverMismatch(TracekitError):
@@ -137,12 +136,6 @@ class Merge:
         return packets.append_column("fate", pa.array(self.sender_fate, type=pa.uint8()))
 
 
-def _isn(table: pa.Table) -> np.ndarray:
-    return np.stack(
-        [table.column("isn_a").to_numpy(), table.column("isn_b").to_numpy()], axis=1
-    ).astype(np.int64)
-
-
 def _data_dir(table: pa.Table) -> np.ndarray:
     return data_direction(
         table.column("bytes_a2b").to_numpy(), table.column("bytes_b2a").to_numpy()
@@ -169,41 +162,59 @@ def merge(
     n_s, n_r = sender.packets.num_rows, receiver.packets.num_rows
     origin_ns = sender.t0_ns
 
-    snd = packet_frame(sender.packets, sender.capture.udp)
-    rcv_raw = packet_frame(receiver.packets, receiver.capture.udp)
-    matched_s = np.zeros(sender.table.num_rows, dtype=bool)
-    matched_s[pairs["conn_s"].to_numpy()] = True
-    snd = snd[matched_s[snd["conn"].to_numpy()]] if n_s else snd
-    rcv = receiver_in_sender_terms(rcv_raw, pairs, _isn(sender.table), _isn(receiver.table))
+    matched_s = np.full(sender.table.num_rows, -1, dtype=np.int64)
+    matched_s[pairs["conn_s"].to_numpy()] = pairs["conn_s"].to_numpy()
+    snd = side(sender.packets, sender.capture.udp, matched_s)
+    rcv = receiver_side(
+        receiver.packets,
+        receiver.capture.udp,
+        pairs,
+        isn(sender.table),
+        isn(receiver.table),
+        receiver.table.column("proto").to_numpy() == PROTO_TCP,
+    )
     found = match_packets(snd, rcv)
 
-    s_ts = sender.packets.column("ts_ns").to_numpy()
-    r_ts = receiver.packets.column("ts_ns").to_numpy()
-    s_row, r_row = found["s_row"].to_numpy(), found["r_row"].to_numpy()
-    s_conn = sender.packets.column("conn").to_numpy().astype(np.int64)
-    s_dir = sender.packets.column("dir").to_numpy().astype(np.int64)
-    forward = s_dir[s_row] == data_dir_s[s_conn[s_row]]
-    timed = (found["how"] != "bytes").to_numpy()  # GRO holds merged segments back: no timing
-    t_s = (s_ts[s_row] - origin_ns) / 1e9
-    t_r = (r_ts[r_row] - origin_ns) / 1e9
-    f, r = timed & forward, timed & ~forward
-    clock = fit_clocks(t_s[f], t_r[f] - t_s[f], t_s[r], t_s[r] - t_r[r]) if f.any() else None
+    s_row, r_row = found.s_row, found.r_row
+    timing = _timing(
+        s_row,
+        r_row,
+        found.how,
+        snd.cd,
+        data_dir_s.astype(np.int64),
+        snd.ts_ns,
+        rcv.ts_ns,
+        origin_ns,
+    )
+    t_s, t_r, f_cd, back_s, back_r = timing
+    del timing
+    clock = fit_clocks(t_s, t_r - t_s, back_s, back_s - back_r) if t_s.size else None
+    del back_s, back_r
     to_sender = clock.to_sender_s if clock else (lambda x: np.asarray(x, dtype=np.float64))
+    # The one-way delay, in the arrival times' place.
+    owd = np.subtract(_in_place(t_r, to_sender), t_s, out=t_r)
+    del t_r
+    handed = [f_cd, t_s, owd]
+    del f_cd, t_s, owd
+    delay = _delay(handed, clock)
 
-    verdict, duplicate = _receiver_scan(receiver, pairs, data_dir_s)
-    transmissions, sender_fate, receiver_fate = _fates(
-        sender=sender,
-        receiver=receiver,
-        snd=snd,
-        rcv=rcv,
+    # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
+    r_found = np.zeros(n_r, dtype=bool)
+    r_found[r_row] = True
+    verdict, duplicate = receiver_scan(receiver, pairs, data_dir_s)
+    columns, sender_fate, receiver_fate = transmission_fates(
+        leave=snd,
+        arrive=rcv,
         found=found,
-        data_dir_s=data_dir_s,
+        arrived_rows=r_found,
+        data_dir=data_dir_s,
         origin_ns=origin_ns,
-        to_sender=to_sender,
         verdict=verdict,
         duplicate=duplicate,
         n_conn=sender.table.num_rows,
     )
+    del verdict, duplicate
+    _in_place(columns["receiver_t_s"], to_sender)
     returning = _returning_fates(
         sender=sender,
         receiver=receiver,
@@ -215,15 +226,20 @@ def merge(
         origin_ns=origin_ns,
         to_sender=to_sender,
     )
+    del found, s_row, r_row
     if returning is not None:
         back, fate_at_receiver, fate_at_sender = returning
-        transmissions = pd.concat([transmissions, back], ignore_index=True)
+        for name in list(columns):  # one column at a time: the parts go as each is joined
+            columns[name] = np.concatenate([columns[name], back.pop(name)])
         # Each packet is data one way or the other: the two judgements touch other rows.
         sender_fate = np.where(sender_fate == FATE_NONE, fate_at_sender, sender_fate)
         receiver_fate = np.where(receiver_fate == FATE_NONE, fate_at_receiver, receiver_fate)
-    delay = _delay(s_conn[s_row[f]], s_dir[s_row[f]], t_s[f], to_sender(t_r[f]) - t_s[f], clock)
-    span_s = (int(s_ts.max()) - origin_ns) / 1e9 if n_s else 0.0
-    reverse = _reverse_acks(rcv, r_row, r_ts, origin_ns, data_dir_s, to_sender, clock, span_s)
+        del back, fate_at_receiver, fate_at_sender
+    transmissions = _transmission_frame(columns)
+    del columns
+    span_s = (int(snd.ts_ns.max()) - origin_ns) / 1e9 if n_s else 0.0
+    reverse = _reverse_acks(rcv, r_found, origin_ns, data_dir_s, to_sender, clock, span_s)
+    del r_found, snd, rcv
     competing, competing_names = _competing(receiver, cm, data_dir_s, origin_ns, to_sender)
     return Merge(
         connections=cm,
@@ -255,16 +271,37 @@ def _of(
     return table.iloc[grouped.get((conn, direction), np.zeros(0, dtype=np.int64))]
 
 
+@jit
+def _group_rows(
+    conn: np.ndarray, direction: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Row positions sorted by (conn, dir), each key's in table order, and where each key
+    (conn * 2 + dir) starts in them: a counting sort, sized by the largest connection."""
+    n_keys = 2
+    for i in range(conn.size):
+        n_keys = max(n_keys, 2 * int(conn[i]) + 2)
+    starts = np.zeros(n_keys + 1, dtype=np.int64)
+    for i in range(conn.size):
+        starts[2 * np.int64(conn[i]) + direction[i] + 1] += 1
+    for k in range(n_keys):
+        starts[k + 1] += starts[k]
+    fill = starts[:-1].copy()
+    order = np.empty(conn.size, dtype=np.int64)
+    for i in range(conn.size):
+        k = 2 * np.int64(conn[i]) + direction[i]
+        order[fill[k]] = i
+        fill[k] += 1
+    return order, starts
+
+
 def _rows_by_direction(table: pd.DataFrame) -> dict[tuple[int, int], np.ndarray]:
     """Row positions per (conn, dir), in table order."""
     if table.empty:
         return {}
-    key = table["conn"].to_numpy().astype(np.int64) * 2 + table["dir"].to_numpy()
-    order = np.argsort(key, kind="stable")
-    keys, first = np.unique(key[order], return_index=True)
+    order, starts = _group_rows(table["conn"].to_numpy(), table["dir"].to_numpy())
     return {
-        (int(k) // 2, int(k) % 2): rows
-        for k, rows in zip(keys, np.split(order, first[1:]), strict=True)
+        (int(k) // 2, int(k) % 2): order[starts[k] : starts[k + 1]]
+        for k in np.flatnonzero(np.diff(starts))
     }
 
 
@@ -294,9 +331,8 @@ def _competing(
     toward[others[np.isin(host(b[others]), list(hosts))]] = 0
     toward[others[np.isin(host(a[others]), list(hosts))]] = 1
     pk = receiver.packets
-    conn = pk.column("conn").to_numpy().astype(np.int64)
-    keep = (conn >= 0) & (toward[np.maximum(conn, 0)] == pk.column("dir").to_numpy())
-    conn = conn[keep]
+    keep = _toward(pk.column("conn").to_numpy(), pk.column("dir").to_numpy(), toward)
+    conn = pk.column("conn").to_numpy()[keep].astype(np.int64)
     proto = pk.column("proto").to_numpy()[keep]
     ip = np.where(table.column("ip_version").to_numpy()[conn] == 6, 40, 20)
     timestamps = table.column("ts_ok").to_numpy()[conn]
@@ -315,43 +351,69 @@ def _competing(
     return frame, names
 
 
+@jit
+def _toward(
+    conn: np.ndarray, direction: np.ndarray, toward: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows whose connection's direction toward a receiving host (`toward`, -1: none) they
+    go in, in row order."""
+    keep = np.zeros(conn.size, dtype=np.bool_)
+    for i in range(conn.size):
+        c = conn[i]
+        keep[i] = 0 <= c < toward.size and toward[c] == direction[i]
+    return np.flatnonzero(keep)
+
+
 def _reverse_acks(
-    rcv: pd.DataFrame,
-    matched_rows: np.ndarray,
-    r_ts: np.ndarray,
+    rcv: Side,
+    arrived: np.ndarray,
     origin_ns: int,
     data_dir_s: np.ndarray,
     to_sender: Callable[[np.ndarray], np.ndarray],
     clock: ClockFit | None,
     span_s: float,
 ) -> pd.DataFrame:
-    """The receiver's pure ACKs (schema.REVERSE_ACK_COLUMNS), each found or not at the sender.
+    """The receiver's pure ACKs (schema.REVERSE_ACK_COLUMNS), each found or not at the sender
+    (`arrived`, per receiver row).
 
     Only ACKs that left after the sender's capture began and would have reached it before it
     ended count (sent on the sender's clock, plus the way back's minimal delay): one sent
     outside that span says nothing about the path.
     """
-    c = rcv["conn"].to_numpy()
-    flags = rcv["flags"].to_numpy()
-    pure = (
-        rcv["tcp"].to_numpy()
-        & (rcv["dir"].to_numpy() != data_dir_s[c])
-        & (rcv["len"].to_numpy() == 0)
-        & ((flags & TH_ACK) != 0)
-        & ((flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
-    )
-    rows = rcv["row"].to_numpy()[pure]
-    t = to_sender((r_ts[rows] - origin_ns) / 1e9)
+    rows = _pure_acks(rcv.cd, rcv.proto, rcv.length, rcv.flags, data_dir_s.astype(np.int64))
+    cd = rcv.cd[rows]
+    t = to_sender((rcv.ts_ns[rows] - origin_ns) / 1e9)
     back = clock.min_delay_rev_s if clock is not None and clock.min_delay_rev_s else 0.0
     inside = (t >= 0) & (t + back <= span_s)
     return pd.DataFrame(
         {
-            "conn": c[pure][inside].astype(np.int32),
-            "dir": (data_dir_s[c[pure]][inside]).astype(np.uint8),
+            "conn": (cd[inside] >> 1).astype(np.int32),
+            "dir": (data_dir_s[cd[inside] >> 1]).astype(np.uint8),
             "t_s": t[inside],
-            "arrived": np.isin(rows[inside], matched_rows),
+            "arrived": arrived[rows[inside]],
         }
     )
+
+
+@jit
+def _pure_acks(
+    cd: np.ndarray, proto: np.ndarray, length: np.ndarray, flags: np.ndarray, data_dir: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Rows of TCP pure ACKs (no payload, no SYN, FIN or RST) against a matched connection's
+    data direction, in row order."""
+    keep = np.zeros(cd.size, dtype=np.bool_)
+    for i in range(cd.size):
+        c = cd[i]
+        keep[i] = (
+            c >= 0
+            and proto[i] == PROTO_TCP
+            and (c & 1) != data_dir[c >> 1]
+            and length[i] == 0
+            and (flags[i] & TH_ACK) != 0
+            and (flags[i] & (TH_SYN | TH_FIN | TH_RST)) == 0
+        )
+    out = np.flatnonzero(keep)
+    return out
 
 
 def _unused_rules(
@@ -371,101 +433,107 @@ def _unused_rules(
     )
 
 
-def _delay(
-    conn: np.ndarray, direction: np.ndarray, t: np.ndarray, owd: np.ndarray, clock: ClockFit | None
-) -> pd.DataFrame:
+@jit
+def _timing(
+    s_row: np.ndarray,
+    r_row: np.ndarray,
+    how: np.ndarray,
+    s_cd: np.ndarray,
+    data_dir: np.ndarray,
+    s_ts: np.ndarray,
+    r_ts: np.ndarray,
+    origin_ns: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The pairs' times, s since origin_ns, in their order, of the pairs found packet by packet
+    (GRO holds merged segments back: no timing): of the data direction's, the sender's stamp,
+    the receiver's and the cd; of the other's (ACKs), the sender's stamp and the receiver's.
+    Counted first: sized exactly."""
+    n_fwd = 0
+    n_rev = 0
+    for k in range(s_row.size):
+        if how[k] != BYTES:
+            c = s_cd[s_row[k]]
+            if (c & 1) == data_dir[c >> 1]:
+                n_fwd += 1
+            else:
+                n_rev += 1
+    t_s = np.empty(n_fwd, dtype=np.float64)
+    t_r = np.empty(n_fwd, dtype=np.float64)
+    cd = np.empty(n_fwd, dtype=np.int64)
+    back_s = np.empty(n_rev, dtype=np.float64)
+    back_r = np.empty(n_rev, dtype=np.float64)
+    f = 0
+    r = 0
+    for k in range(s_row.size):
+        if how[k] != BYTES:
+            c = s_cd[s_row[k]]
+            if (c & 1) == data_dir[c >> 1]:
+                t_s[f] = (s_ts[s_row[k]] - origin_ns) / 1e9
+                t_r[f] = (r_ts[r_row[k]] - origin_ns) / 1e9
+                cd[f] = c
+                f += 1
+            else:
+                back_s[r] = (s_ts[s_row[k]] - origin_ns) / 1e9
+                back_r[r] = (r_ts[r_row[k]] - origin_ns) / 1e9
+                r += 1
+    return t_s, t_r, cd, back_s, back_r
+
+
+@jit
+def _conn_dir(
+    cd: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The connection and direction of each cd, in `order`."""
+    conn = np.empty(order.size, dtype=np.int32)
+    direction = np.empty(order.size, dtype=np.uint8)
+    for k in range(order.size):
+        conn[k] = cd[order[k]] >> 1
+        direction[k] = cd[order[k]] & 1
+    return conn, direction
+
+
+def _delay(handed: list[np.ndarray], clock: ClockFit | None) -> pd.DataFrame:
+    """The delay table (schema.DELAY_COLUMNS) from the data's pairs, handed over as [cd, sender
+    time, one-way delay] so each goes once its sorted copy is made."""
+    cd, t, owd = handed
+    handed.clear()
     order = np.argsort(t, kind="stable")
-    floor = clock.floor_fwd_s(t[order]) if clock else 0.0
+    t = t[order]
+    owd = owd[order]
+    conn, direction = _conn_dir(cd, order)
+    del cd, order
+    # After the skew is removed the floor is flat within each path phase: the minimal delay,
+    # propagation and serialization; what is above it waited in a queue.
+    queue = owd - (clock.floor_fwd_s(t) if clock else 0.0)
+    np.maximum(queue, 0.0, out=queue)
     return pd.DataFrame(
-        {
-            "conn": conn[order].astype(np.int32),
-            "dir": direction[order].astype(np.uint8),
-            "t_s": t[order],
-            "owd_s": owd[order],
-            # After the skew is removed the floor is flat within each path phase: the minimal
-            # delay, propagation and serialization; what is above it waited in a queue.
-            "queue_s": np.maximum(owd[order] - floor, 0.0),
-        }
+        {"conn": conn, "dir": direction, "t_s": t, "owd_s": owd, "queue_s": queue}, copy=False
     )
 
 
-def _receiver_scan(
-    receiver: Connections, pairs: pd.DataFrame, data_dir_s: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag."""
-    pk = receiver.packets
-    n = pk.num_rows
-    verdict = np.full(n, -1, dtype=np.int8)
-    duplicate = np.zeros(n, dtype=bool)
-    if n == 0 or pairs.empty:
-        return verdict, duplicate
-    data_dir_r = np.full(receiver.table.num_rows, -1, dtype=np.int64)
-    data_dir_r[pairs["conn_r"].to_numpy()] = (
-        data_dir_s[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
-    )
-    conn = pk.column("conn").to_numpy().astype(np.int64)
-    d = pk.column("dir").to_numpy().astype(np.int64)
-    tcp = pk.column("proto").to_numpy() == PROTO_TCP
-    length = pk.column("payload_bytes").to_numpy().astype(np.int64)
-    flags = pk.column("tcp_flags").to_numpy()
-    seq = pk.column("seq_rel").to_numpy()
-    ack = pk.column("ack_rel").to_numpy()
-    judged = tcp & (data_dir_r[conn] >= 0)
-    is_data = judged & (d == data_dir_r[conn]) & (length > 0)
-    is_ack = judged & (d != data_dir_r[conn]) & ((flags & TH_ACK) != 0)
-    rows = np.flatnonzero(is_data | is_ack)  # capture order
-    order = rows[np.argsort(conn[rows], kind="stable")]
-    event_of_row = np.full(n, -1, dtype=np.int64)
-    event_of_row[order] = np.arange(order.size)
-
-    # SACK blocks the receiver sent, relative to the data direction's ISN, placed next to the
-    # ACK number that carried them (as tracekit.series does).
-    sack = receiver.capture.sack
-    s_row = sack.column("row").to_numpy().astype(np.int64)
-    owner = event_of_row[s_row] if s_row.size else s_row
-    keep = owner >= 0
-    if keep.any():
-        keep &= is_ack[s_row]
-    owner, s_row = owner[keep], s_row[keep]
-    isn = _isn(receiver.table)
-    base = isn[conn[s_row], data_dir_r[conn[s_row]]]
-    left_raw = sack.column("left").to_numpy().astype(np.int64)[keep]
-    right_raw = sack.column("right").to_numpy().astype(np.int64)[keep]
-    delta = (left_raw - base) % WRAP
-    left = delta + np.round((ack[s_row] - delta) / WRAP).astype(np.int64) * WRAP
-    right = left + (right_raw - left_raw) % WRAP
-    by_owner = np.argsort(owner, kind="stable")
-
-    v, dup = receiver_verdicts(
-        conn[order],
-        is_data[order],
-        seq[order],
-        seq[order] + length[order],
-        ack[order],
-        owner[by_owner],
-        left[by_owner],
-        right[by_owner],
-    )
-    verdict[order] = v
-    duplicate[order] = dup & is_data[order]
-    return verdict, duplicate
+def _in_place(values: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`values` replaced by fn(values), a piece at a time: fn's temporaries stay small."""
+    step = 1 << 16
+    for lo in range(0, values.size, step):
+        values[lo : lo + step] = fn(values[lo : lo + step])
+    return values
 
 
 def _returning_fates(
     *,
     sender: Connections,
     receiver: Connections,
-    snd: pd.DataFrame,
-    rcv: pd.DataFrame,
-    found: pd.DataFrame,
+    snd: Side,
+    rcv: Side,
+    found: Found,
     pairs: pd.DataFrame,
     data_dir_s: np.ndarray,
     origin_ns: int,
     to_sender: Callable[[np.ndarray], np.ndarray],
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray] | None:
     """The fates of the data connections carried back, from the receiver's host to the
-    sender's (None when no connection carried any): the transmissions' rows, and the fate of
-    each row of the receiver's and of the sender's packet tables.
+    sender's (None when no connection carried any): the transmissions' columns, and the fate
+    of each row of the receiver's and of the sender's packet tables.
 
     The same judgement as the data's own direction, with the captures' roles swapped: the
     receiver's capture saw this data leave, the sender's saw it arrive, and the sender's host
@@ -474,16 +542,7 @@ def _returning_fates(
     left (the receiver's capture here), `receiver_*` where it arrived.
     """
     back = (1 - data_dir_s).astype(np.int64)
-
-    def carried(frame: pd.DataFrame) -> np.ndarray:
-        conn = frame["conn"].to_numpy()
-        return np.asarray(
-            frame["tcp"].to_numpy()
-            & (frame["len"].to_numpy() > 0)
-            & (frame["dir"].to_numpy() == back[conn])
-        )
-
-    if pairs.empty or not (carried(snd).any() or carried(rcv).any()):
+    if pairs.empty or not (data_rows(snd, back).size or data_rows(rcv, back).size):
         return None
     # The data's receiver is the sender capture's host: its ACKs and SACK blocks tell what its
     # TCP took in. _receiver_scan reads a capture in its own terms, so the pairs swap sides and
@@ -491,175 +550,28 @@ def _returning_fates(
     swapped = pairs.rename(columns={"conn_s": "conn_r", "conn_r": "conn_s"})
     back_r = np.zeros(receiver.table.num_rows, dtype=np.int64)
     back_r[pairs["conn_r"].to_numpy()] = back[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
-    verdict, duplicate = _receiver_scan(sender, swapped, back_r)
-    table, fate_at_receiver, fate_at_sender = _fates(
-        sender=receiver,
-        receiver=sender,
-        snd=rcv,
-        rcv=snd,
-        found=found.rename(columns={"s_row": "r_row", "r_row": "s_row"}),
-        data_dir_s=back,
+    verdict, duplicate = receiver_scan(sender, swapped, back_r)
+    s_found = np.zeros(snd.rows, dtype=bool)
+    s_found[found.s_row] = True
+    columns, fate_at_receiver, fate_at_sender = transmission_fates(
+        leave=rcv,
+        arrive=snd,
+        found=found.swapped(),
+        arrived_rows=s_found,
+        data_dir=back,
         origin_ns=origin_ns,
-        to_sender=lambda seconds: np.asarray(seconds, dtype=np.float64),
         verdict=verdict,
         duplicate=duplicate,
         n_conn=sender.table.num_rows,
     )
     # Departures were stamped by the receiver's clock: on the sender's, as every time is.
-    table["sender_t_s"] = to_sender(table["sender_t_s"].to_numpy(dtype=np.float64))
-    return table, fate_at_receiver, fate_at_sender
+    _in_place(columns["sender_t_s"], to_sender)
+    return columns, fate_at_receiver, fate_at_sender
 
 
-def _coverage(rcv_data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The union of the receiver's arrivals per direction: block starts (banded) and ends."""
-    if rcv_data.empty:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cd = rcv_data["cd"].to_numpy()
-    seq = rcv_data["seq"].to_numpy()
-    end = seq + rcv_data["len"].to_numpy()
-    order = np.lexsort((seq, cd))
-    cd, seq, end = cd[order], seq[order], end[order]
-    starts = segment_starts(cd)
-    reach = segmented_cummax_prev(end, starts)
-    new_block = starts | (seq > reach)
-    block = np.cumsum(new_block) - 1
-    block_end = np.zeros(int(block[-1]) + 1, dtype=np.int64)
-    np.maximum.at(block_end, block, end)
-    return band(cd[new_block], seq[new_block]), block_end
-
-
-def _fates(
-    *,
-    sender: Connections,
-    receiver: Connections,
-    snd: pd.DataFrame,
-    rcv: pd.DataFrame,
-    found: pd.DataFrame,
-    data_dir_s: np.ndarray,
-    origin_ns: int,
-    to_sender: object,
-    verdict: np.ndarray,
-    duplicate: np.ndarray,
-    n_conn: int,
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """One direction's transmissions and their fates, from the capture that saw the data leave
-    (`sender`, `snd`) and the one that saw it arrive (`receiver`, `rcv`, in the first's terms);
-    `n_conn` is how many connections those terms number."""
-    n_s, n_r = sender.packets.num_rows, receiver.packets.num_rows
-    sender_fate = np.full(n_s, FATE_NONE, dtype=np.uint8)
-    receiver_fate = np.full(n_r, FATE_NONE, dtype=np.uint8)
-    s_ts = sender.packets.column("ts_ns").to_numpy()
-    r_ts = receiver.packets.column("ts_ns").to_numpy()
-    s_frame = sender.packets.column("frame").to_numpy().astype(np.int64)
-    r_frame = receiver.packets.column("frame").to_numpy().astype(np.int64)
-
-    tx = snd[(snd["len"] > 0).to_numpy() & (snd["dir"] == data_dir_s[snd["conn"]]).to_numpy()]
-    tx = tx.sort_values("ts_ns", kind="stable")
-    arr = rcv[(rcv["len"] > 0).to_numpy() & (rcv["dir"] == data_dir_s[rcv["conn"]]).to_numpy()]
-    arr = arr.assign(cd=arr["conn"] * 2 + arr["dir"])
-
-    # Arrival of each transmission: its first piece; all of its bytes must have arrived.
-    p = found[found["s_row"].isin(tx["row"]) & found["r_row"].isin(arr["row"])].copy()
-    s_len = np.zeros(n_s, dtype=np.int64)
-    s_len[tx["row"].to_numpy()] = tx["len"].to_numpy()
-    r_len = np.zeros(n_r, dtype=np.int64)
-    r_len[arr["row"].to_numpy()] = arr["len"].to_numpy()
-    p["bytes"] = np.minimum(s_len[p["s_row"].to_numpy()], r_len[p["r_row"].to_numpy()])
-    p["r_ts"] = r_ts[p["r_row"].to_numpy()]
-    p["dropped"] = verdict[p["r_row"].to_numpy()] == RESENT_UNACKED
-    p["dup"] = duplicate[p["r_row"].to_numpy()]
-    p = p.sort_values(["s_row", "r_ts"], kind="stable")
-    per = p.groupby("s_row", sort=False).agg(
-        r_row=("r_row", "first"),
-        bytes=("bytes", "sum"),
-        dropped=("dropped", "any"),
-        dup=("dup", "all"),
-    )
-
-    rows = tx["row"].to_numpy()
-    n_tx = rows.size
-    first_r = np.full(n_s, -1, dtype=np.int64)
-    first_r[per.index.to_numpy()] = per["r_row"].to_numpy()
-    got = np.zeros(n_s, dtype=np.int64)
-    got[per.index.to_numpy()] = per["bytes"].to_numpy()
-    dropped = np.zeros(n_s, dtype=bool)
-    dropped[per.index.to_numpy()] = per["dropped"].to_numpy()
-    dup = np.zeros(n_s, dtype=bool)
-    dup[per.index.to_numpy()] = per["dup"].to_numpy()
-    arrived = first_r[rows] >= 0
-    whole = arrived & (got[rows] >= s_len[rows])
-
-    # Not (wholly) at the receiver's capture point: lost in the network, unless no arrival ever
-    # carried these bytes and the receiver acknowledged them anyway (its capture missed them).
-    cd = (tx["conn"] * 2 + tx["dir"]).to_numpy()
-    seq = tx["seq"].to_numpy()
-    end = seq + tx["len"].to_numpy()
-    blk_key, blk_end = _coverage(arr)
-    pos = np.searchsorted(blk_key, band(cd, seq), side="right") - 1
-    covered = (pos >= 0) & (
-        (blk_key[np.maximum(pos, 0)] // BAND) == cd if blk_key.size else np.zeros(n_tx, bool)
-    )
-    covered &= blk_end[np.maximum(pos, 0)] >= end if blk_end.size else covered
-    rack = rcv[(rcv["tcp"]).to_numpy() & (rcv["dir"] != data_dir_s[rcv["conn"]]).to_numpy()]
-    rack = rack[(rack["flags"].to_numpy() & TH_ACK) != 0]
-    max_ack = np.full(2 * n_conn + 2, -1, dtype=np.int64)
-    np.maximum.at(
-        max_ack, (rack["conn"] * 2 + (1 - rack["dir"])).to_numpy(), rack["ack"].to_numpy()
-    )
-    tcp_tx = tx["tcp"].to_numpy()
-    gap = ~whole & ~covered & tcp_tx & (max_ack[cd] >= end)
-
-    # Reordering: an arrival after one of a segment the sender sent later.
-    a_rows = first_r[rows]
-    in_order = np.lexsort((r_ts[np.maximum(a_rows, 0)], cd))
-    sel = in_order[arrived[in_order]]
-    reordered = np.zeros(n_tx, dtype=bool)
-    if sel.size:
-        sent_before = segmented_cummax_prev(s_ts[rows[sel]], segment_starts(cd[sel]))
-        reordered[sel] = s_ts[rows[sel]] < sent_before
-
-    fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
-    fate[reordered] = _CODE["reordered"]
-    fate[whole & dup[rows]] = _CODE["duplicate"]
-    fate[whole & dropped[rows]] = _CODE["receiver_drop"]
-    fate[~whole] = _CODE["network_drop"]
-    fate[gap] = _CODE["receiver_capture_gap"]
-    sender_fate[rows] = fate
-    matched_pairs = p[p["s_row"].isin(rows)]
-    receiver_fate[matched_pairs["r_row"].to_numpy()] = sender_fate[
-        matched_pairs["s_row"].to_numpy()
-    ]
-
-    # Arrivals the sender capture lacks.
-    orphan = arr[~arr["row"].isin(found["r_row"])]
-    receiver_fate[orphan["row"].to_numpy()] = _CODE["sender_capture_gap"]
-
-    to_s = to_sender  # a callable: receiver-clock seconds -> sender-clock seconds
-    r_sec = np.where(arrived, (r_ts[np.maximum(a_rows, 0)] - origin_ns) / 1e9, np.nan)
-    o_sec = (r_ts[orphan["row"].to_numpy()] - origin_ns) / 1e9
-    table = pd.DataFrame(
-        {
-            "conn": np.concatenate([tx["conn"], orphan["conn"]]).astype(np.int32),
-            "dir": np.concatenate([tx["dir"], orphan["dir"]]).astype(np.uint8),
-            "seq_rel": np.concatenate([seq, orphan["seq"]]).astype(np.int64),
-            "end_rel": np.concatenate([end, orphan["seq"] + orphan["len"]]).astype(np.int64),
-            "len": np.concatenate([tx["len"], orphan["len"]]).astype(np.int64),
-            "sender_frame": np.concatenate(
-                [s_frame[rows], np.full(len(orphan), -1, dtype=np.int64)]
-            ),
-            "receiver_frame": np.concatenate(
-                [np.where(arrived, r_frame[np.maximum(a_rows, 0)], -1), r_frame[orphan["row"]]]
-            ),
-            "sender_t_s": np.concatenate(
-                [(s_ts[rows] - origin_ns) / 1e9, np.full(len(orphan), np.nan)]
-            ),
-            "receiver_t_s": np.concatenate([to_s(r_sec), to_s(o_sec)]),  # type: ignore[operator]
-            "fate": pd.Categorical.from_codes(
-                np.concatenate([fate, np.full(len(orphan), _CODE["sender_capture_gap"])]).astype(
-                    np.int64
-                ),
-                categories=list(FATES),
-            ),
-        }
-    )
-    return table, sender_fate, receiver_fate
+def _transmission_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The transmissions table (schema.TRANSMISSION_COLUMNS) around its columns, not a copy."""
+    fate = columns.pop("fate")
+    frame = pd.DataFrame(columns, copy=False)
+    frame["fate"] = pd.Categorical.from_codes(fate.astype(np.int8), categories=list(FATES))
+    return frame
