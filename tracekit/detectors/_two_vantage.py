@@ -12,16 +12,36 @@ import pandas as pd
 
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding
+from tracekit.merge import Merge
 
 
-def by_connection(tx: pd.DataFrame, fate: str) -> Iterator[tuple[int, int, pd.DataFrame, int]]:
+def rows_where(merge: Merge, keep: np.ndarray) -> Iterator[tuple[int, int, np.ndarray, int]]:
+    """Per (conn, dir) in order, the positions in `merge.transmissions` of its rows that `keep`
+    (one flag per row) keeps, where it keeps any, and how many rows the direction has. Read
+    from the merge's grouping of the rows by direction: no copy of the whole table is made."""
+    grouped = merge.transmission_rows
+    if not grouped and len(merge.transmissions):
+        tx = merge.transmissions
+        grouped = {
+            (int(c), int(d)): np.asarray(rows, dtype=np.int64)
+            for (c, d), rows in tx.groupby(["conn", "dir"], observed=True).indices.items()
+        }
+    for (conn, direction), rows in sorted(grouped.items()):
+        hit = rows[keep[rows]]
+        if hit.size:
+            yield conn, direction, hit, int(rows.size)
+
+
+def by_connection(merge: Merge, fate: str) -> Iterator[tuple[int, int, pd.DataFrame, int]]:
     """Per (conn, dir) with transmissions of this fate: conn, dir, those rows, all its rows."""
-    hit = tx[tx["fate"] == fate]
-    if hit.empty:
+    tx = merge.transmissions
+    if tx.empty:
         return
-    totals = tx.groupby(["conn", "dir"], observed=True).size()
-    for (conn, direction), rows in hit.groupby(["conn", "dir"], observed=True):
-        yield int(conn), int(direction), rows, int(totals.loc[(conn, direction)])
+    is_fate = (tx["fate"] == fate).to_numpy()
+    if not is_fate.any():
+        return
+    for conn, direction, hit, total in rows_where(merge, is_fate):
+        yield conn, direction, tx.iloc[hit], total
 
 
 def times(rows: pd.DataFrame) -> np.ndarray:
@@ -54,7 +74,7 @@ class FateDetector(Detector):
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         if ctx.merge is None:
             return
-        for conn, direction, rows, total in by_connection(ctx.merge.transmissions, self.kind):
+        for conn, direction, rows, total in by_connection(ctx.merge, self.kind):
             if len(rows) < self.config.min_drops_packets:
                 continue
             t = np.sort(times(rows))

@@ -76,9 +76,7 @@ class CaptureGaps(Detector):
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         missed: dict[tuple[int, int], np.ndarray] = {}
         if ctx.merge is not None:
-            for conn, direction, rows, _ in by_connection(
-                ctx.merge.transmissions, "receiver_capture_gap"
-            ):
+            for conn, direction, rows, _ in by_connection(ctx.merge, "receiver_capture_gap"):
                 missed[(conn, direction)] = np.sort(times(rows))
         for conn, direction, d in data_directions(ctx):
             found = self._direction(conn, direction, d, missed.pop((conn, direction), None))

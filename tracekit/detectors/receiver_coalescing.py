@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit import units
+from tracekit.detectors._two_vantage import rows_where
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 
@@ -64,13 +65,17 @@ class ReceiverCoalescing(Detector):
         if ctx.merge is None:
             return
         tx = ctx.merge.transmissions
-        ok = tx[tx["fate"].isin(["delivered", "reordered"]) & tx["sender_t_s"].notna()]
-        for (conn, direction), rows in ok.groupby(["conn", "dir"], observed=True):
-            rows = rows.sort_values("sender_t_s")
-            sent = rows["sender_t_s"].to_numpy(dtype=np.float64)
-            got = rows["receiver_t_s"].to_numpy(dtype=np.float64)
-            if sent.size < 2:
+        if tx.empty:
+            return
+        # The three columns it reads, each once; the rows of each direction by position.
+        sent_all = tx["sender_t_s"].to_numpy(dtype=np.float64)
+        got_all = tx["receiver_t_s"].to_numpy(dtype=np.float64)
+        ok = tx["fate"].isin(["delivered", "reordered"]).to_numpy() & ~np.isnan(sent_all)
+        for conn, direction, rows, _ in rows_where(ctx.merge, ok):
+            if rows.size < 2:
                 continue
+            order = rows[np.argsort(sent_all[rows], kind="quicksort")]
+            sent, got = sent_all[order], got_all[order]
             send_gap = np.diff(sent)
             recv_gap = np.diff(got)
             spaced = send_gap >= self.config.min_sender_gap_s
