@@ -113,3 +113,29 @@ def test_the_fin_and_the_bytes_before_the_first_seen_are_no_gap() -> None:
     assert start.size == 0
     start, stop = unseen_ranges(seq[[1, 2]], end[[1, 2]], 4001)  # a gap and a missed tail
     assert start.tolist() == [1001, 3001] and stop.tolist() == [2001, 4001]
+
+
+def test_the_ranges_are_the_bytes_no_segment_covered() -> None:
+    # Against a byte-by-byte account: segments in any order (resends, reordering, overlaps, a
+    # capture that starts late), every byte below the ACK line that none of them covers.
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        seq = rng.integers(1, 400, n).astype(np.int64)
+        end = seq + rng.integers(1, 60, n)
+        acked = int(rng.integers(1, 520))
+        covered = np.zeros(600, bool)
+        for a, b in zip(seq, end, strict=True):
+            covered[a:b] = True
+        first, high = int(seq.min()), int(end.max())
+        expected = ~covered
+        expected[:first] = False
+        expected[acked:] = False
+        if acked - high <= 1:  # the FIN's sequence number after the last byte
+            expected[high:] = False
+        start, stop = unseen_ranges(seq, end, acked)
+        got = np.zeros(600, bool)
+        for a, b in zip(start, stop, strict=True):
+            got[a:b] = True
+        assert (got == expected).all()
+        assert (np.diff(start) > 0).all() and (stop > start).all()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit import units
+from tracekit.core.kernels import jit
 from tracekit.detectors._measure import data_directions
 from tracekit.detectors._two_vantage import by_connection, times
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
@@ -33,20 +34,94 @@ from tracekit.series import Direction
 FIN_BYTES = 1
 
 
+@jit
+def _jumps_and_fills(
+    seq: np.ndarray, end: np.ndarray, count_only: bool, gaps: np.ndarray, fills: np.ndarray
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """One pass in capture order. A sender sends new bytes in order, so the bytes a capture
+    missed open a jump above the highest byte seen so far (a gap, [high, seq)); only a segment
+    that starts below that highest byte (a resend, a reordered one) can cover part of a gap
+    (a fill). Counts both, and with `count_only` false writes them, gaps in order as they are
+    opened (which is sequence order) and fills as met, into arrays sized from the counts."""
+    n_gaps = 0
+    n_fills = 0
+    low = seq[0]
+    for i in range(seq.size):
+        low = min(low, seq[i])
+    high = seq[0]
+    if low < high:  # bytes below the first segment seen: open until something covers them
+        if not count_only:
+            gaps[0, 0] = low
+            gaps[0, 1] = high
+        n_gaps += 1
+    for i in range(seq.size):
+        if seq[i] > high:
+            if not count_only:
+                gaps[n_gaps, 0] = high
+                gaps[n_gaps, 1] = seq[i]
+            n_gaps += 1
+        elif seq[i] < high:
+            if not count_only:
+                fills[n_fills, 0] = seq[i]
+                fills[n_fills, 1] = end[i]
+            n_fills += 1
+        high = max(high, end[i])
+    return n_gaps, n_fills
+
+
+@jit
+def _uncovered(
+    gaps: np.ndarray, fills: np.ndarray, out: np.ndarray, count_only: bool
+) -> int:  # pragma: no cover - compiled
+    """The parts of the sorted, disjoint `gaps` no interval of the sorted `fills` covers:
+    counted, and with `count_only` false written to `out` (sized from the count)."""
+    n = 0
+    j = 0
+    reach = np.int64(-(2**62))  # the end of the fills' union so far
+    for g in range(gaps.shape[0]):
+        a = gaps[g, 0]
+        b = gaps[g, 1]
+        while a < b:
+            # Fills that start at or before a extend the union's reach.
+            while j < fills.shape[0] and fills[j, 0] <= a:
+                reach = max(reach, fills[j, 1])
+                j += 1
+            if reach > a:
+                a = min(reach, b)
+                continue
+            stop = b if j >= fills.shape[0] else min(b, fills[j, 0])
+            if not count_only:
+                out[n, 0] = a
+                out[n, 1] = stop
+            n += 1
+            a = stop
+    return n
+
+
 def unseen_ranges(seq: np.ndarray, end: np.ndarray, acked: int) -> tuple[np.ndarray, np.ndarray]:
     """The byte ranges [start, stop) below `acked` and above the first byte seen that no
-    segment [seq, end) covers, in sequence order."""
-    order = np.argsort(seq, kind="stable")
-    s, e = seq[order], end[order]
-    covered = np.maximum.accumulate(e)
-    start = np.append(covered[:-1], covered[-1])
-    stop = np.append(s[1:], acked)
-    # The tail up to the ACK line: a FIN's sequence number is no byte.
-    if stop[-1] - start[-1] <= FIN_BYTES:
-        stop[-1] = start[-1]
-    stop = np.minimum(stop, acked)
-    gap = stop > start
-    return start[gap], stop[gap]
+    segment [seq, end) covers, in sequence order. Segments in capture order; what is made is
+    sized by the gaps and the fills (resends, reordering), not by the segments."""
+    seq = seq.astype(np.int64, copy=False)
+    end = end.astype(np.int64, copy=False)
+    empty = np.zeros((0, 2), np.int64)
+    if seq.size == 0:
+        return empty[:, 0], empty[:, 1]
+    n_gaps, n_fills = _jumps_and_fills(seq, end, True, empty, empty)
+    gaps = np.empty((n_gaps, 2), np.int64)
+    fills = np.empty((n_fills, 2), np.int64)
+    _jumps_and_fills(seq, end, False, gaps, fills)
+    fills = fills[np.argsort(fills[:, 0], kind="stable")]
+    n = _uncovered(gaps, fills, empty, True)
+    out = np.empty((n, 2), np.int64)
+    _uncovered(gaps, fills, out, False)
+    # The tail up to the ACK line, above every byte seen: a FIN's sequence number is no byte.
+    high = int(np.max(end)) if end.size else 0
+    if acked - high > FIN_BYTES:
+        out = np.concatenate([out, np.array([[high, acked]], np.int64)])
+    start, stop = out[:, 0], np.minimum(out[:, 1], acked)
+    keep = stop > start
+    return start[keep], stop[keep]
 
 
 class CaptureGaps(Detector):
