@@ -350,3 +350,20 @@ def test_a_writer_blocked_on_its_send_buffer_is_the_sender_buffer(name: str) -> 
     if blocked:
         # The kernel counts the blocked writer's time as busy: the class is the network's.
         assert found["evidence"]["limit_class"] == "network"
+
+
+@pytest.mark.parametrize(("name", "untold"), [("lan_paced_on", True), ("paced_cubic_1bdp", False)])
+def test_it_says_where_it_cannot_tell_a_pacer(name: str, untold: bool) -> None:
+    # On the LAN the pacer's bursts (one TSO super-segment at 800 Mbit/s) are hundreds of
+    # microseconds apart against a 12 us round trip: a window of a few round trips holds fewer
+    # than 8, and whose clock they kept cannot be told there. At 24 Mbit/s over 50 ms a window
+    # holds hundreds of the pacer's pairs.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (found,) = [
+        f for f in doc["findings"] if f["kind"] == "rate_limit_cause" and f["direction"] == "a2b"
+    ]
+    assert (found["evidence"]["paced_untold_fraction"] >= 0.5) == untold
+    assert ("could not be told" in found["explanation"]) == untold

@@ -264,6 +264,11 @@ class RateLimitCause(Detector):
             "",
             "of the busy time, the share whose segments left on a pacer's timer",
         ),
+        Evidence(
+            "paced_untold_fraction",
+            "",
+            "of the busy time, the share where whose clock the segments kept could not be told",
+        ),
         Evidence("phase_starts_s", "s", "starts of the phases"),
         Evidence("phase_ends_s", "s", "ends of the phases"),
         Evidence(
@@ -385,7 +390,9 @@ class RateLimitCause(Detector):
             phases = phases.aligned(tau0, length)
             tau_end = float(phases.warp(np.array([t_end]))[0])
         n = int(np.floor((tau_end - tau0) / length)) + 1
-        window, paced = self._busy_labels(d, (tau0, tau_end), length, n, phases, mss, path, known)
+        window, paced, judged = self._busy_labels(
+            d, (tau0, tau_end), length, n, phases, mss, path, known
+        )
         # Each window's share of each state (the runs cut at the window edges), and its label:
         # the state with the most time; busy (network) time takes the window's busy label.
         edges = phases.unwarp(tau0 + length * np.arange(n + 1, dtype=np.float64))
@@ -418,6 +425,8 @@ class RateLimitCause(Detector):
         # the rate there (a paced sender at the path's rate is busy with bandwidth).
         busy_total = float(net_seconds.sum())
         paced_share = float(net_seconds[paced].sum()) / busy_total if busy_total > 0 else 0.0
+        # And the share in windows where whose clock the departures kept could not be told.
+        untold_pace = float(net_seconds[~judged].sum()) / busy_total if busy_total > 0 else 0.0
         # Without the handshake's window scale, the flight bounds the shift from below: at
         # that shift the windows are the smallest the capture allows, and the receive window's
         # time the most it can have been.
@@ -439,7 +448,7 @@ class RateLimitCause(Detector):
             shares,
             phases,
             path,
-            paced_share,
+            (paced_share, untold_pace),
             (least, min(most_rwnd, 1.0)),
             competition(ctx, conn, direction, d),
             min(most_app, 1.0),
@@ -455,9 +464,9 @@ class RateLimitCause(Detector):
         mss: int,
         path: float | None,
         known: bool,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """Per window, what held the busy time (slow start, congestion, bandwidth, pacing or
-        the sender's buffer), and whether its segments left paced.
+        the sender's buffer), whether its segments left paced, and whether that could be told.
 
         Windows are `length` long in warped time (`RttPhases.warp`), `span` its first and last.
         """
@@ -493,7 +502,7 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        paced = _paced_windows(
+        paced, judged = _paced_windows(
             dt, ack_t, t0, length, n, float(phases.rtt_s[0]), cfg.paced_answered_fraction
         )
         lossless = not resent.any()
@@ -528,7 +537,7 @@ class RateLimitCause(Detector):
         filled: npt.NDArray[np.int64] = label[
             np.maximum.accumulate(np.where(empty, 0, np.arange(n)))
         ]
-        return filled, paced
+        return filled, paced, judged
 
     def _verdict(
         self,
@@ -542,15 +551,18 @@ class RateLimitCause(Detector):
         shares: npt.NDArray[np.float64],
         phases: RttPhases,
         path: float | None,
-        paced_share: float,
+        pacing: tuple[float, float],
         scale: tuple[int | None, float],
         competing: Competition | None = None,
         most_app: float = 0.0,
     ) -> Finding:
-        """The finding. `scale`: the least window scale shift the capture allows (None when
-        the handshake gave it) and the most time the receive window can have held the sender;
-        `most_app`: the most time the application can have held it."""
+        """The finding. `pacing`: the share of the busy time whose segments left on a pacer's
+        timer, and the share where that could not be told; `scale`: the least window scale
+        shift the capture allows (None when the handshake gave it) and the most time the
+        receive window can have held the sender; `most_app`: the most time the application can
+        have held it."""
         least, most_rwnd = scale
+        paced_share, untold_pace = pacing
         known = least is None
         # The RTT quoted is that of the path phase holding most of the transfer; a path that
         # changed lists each phase's.
@@ -632,6 +644,15 @@ class RateLimitCause(Detector):
                 else ""
             )
             + (
+                " Whose clock the departures kept (a pacer's timer or the ACKs) could not be "
+                f"told for {untold_pace:.0%} of the busy time: fewer than 8 bursts started after "
+                "an ACK in its windows of a few round trips, or the sender answered its ACKs "
+                "later than they came (a LAN host's own turnaround), so a pacer whose interval "
+                "outlasts the round trip is not told from an application's writes there."
+                if untold_pace >= 0.5
+                else ""
+            )
+            + (
                 ""
                 if known
                 else " The window scale is unknown (the handshake is not in the capture): only "
@@ -654,6 +675,7 @@ class RateLimitCause(Detector):
             "pacing_fraction": float(shares[L_PACE]),
             "sender_buffer_fraction": float(shares[L_SNDBUF]),
             "paced_departures_fraction": paced_share,
+            "paced_untold_fraction": untold_pace,
             "phase_starts_s": tuple(float(x) for x in phase_start),
             "phase_ends_s": tuple(float(x) for x in phase_end),
             "phase_cause_codes": tuple(int(x) for x in phase_label),
@@ -795,10 +817,10 @@ def _paced_windows(
     n: int,
     rtt: float,
     fraction: float,
-) -> npt.NDArray[np.bool_]:
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
-    ACKs. Judged on the bursts that start after an ACK, at least 8 of them, two ways; either
-    shows the timer:
+    ACKs, and whether that could be told (the second array; False: "cannot tell"). Judged on
+    the bursts that start after an ACK, at least 8 of them, two ways; either shows the timer:
 
     - fewer than `fraction` of them start at once after their ACK;
     - they keep their own time better than their ACKs': the spread of the times between
@@ -818,8 +840,9 @@ def _paced_windows(
     can be paired with the ACK that released it.
     """
     out = np.zeros(n, dtype=bool)
+    untold = (out, np.zeros(n, dtype=bool))
     if t.size < 3 or ack_t.size < 2:
-        return out
+        return untold
     gaps = np.diff(t)
     positive = gaps[gaps > 0]
     del gaps  # per segment, as the arrays below: each let go once used
@@ -848,12 +871,12 @@ def _paced_windows(
     after_ack[0] &= last_ack[0] > -np.inf
     after_ack[1:] &= last_ack[1:] > t[:-1]
     if not after_ack.any():
-        return out
+        return untold
     delay = t[after_ack] - last_ack[after_ack]
     del last_ack
     # Half the answers later than the ACKs' spacing: the host, not the ACK, set the time.
     if float(np.median(delay)) >= spacing:
-        return out
+        return untold
     # In place: each step a column as long as the bursts, made once.
     w_s = t[after_ack]
     w_s -= t0
@@ -881,7 +904,7 @@ def _paced_windows(
     # (two serialisation times); below that they carry no sign of either clock.
     timed = (spread_delay > 2 * line) & (spread_between < spread_delay)
     out |= enough & timed
-    return out
+    return out, enough
 
 
 def _window_iqr(
