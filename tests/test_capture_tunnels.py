@@ -154,6 +154,38 @@ def test_counts_equal_tsharks(carried: Path) -> None:
     assert _counts(carried) == _tshark(carried)
 
 
+# The carriers whose outer header is IP: the connection records it as its tunnel.
+IP_TUNNELS = {
+    *("ipip", "ipv6_in_ipv4", "gre", "gre_key_sequence_checksum", "gre_ethernet", "vxlan"),
+    *("geneve", "gtp_u", "vxlan_in_gre", "erspan_ii", "erspan_iii", "erspan_iii_platform"),
+}
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", [*sorted(IP_TUNNELS), "plain"])
+def test_a_tunnelled_connection_records_the_outer_header(name: str, tmp_path: Path) -> None:
+    # Keyed by the inner packet, with the outermost IP header's addresses recorded: those the
+    # build put there, as tshark reads the first IP layer of each frame.
+    build = TUNNELS.get(name, lambda i: _eth() / _tcp(i))
+    packets = [build(i) for i in range(SEGMENTS)]
+    for k, p in enumerate(packets):
+        p.time = 1.0 + k * 0.001
+    path = write(tmp_path / f"{name}.pcap", packets)
+    first_ip = ["-E", "occurrence=f", "-e", "ip.src", "-e", "ip.dst"]
+    listed = subprocess.run(
+        ["tshark", "-r", str(path), "-T", "fields", *first_ip],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    outer = listed.split("\n")[0].split("\t")
+    (tunnel,) = build_connections(read_capture(path)).table.column("tunnel").to_pylist()
+    if name == "plain":
+        assert tunnel == ""
+    else:
+        assert tunnel == f"{outer[0]} > {outer[1]}" == "192.0.2.1 > 192.0.2.2"
+
+
 def _nested(depth: int) -> Packet:
     """One segment inside `depth` IPv4-in-IPv4 tunnels."""
     packet = _tcp(0)

@@ -114,6 +114,13 @@ FLOW_COLUMNS: tuple[Column, ...] = (
     Column("port0", pa.uint16(), "", "endpoint 0's port"),
     Column("addr1", pa.string(), "", "endpoint 1's IP address, text form"),
     Column("port1", pa.uint16(), "", "endpoint 1's port"),
+    Column(
+        "outer",
+        pa.string(),
+        "",
+        "where the flow's first packet came in a tunnel (IP-in-IP, GRE, VXLAN, Geneve, GTP-U): "
+        "its outermost IP header's source and destination as 'src > dst'; empty otherwise",
+    ),
 )
 
 # SACK blocks (RFC 2018), only for the packets that carry them.
@@ -197,6 +204,14 @@ CONNECTION_COLUMNS: tuple[Column, ...] = (
         pa.bool_(),
         "",
         "segments larger than the MSS were captured (TSO at the sender or GRO at the receiver)",
+    ),
+    Column(
+        "tunnel",
+        pa.string(),
+        "",
+        "the outer IP source and destination ('src > dst') of the tunnel its first packet came "
+        "in (IP-in-IP, GRE, VXLAN, Geneve, GTP-U); empty when not tunnelled. The connection is "
+        "keyed by the inner packet's addresses and ports",
     ),
 )
 

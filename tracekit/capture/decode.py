@@ -194,6 +194,9 @@ class Columns:
         )
 
 
+OUTER_WORDS = 5
+
+
 class FlowTable:
     """Open-addressing hash table from flow key to flow id, ids in order of first sight.
 
@@ -207,6 +210,10 @@ class FlowTable:
         self.keys = np.zeros((capacity, KEY_WORDS), np.uint64)
         self.hashes = np.zeros(capacity, np.uint64)
         self.count = np.zeros(1, np.int64)
+        # Per flow, the outermost IP header of its first packet where that packet came in a
+        # tunnel (OUTER_WORDS: word 0 the outer IP version, 0 when not tunnelled; then the
+        # source's and the destination's two halves, as the key's words 1-4).
+        self.outer = np.zeros((capacity, OUTER_WORDS), np.uint64)
 
     def grow(self) -> None:
         """Double the capacity and re-insert every flow."""
@@ -216,7 +223,9 @@ class FlowTable:
         keys[:n] = self.keys[:n]
         hashes = np.zeros(capacity, np.uint64)
         hashes[:n] = self.hashes[:n]
-        self.keys, self.hashes = keys, hashes
+        outer = np.zeros((capacity, OUTER_WORDS), np.uint64)
+        outer[:n] = self.outer[:n]
+        self.keys, self.hashes, self.outer = keys, hashes, outer
         self.slots = np.full(capacity * 2, -1, np.int32)
         _rehash(self.slots, self.hashes, n)
 
@@ -1026,6 +1035,7 @@ def decode_records(
     flow_keys: np.ndarray,
     flow_hashes: np.ndarray,
     flow_count: np.ndarray,
+    flow_outer: np.ndarray,
     frag_keys: np.ndarray,
     frag_slots: np.ndarray,
     frag_runs: np.ndarray,
@@ -1173,6 +1183,9 @@ def decode_records(
         header = _network(b, q, version, room, bend)
         skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
         ident, version, frag_off, more, frag_id = header[8:]
+        # The outermost IP header: a tunnelled flow records it (FlowTable.outer).
+        outer_version = version
+        outer_src_hi, outer_src_lo, outer_dst_hi, outer_dst_lo = src_hi, src_lo, dst_hi, dst_lo
         # Fragments are put together, and tunnels followed: the packet a tunnel carries is the
         # one to count (tshark dissects it so); its room is what the outer packet's payload held.
         depth = 0
@@ -1408,6 +1421,12 @@ def decode_records(
             slots[s] = n
             flow_count[0] = n + 1
             flow = n
+            if depth > 0 and n < flow_outer.shape[0]:
+                flow_outer[n, 0] = np.uint64(outer_version)
+                flow_outer[n, 1] = outer_src_hi
+                flow_outer[n, 2] = outer_src_lo
+                flow_outer[n, 3] = outer_dst_hi
+                flow_outer[n, 4] = outer_dst_lo
         last = flow
         flow_out[i] = flow
     for d in range(n_done):
@@ -1466,6 +1485,7 @@ def decode_chunk(
             flows.keys,
             flows.hashes,
             flows.count,
+            flows.outer,
             fragments.keys,
             fragments.slots,
             fragments.runs,

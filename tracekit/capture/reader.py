@@ -700,6 +700,10 @@ def _flows_table(flows: FlowTable) -> pa.Table:
         "port0": ((head >> np.uint64(16)) & np.uint64(0xFFFF)).astype(np.uint16),
         "addr1": [_address(v, k[3], k[4]) for v, k in zip(versions, words, strict=True)],
         "port1": (head & np.uint64(0xFFFF)).astype(np.uint16),
+        "outer": [
+            f"{_address(int(o[0]), o[1], o[2])} > {_address(int(o[0]), o[3], o[4])}" if o[0] else ""
+            for o in flows.outer[:count].tolist()
+        ],
     }
     arrays = [to_arrow(data[c.name], c.type) for c in schema.FLOW_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.FLOW_COLUMNS))

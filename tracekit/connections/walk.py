@@ -487,6 +487,7 @@ def _connection_table(
     addr1 = flows.column("addr1").to_pylist()
     port0 = to_numpy(flows.column("port0"))
     port1 = to_numpy(flows.column("port1"))
+    outer = flows.column("outer").to_pylist()
     ends = [
         (
             _endpoint(addr0[f], int(port0[f]), int(v)),
@@ -534,6 +535,7 @@ def _connection_table(
         "sack_ok": both_have(OPT_SACK_PERM),
         "ts_ok": both_have(OPT_TS),
         "tso": tso,
+        "tunnel": [outer[f] for f in conn_flow.tolist()],
     }
     arrays = [to_arrow(values[c.name], c.type) for c in schema.CONNECTION_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(schema.CONNECTION_COLUMNS))
