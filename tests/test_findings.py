@@ -40,7 +40,7 @@ def connection_row() -> dict[str, Any]:
         "throughput_a2b_bps": 405e6, "throughput_b2a_bps": 0.0,
         "retrans_a2b": 12, "retrans_b2a": 0, "syn_seen": True, "synack_seen": True,
         "isn_a": 4_294_967_295, "isn_b": 0, "mss_a": 1448, "mss_b": 1448, "ws_a": 7, "ws_b": 7,
-        "ws_state": "known", "sack_ok": True, "ts_ok": True, "tso": False,
+        "ws_state": "known", "sack_ok": True, "ts_ok": True, "tso": False, "tunnel": "",
     }  # fmt: skip
 
 
