@@ -66,15 +66,14 @@ def require_room(conns: Connections, tcp_packets: int, room: int | None = None) 
     """Refuse, in one line and before the series are built, a capture whose analysis cannot
     fit in the memory this process can still take (`core.memory.available_bytes`, or `room`),
     rather than leave it to the kernel's out-of-memory killer."""
-    packets = tcp_packets
-    need = packets * ANALYSIS_BYTES_PER_PACKET
+    need = tcp_packets * ANALYSIS_BYTES_PER_PACKET
     if room is None:
         room = available_bytes()
     if room is None or need <= room:
         return
     raise CaptureError(
         conns.capture.path,
-        f"its {packets:,} TCP packets need at least {units.size(need)} more memory to analyse, "
+        f"its {tcp_packets:,} TCP packets need at least {units.size(need)} more memory to analyse, "
         f"and {units.size(room)} is left (the machine's available memory or this "
         "process's memory limit): analyse one connection or a time window (--connection, "
         "--from/--to) or split the capture (editcap -c)",

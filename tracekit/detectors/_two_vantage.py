@@ -19,14 +19,7 @@ def rows_where(merge: Merge, keep: np.ndarray) -> Iterator[tuple[int, int, np.nd
     """Per (conn, dir) in order, the positions in `merge.transmissions` of its rows that `keep`
     (one flag per row) keeps, where it keeps any, and how many rows the direction has. Read
     from the merge's grouping of the rows by direction: no copy of the whole table is made."""
-    grouped = merge.transmission_rows
-    if not grouped and len(merge.transmissions):
-        tx = merge.transmissions
-        grouped = {
-            (int(c), int(d)): np.asarray(rows, dtype=np.int64)
-            for (c, d), rows in tx.groupby(["conn", "dir"], observed=True).indices.items()
-        }
-    for (conn, direction), rows in sorted(grouped.items()):
+    for (conn, direction), rows in sorted(merge.transmission_groups().items()):
         hit = rows[keep[rows]]
         if hit.size:
             yield conn, direction, hit, int(rows.size)

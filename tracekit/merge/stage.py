@@ -123,6 +123,11 @@ class Merge:
         found = tx["fate"].value_counts()
         return {name: int(found.get(name, 0)) for name in FATES}
 
+    def transmission_groups(self) -> Mapping[tuple[int, int], np.ndarray]:
+        """Row positions of the transmissions per (conn, dir), in table order (grouped here
+        for a Merge made without its grouping)."""
+        return self.transmission_rows or _rows_by_direction(self.transmissions)
+
     def transmissions_of(self, conn: int, direction: int) -> pd.DataFrame:
         """The transmissions of one connection's direction."""
         return _of(self.transmissions, self.transmission_rows, conn, direction)
