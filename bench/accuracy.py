@@ -158,6 +158,14 @@ def score_one(folder: Path) -> dict[str, Any]:
             }
     kernel = kernel_shares(truth)
     verdict = _verdict(findings)
+    limits = truth.get("kernel_limits") or {}
+    if kernel is None and limits.get("bytes_sent") and verdict is not None:
+        # Bytes went out, yet the busy clock counted no jiffy: every busy stretch began and
+        # ended within one tick (a writer waking on its own timer, in step with the
+        # tickless kernel's jiffies). The account holds no share to score against.
+        row["no_kernel_account"] = (
+            f"busy clock {limits.get('busy_time_us', 0)} us over {limits['bytes_sent']:,} bytes"
+        )
     if kernel is not None and verdict is not None:
         ours = {c: verdict["evidence"][f"{c}_fraction"] for c in CLASSES}
         row["verdict"] = {
@@ -383,6 +391,9 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"\nverdict against the kernel's account: class right in {same} of {len(scored)}, "
             f"every share within 10 points in {within} of {len(scored)}"
         )
+        for r in rows:
+            if "no_kernel_account" in r:
+                print(f"  not scored, {r['scenario']}: {r['no_kernel_account']}")
         for r in scored:
             v = r["verdict"]
             if v["class"] != v["kernel_class"] or v["max_error"] > 0.10:

@@ -140,3 +140,76 @@ def test_a_capture_of_one_direction_leaves_every_arrival_unjudged_but_the_resent
         -1,
     ]
     assert not dup.any()
+
+
+def _lagging(sack_left: list[int], sack_right: list[int], owners: list[int], **events: list[int]):  # type: ignore[no-untyped-def]
+    n = len(events["left"])
+    return receiver_verdicts(
+        np.zeros(n, dtype=np.int64),
+        np.array(events["is_data"], dtype=bool),
+        np.array(events["left"]),
+        np.array(events["right"]),
+        np.array(events["ack"]),
+        np.array(owners, dtype=np.int64),
+        np.array(sack_left, dtype=np.int64),
+        np.array(sack_right, dtype=np.int64),
+    )
+
+
+def test_a_host_whose_acks_trail_its_arrivals_kept_what_it_acknowledged_first() -> None:
+    # A hole filler [100,110) arrives, new data [200,210) after it, then the sender's copy of
+    # [100,110), all before the host's ACKs catch up. Its next ACK covers [100,110) (ACK 110,
+    # its SACK blocks in the capture) before any ACK of [200,210): it took [100,110) first.
+    verdict, _ = _lagging(
+        [150, 150, 200],
+        [160, 160, 210],
+        [3, 4, 4],
+        is_data=[1, 1, 1, 0, 0],
+        left=[100, 200, 100, 0, 0],
+        right=[110, 210, 110, 0, 0],
+        ack=[0, 0, 0, 110, 110],
+    )
+    assert verdict[0] == ACKED
+    # Had it dropped [100,110), it would have taken [200,210) next without it: a SACK block
+    # of [200,210) first, and [100,110) only with the copy.
+    verdict, _ = _lagging(
+        [200, 200],
+        [210, 210],
+        [3, 4],
+        is_data=[1, 1, 1, 0, 0],
+        left=[100, 200, 100, 0, 0],
+        right=[110, 210, 110, 0, 0],
+        ack=[0, 0, 0, 100, 110],
+    )
+    assert verdict[0] == RESENT_UNACKED
+
+
+def test_without_sack_blocks_only_an_ack_of_the_first_alone_says_it_was_kept() -> None:
+    # [0,10), then [10,20), then a copy of [0,10); no SACK block in the capture. ACK 10 and
+    # then ACK 20: the host took [0,10) before [10,20), so before the copy. One ACK 20 of both
+    # is what a dropped [0,10) refilled by the copy gives too: it cannot tell, and the copy
+    # decides.
+    none: list[int] = []
+    events = {"is_data": [1, 1, 1, 0, 0], "left": [0, 10, 0, 0, 0], "right": [10, 20, 10, 0, 0]}
+    verdict, _ = _lagging(none, none, none, ack=[0, 0, 0, 10, 20], **events)
+    assert verdict[0] == ACKED
+    verdict, _ = _lagging(none, none, none, ack=[0, 0, 0, 20, 20], **events)
+    assert verdict[0] == RESENT_UNACKED
+
+
+def test_a_copy_sent_before_a_lagging_host_acknowledged_the_first_is_no_receiver_drop(
+    tmp_path: Path,
+) -> None:
+    # The same through real captures: the sender resends [1,1001) 2 ms after it first left,
+    # before any ACK came back; the host acknowledges 1001, then 2001 (it took the first copy
+    # first), or only 2001 once the copy came (it dropped the first).
+    segs = [Seg(0.100, 1, 1000, 10), Seg(0.101, 1001, 1000, 11), Seg(0.102, 1, 1000, 12)]
+    kept = [Ack(0.103 + DELAY_S, 1001, 100), Ack(0.104 + DELAY_S, 2001, 101)]
+    dropped = [Ack(0.103 + DELAY_S, 2001, 100)]
+    counts = []
+    for name, acks in (("kept", kept), ("dropped", dropped)):
+        folder = tmp_path / name
+        folder.mkdir()
+        m = merge(*(build_connections(read_capture(p)) for p in exchange(folder, segs, acks)))
+        counts.append(m.counts()["receiver_drop"])
+    assert counts == [0, 1]

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracekit.core.kernels import jit
-from tracekit.detectors._measure import ack_answers
+from tracekit.detectors._measure import turnaround_s
 from tracekit.series import Direction
 
 APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
@@ -72,29 +72,6 @@ def ack_release_bytes(direction: Direction, mss: int) -> float:
     step = np.diff(line)
     step = step[step > 0]
     return float(max(np.median(step), mss)) if step.size else float(mss)
-
-
-# The share of the sender's answers to ACKs that its turnaround covers: the slow tail of the
-# host's scheduling stays inside it, a pause for the application (milliseconds to seconds on
-# any path, and at least many answers long) stays out.
-TURNAROUND_QUANTILE = 0.9
-
-
-def turnaround_s(direction: Direction) -> float:
-    """How long the sender takes to answer an ACK when it has data: the TURNAROUND_QUANTILE of
-    the delays from an ACK that leaves data in flight to the data segment that leaves after it
-    and before the next ACK. (An ACK of everything sent is left out: what follows it is the
-    pause being judged.)
-
-    It is the host's own time (interrupt, socket lock, scheduling), whatever the path: a few
-    microseconds to a few hundred. 0 when no ACK is answered so.
-    """
-    answers = ack_answers(direction)
-    # An ACK that leaves data in flight, answered: the sender had the next data ready.
-    busy = answers.answered & (answers.sent > answers.line)
-    if not busy.any():
-        return 0.0
-    return float(np.quantile(answers.delay_s[busy], TURNAROUND_QUANTILE))
 
 
 # RFC 7323 2.3: a window scale shift is at most 14.
@@ -194,7 +171,8 @@ def queued_pauses(
     data_t = data["t_s"].to_numpy()
     data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
     length = data["len"].to_numpy().astype(np.int64)
-    full = full_tail_pauses(start_s, state, data_t, data_end, length, wire_segment_bytes(length))
+    segment = wire_segment_bytes(length, direction.peer_mss)
+    full = full_tail_pauses(start_s, state, data_t, data_end, length, segment)
     first = int(data["seq_rel"].min())
     copy = copy_pauses(start_s, end_s, state, data_t, data_end, first, line_rate(data_t, length))
     return np.union1d(full, copy)
@@ -245,14 +223,17 @@ LEAST_MSS_BYTES = 536
 MAX_COUNTED_LENGTH_BYTES = 65_535
 
 
-def wire_segment_bytes(length: npt.NDArray[np.int64]) -> int:
+def wire_segment_bytes(length: npt.NDArray[np.int64], peer_mss: int = 0) -> int:
     """The size the sender cuts its data at (its MSS on the wire): the greatest common
     divisor of the data segments' lengths, the most common first, leaving out a length that
     would bring it below LEAST_MSS_BYTES (a short segment: the end of a write).
 
     Segmentation offload (TSO, GSO) hands the capture super-segments of whole MSS; their
-    common divisor is the MSS even where no single-MSS segment is seen. 0 when no length
-    reaches LEAST_MSS_BYTES.
+    common divisor is the MSS even where no single-MSS segment is seen. A pacer that always
+    sends the same number of segments at once leaves a multiple of it: no segment is larger
+    than the MSS option its receiver sent (`peer_mss`, RFC 9293 3.7.1; 0 when not seen), so
+    the size is then the largest divisor of that multiple within it. 0 when no length reaches
+    LEAST_MSS_BYTES.
     """
     if length.size and int(length.max()) <= MAX_COUNTED_LENGTH_BYTES:
         # np.unique's answer (the lengths in order and how often each), by counting: no sorted
@@ -269,6 +250,12 @@ def wire_segment_bytes(length: npt.NDArray[np.int64]) -> int:
         common = int(np.gcd(divisor, int(size)))
         if common >= LEAST_MSS_BYTES:
             divisor = common
+    if peer_mss >= LEAST_MSS_BYTES and divisor > peer_mss:
+        # The fewest equal parts that fit: divisor // parts is the largest such size.
+        parts = -(-divisor // peer_mss)
+        while divisor % parts:
+            parts += 1
+        divisor //= parts
     return divisor
 
 

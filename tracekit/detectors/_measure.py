@@ -309,6 +309,34 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     return RttPhases(starts_s=starts, rtt_s=lowest)
 
 
+# The share of the sender's answers to ACKs that its turnaround covers: the slow tail of the
+# host's scheduling stays inside it, a pause for the application (milliseconds to seconds on
+# any path, and at least many answers long) stays out.
+TURNAROUND_QUANTILE = 0.9
+
+
+def turnaround_s(direction: Direction) -> float:
+    """How long the sender takes to answer an ACK when it has data: the TURNAROUND_QUANTILE of
+    the delays from an ACK that leaves data in flight to the data segment that leaves after it
+    and before the next ACK. (An ACK of everything sent is left out: what follows it is the
+    pause being judged.)
+
+    It is the host's own time (interrupt, socket lock, scheduling), whatever the path: a few
+    microseconds to a few hundred. 0 when no ACK is answered so. Computed once per direction
+    (several detectors scale their rules by it).
+    """
+
+    def compute() -> float:
+        answers = ack_answers(direction)
+        # An ACK that leaves data in flight, answered: the sender had the next data ready.
+        busy = answers.answered & (answers.sent > answers.line)
+        if not busy.any():
+            return 0.0
+        return float(np.quantile(answers.delay_s[busy], TURNAROUND_QUANTILE))
+
+    return float(direction.memo("turnaround", compute))
+
+
 def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
     """The path steps of one direction's RTT floor, from its own capture (`rtt_steps`)."""
 
@@ -323,7 +351,9 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
         # per data segment; a departure before the first is the first's).
         at = np.searchsorted(flight["t_s"].to_numpy(), departure, side="right") - 1
         in_flight = flight["flight_bytes"].to_numpy()[np.maximum(at, 0)]
-        return rtt_steps(departure, rtt, in_flight, path_rate_bps(direction))
+        return rtt_steps(
+            departure, rtt, in_flight, path_rate_bps(direction), turnaround_s(direction)
+        )
 
     return direction.memo("rtt_steps", compute)
 

@@ -99,12 +99,16 @@ def rtt_steps(
     rtt_s: npt.NDArray[np.float64],
     flight_bytes: npt.NDArray[np.int64],
     path_bps: float | None,
+    host_s: float = 0.0,
 ) -> tuple[RttStep, ...]:
     """The steps of one direction's RTT floor that are the path's, oldest first.
 
     `departure_s` is when each sampled segment left (its ACK's time minus its RTT), sorted or
     not; `flight_bytes` the bytes in flight just after it left; `path_bps` the bottleneck's
-    payload rate (None: no step can be told from a queue, and none is called).
+    payload rate (None: no step can be told from a queue, and none is called); `host_s` the
+    sender's own time to answer an ACK (`turnaround_s`). A round trip is taken as no shorter
+    than that, and a step as no smaller: on a LAN of microseconds the hosts' scheduling moves
+    the RTT floor by as much as the path's whole round trip, and is no path change.
     """
     ok = np.isfinite(departure_s) & np.isfinite(rtt_s) & (rtt_s > 0)
     t, rtt, flight = departure_s[ok], rtt_s[ok], flight_bytes[ok]
@@ -113,7 +117,7 @@ def rtt_steps(
     lo, span = float(t.min()), float(t.max() - t.min())
     if span <= 0:
         return ()
-    base = float(rtt.min())
+    base = max(float(rtt.min()), host_s)
     width = max(STEP_BIN_RTTS * base, span * STEP_BIN_PACKETS / t.size, span / MAX_STEP_BINS)
     n = int(span / width) + 1
     if n < 2 * STEP_SPAN_BINS:
@@ -141,7 +145,7 @@ def rtt_steps(
         # A quarter of the shorter side's floor, as the merge asks of its steps: the RTT of
         # the phase it would split, not the capture's least sample, which on a LAN is one
         # lucky ACK of a few microseconds.
-        threshold = STEP_MIN_RTT_FRACTION * np.minimum(before, after)
+        threshold = np.maximum(STEP_MIN_RTT_FRACTION * np.minimum(before, after), host_s)
     seen = np.isfinite(jump) & (np.minimum(n_before, n_after) >= MIN_FILLED_BINS)
     rise = seen & (jump >= threshold) & (free_after >= before + threshold)
     fall = seen & (-jump >= threshold) & (after <= free_before - threshold)

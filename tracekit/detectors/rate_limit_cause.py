@@ -502,9 +502,17 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        paced, judged = _paced_windows(
-            dt, ack_t, t0, length, n, float(phases.rtt_s[0]), cfg.paced_answered_fraction
-        )
+        # A host whose own answer to an ACK (its turnaround: interrupt, socket lock,
+        # scheduling) outlasts the round trip gets the next ACKs before it has answered the
+        # first: its departures keep the host's pace, on a LAN of microseconds as on any path,
+        # and a pacer's timer cannot be told from it. Over a WAN the round trip is thousands of
+        # turnarounds long.
+        if turnaround_s(d) > float(phases.rtt_s.min()):
+            paced = judged = np.zeros(n, dtype=bool)
+        else:
+            paced, judged = _paced_windows(
+                dt, ack_t, t0, length, n, float(phases.rtt_s[0]), cfg.paced_answered_fraction
+            )
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tracekit import units
+from tracekit.detectors._limits import turnaround_s
 from tracekit.detectors._measure import findings_per_direction, rtt_phases, segment_size_bytes
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
@@ -76,8 +77,12 @@ class ZeroWindowStall(Detector):
         shut = win == 0
         reopened = win >= mss if known else win > 0
         starts, ends = _stalls(t, shut, reopened)
-        # Each stall in round trips of the path phase it began in.
-        long = (ends - starts) >= self.config.min_stall_rtts * phases.at(starts)
+        # Each stall in round trips of the path phase it began in, a round trip never shorter
+        # than the host's own answer to an ACK (its turnaround): on a LAN of microseconds a
+        # window shut for a few of those is the reader being scheduled, the ACK clock still
+        # running at the hosts' pace.
+        turn = turnaround_s(d)
+        long = (ends - starts) >= self.config.min_stall_rtts * np.maximum(phases.at(starts), turn)
         if not long.any():
             return None
         starts, ends = starts[long], ends[long]

@@ -56,6 +56,87 @@ def _dsack_overlaps(
 
 
 @jit
+def _covers(
+    j: int,
+    ack_j: int,
+    s: int,
+    e: int,
+    sack_start: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> bool:  # pragma: no cover - numba
+    """Whether ACK event j (cumulative ACK ack_j) acknowledges all of [s, e), cumulatively or
+    in one SACK block."""
+    if ack_j >= e:
+        return True
+    for k in range(sack_start[j], sack_start[j + 1]):
+        if sack_left[k] <= s and sack_right[k] >= e:
+            return True
+    return False
+
+
+@jit
+def _kept_before_next(
+    i: int,
+    j: int,
+    s: int,
+    e: int,
+    rows: np.ndarray,
+    group: np.ndarray,
+    is_data: np.ndarray,
+    left: np.ndarray,
+    length: np.ndarray,
+    ack: np.ndarray,
+    sack_start: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> bool:  # pragma: no cover - numba
+    """Whether the host kept data event i, [s, e), though a copy (event j) arrived before any
+    ACK covered it: it acknowledged [s, e) before the first new data that arrived after event
+    i and before the copy.
+
+    A host takes its arrivals in the order they reached its capture point (one queue from the
+    tap to TCP), and acknowledges out-of-order data at once with a SACK block (RFC 2018 4). Its
+    ACKs can trail the tap by tens of segments when its CPU cannot keep up: the sender then
+    resends what the ACKs have not reached, and the copy comes before the ACK of the first. The
+    order of the ACKs still tells. Had the host dropped event i, it took the new data next
+    without it: a SACK block of that data comes first, or, once the copy fills the hole, one
+    cumulative ACK of both. So an ACK of [s, e) before any of that data says event i was taken
+    first where the receiver's SACK blocks are in the capture (the new data's arrival would
+    have shown), and without them where it acknowledges [s, e) but not the new data and that
+    data starts at e (the copy would have acknowledged both at once). With no new data between
+    the two arrivals the order cannot tell the first copy from the second, and the copy's
+    arrival decides (dropped)."""
+    g = group[rows[i]]
+    # The first new data (starting at or past e) that arrived between the two.
+    x = -1
+    for k in range(i + 1, j):
+        q = rows[k]
+        if is_data[q] and left[q] >= e:
+            x = k
+            break
+    if x < 0:
+        return False
+    xs = np.int64(left[rows[x]])
+    xe = xs + np.int64(length[rows[x]])
+    sacked = False
+    for k in range(i + 1, rows.size):
+        q = rows[k]
+        if group[q] != g:
+            break
+        if is_data[q]:
+            continue
+        sacked |= sack_start[k + 1] > sack_start[k]
+        first = _covers(k, ack[q], s, e, sack_start, sack_left, sack_right)
+        new = _covers(k, ack[q], xs, xe, sack_start, sack_left, sack_right)
+        if first:
+            return sacked or (not new and xs == e)
+        if new:
+            return False
+    return False
+
+
+@jit
 def _scan(
     rows: np.ndarray,
     group: np.ndarray,
@@ -133,21 +214,26 @@ def _scan(
                         and _dsack_overlaps(
                             k, ack[rows[k]], s, e, sack_start, sack_left, sack_right
                         )
+                    ) or _kept_before_next(
+                        i,
+                        j,
+                        s,
+                        e,
+                        rows,
+                        group,
+                        is_data,
+                        left,
+                        length,
+                        ack,
+                        sack_start,
+                        sack_left,
+                        sack_right,
                     ):
                         v = ACKED
                     break
-            else:
-                if ack[q] >= e:
-                    v = ACKED
-                    break
-                covered = False
-                for k in range(sack_start[j], sack_start[j + 1]):
-                    if sack_left[k] <= s and sack_right[k] >= e:
-                        covered = True
-                        break
-                if covered:
-                    v = ACKED
-                    break
+            elif _covers(j, ack[q], s, e, sack_start, sack_left, sack_right):
+                v = ACKED
+                break
             j = next_ack[j] if acks_only else j + 1
         verdict[i] = v
     return verdict, duplicate

@@ -57,7 +57,8 @@ class Direction:
     of thousands of short connections has most detectors look at one table of most directions,
     or none. The slices are views of `Series`' tables, to read, never to write. Tables given
     to the constructor are used as they are. `data` and `resent` are computed once and shared
-    by every detector that asks.
+    by every detector that asks. `peer_mss` is the MSS option the receiving side sent in its
+    SYN (0: not seen): no segment of this direction carries more payload (RFC 9293 3.7.1).
     """
 
     def __init__(
@@ -71,9 +72,11 @@ class Direction:
         flight: pd.DataFrame | None = None,
         *,
         source: Callable[[str], pd.DataFrame] | None = None,
+        peer_mss: int = 0,
     ) -> None:
         self.conn = conn
         self.direction = direction
+        self.peer_mss = peer_mss
         given = {"segments": segments, "acks": acks, "sacks": sacks, "rtt": rtt, "flight": flight}
         self._tables = {name: table for name, table in given.items() if table is not None}
         if source is None and len(self._tables) < len(TABLES):
@@ -151,6 +154,8 @@ class Series:
     Every table is sorted by (conn, dir), in capture order within a direction.
     `window_known` says per (conn, dir) whether windows are true byte counts: False where the
     window scale is unknown (handshake not captured), so the raw window field is shown.
+    `peer_mss` holds per connection (row) and direction (column) the MSS option its receiving
+    side sent (0: none seen), `Direction.peer_mss`.
     """
 
     t0_ns: int
@@ -160,6 +165,7 @@ class Series:
     rtt: pd.DataFrame
     flight: pd.DataFrame
     window_known: dict[tuple[int, int], bool] = field(default_factory=dict)
+    peer_mss: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint16), compare=False)
 
     _bounds: dict[str, tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -205,7 +211,8 @@ class Series:
             rows.index = pd.RangeIndex(hi - lo)
             return rows
 
-        return Direction(conn, direction, source=pick)
+        peer_mss = int(self.peer_mss[conn, direction]) if conn < len(self.peer_mss) else 0
+        return Direction(conn, direction, source=pick, peer_mss=peer_mss)
 
     def forget(self, keep: Collection[str] = ()) -> None:
         """`Direction.forget` on every direction sliced so far."""
@@ -316,6 +323,10 @@ def build_series(conns: Connections) -> Series:
     sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack, col("frame"))
     # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
     scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
+    # Direction a2b sends to b: b's MSS option bounds its segments, and a's bounds b2a's.
+    peer_mss = np.stack(
+        [table.column("mss_b").to_numpy(), table.column("mss_a").to_numpy()], axis=1
+    ).astype(np.uint16)
     return Series(
         t0_ns=t0,
         segments=segments,
@@ -324,6 +335,7 @@ def build_series(conns: Connections) -> Series:
         rtt=rtt,
         flight=flight,
         window_known=scaled,
+        peer_mss=peer_mss,
     )
 
 
