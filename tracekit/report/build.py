@@ -11,6 +11,7 @@ import pandas as pd
 from tracekit import __version__, units
 from tracekit.analysis import Analysis
 from tracekit.connections import data_direction, ranked
+from tracekit.core.groups import as_slice
 from tracekit.findings import Finding, Severity
 from tracekit.merge.udpstream import UdpStream
 from tracekit.report import front
@@ -78,17 +79,6 @@ def _frames(df: pd.DataFrame, name: str = "frame") -> np.ndarray | None:
 def _nonnegative(frames: np.ndarray) -> np.ndarray:
     """Frame numbers with the merge's -1 (no frame) as 0."""
     return frames if frames.dtype.kind == "u" else np.maximum(frames, 0)
-
-
-def _span(rows: np.ndarray) -> slice | None:
-    """`rows` as a slice when they are one ascending run (a view, no copy), else None."""
-    if (
-        rows.size
-        and int(rows[-1]) - int(rows[0]) + 1 == rows.size
-        and bool(np.all(rows[1:] > rows[:-1]))
-    ):
-        return slice(int(rows[0]), int(rows[-1]) + 1)
-    return None
 
 
 def _segments_trace(
@@ -345,7 +335,7 @@ def _merge_plots(
     if rows is None or rows.size == 0:
         return ()
     tx = m.transmissions
-    span = _span(rows)
+    span = as_slice(rows)
 
     def column(name: str, where: np.ndarray | None = None) -> np.ndarray:
         values = tx[name].to_numpy()
