@@ -458,8 +458,12 @@ def packet_pair_rate_samples_bps(
         return np.zeros(0)
     t = acks["t_s"].to_numpy()
     line = acks["ack_rel"].to_numpy()
-    end = direction.segments["end_rel"].to_numpy()[is_new]
-    sent_t = direction.segments["t_s"].to_numpy()[is_new]
+    # Views when every segment is a first copy (a transfer without loss): no column copies.
+    every = bool(is_new.all())
+    end = direction.segments["end_rel"].to_numpy()
+    sent_t = direction.segments["t_s"].to_numpy()
+    if not every:
+        end, sent_t = end[is_new], sent_t[is_new]
     # The segment each ACK acknowledges up to its last byte: its first copy's departure.
     j = np.searchsorted(end, line)
     jj = np.minimum(j, end.size - 1)

@@ -262,15 +262,21 @@ def flight_plot(d: Direction, window_known: bool, shades: tuple[Shade, ...]) -> 
     """Bytes in flight against the advertised receive window."""
     f = d.flight
     t = f["t_s"].to_numpy(np.float64)
+    # kB, each column converted once and divided in place (a point per data segment).
+    flight = f["flight_bytes"].to_numpy(np.float64, copy=True)
+    flight /= 1e3
     rwnd = f["rwnd_bytes"].to_numpy(np.float64)
+    window = np.where(rwnd < 0, np.nan, rwnd)
+    del rwnd
+    window /= 1e3
     name = "advertised window" if window_known else "advertised window (raw: scale unknown)"
     return Plot(
         "Flight size and receive window",
         "time (s)",
         "kB",
         (
-            Trace("in flight", Kind.STEP, t, f["flight_bytes"].to_numpy(np.float64) / 1e3),
-            Trace(name, Kind.STEP, t, np.where(rwnd < 0, np.nan, rwnd) / 1e3, color=P.window),
+            Trace("in flight", Kind.STEP, t, flight),
+            Trace(name, Kind.STEP, t, window, color=P.window),
         ),
         shades,
     )
