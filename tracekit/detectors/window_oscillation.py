@@ -192,10 +192,15 @@ def _held_acks(
     before = np.r_[-np.inf, departed][reached]
     # The packet table is in connection order, not frame order: each ACK's row by its frame.
     frames = ctx.packets.column("frame").to_numpy()
-    by_frame = np.argsort(frames, kind="stable")
     ack_frames = d.acks["frame"].to_numpy()
-    place = np.minimum(np.searchsorted(frames[by_frame], ack_frames), frames.size - 1)
-    row = by_frame[place]
+    # The reader numbers frames in capture order: then the packet table is its own sort (a
+    # stable sort of sorted numbers changes nothing) and no index of every packet is made.
+    if _ascending(frames):
+        row = np.minimum(np.searchsorted(frames, ack_frames), frames.size - 1)
+    else:
+        by_frame = np.argsort(frames, kind="stable")
+        place = np.minimum(np.searchsorted(frames[by_frame], ack_frames), frames.size - 1)
+        row = by_frame[place]
     if not np.array_equal(frames[row], ack_frames):
         return None
     flags = ctx.packets.column("tcp_flags").to_numpy()[row]
@@ -404,3 +409,14 @@ class WindowOscillation(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+@jit
+def _ascending(values: np.ndarray) -> bool:  # pragma: no cover
+    """Whether values never step down."""
+    rising = True
+    for i in range(1, values.size):
+        if values[i] < values[i - 1]:
+            rising = False
+            break
+    return rising
