@@ -250,7 +250,11 @@ class RttPhases:
         if self.count < 2:
             return t
         scale = self.rtt_s[0] / self.rtt_s
-        return _warp(t, self.starts_s, self._knots(), scale)
+        knots = self._knots()
+        # The pass reads scale[k] and knots[k - 1] for k up to the number of starts.
+        if scale.size != self.starts_s.size + 1 or knots.size != self.starts_s.size:
+            raise ValueError("RttPhases: one more RTT than phase starts, one knot per start")
+        return _warp(t, self.starts_s, knots, scale)
 
     def unwarp(self, tau: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Seconds of a warped time (the inverse of `warp`); a warped time in the padding
