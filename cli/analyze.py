@@ -80,8 +80,16 @@ def analyze(
     """
     selection = common.selection(conn, from_s, to_s)
     configs = common.detector_configs(config_file)
+    # Findings, connections and the merge's counts: nothing here reads the receiver's series.
     result = common.run_analysis(
-        capture, receiver, maps, udp_seq_offset, udp_seq_width, configs=configs, selection=selection
+        capture,
+        receiver,
+        maps,
+        udp_seq_offset,
+        udp_seq_width,
+        configs=configs,
+        selection=selection,
+        receiver_series=False,
     )
     common.require_merge(result, capture, receiver)
     if as_json:

@@ -239,10 +239,12 @@ def run_analysis(
     udp_seq_width: int,
     configs: DetectorConfigs | None = None,
     selection: Selection | None = None,
+    receiver_series: bool = True,
 ) -> Analysis:
     """Read the captures and run the whole pipeline on them, with a bar and warnings;
     `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
-    or a time window."""
+    or a time window; `receiver_series` False skips the receiver's series, for a command that
+    draws nothing of the receiver's capture (`analyze_files`)."""
     from tracekit.merge.udpstream import Layout
     from tracekit.pipeline import analyze_files
 
@@ -255,6 +257,7 @@ def run_analysis(
         on_warning=warn,
         progress=progress,
         selection=selection,
+        receiver_series=receiver_series,
     )
 
 

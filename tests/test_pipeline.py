@@ -104,3 +104,19 @@ def test_the_receiver_keeps_its_series_not_its_packets() -> None:
     assert kept.table.num_rows == analysis.sender.connections.table.num_rows
     rc = int(analysis.merge.connections.pairs["conn_r"].iloc[0])
     assert len(analysis.receiver.series.of(rc, 0).segments) > 1000
+
+
+def test_without_the_receivers_series_the_merge_and_findings_are_the_same() -> None:
+    # analyze_files(receiver_series=False), as `tracekit analyze` runs: the merge and the
+    # detectors read the receiver's packets, never its series. The receiver drops the lab's
+    # nftables counter made are found either way.
+    folder = LAB / "receiver_drops"
+    truth = json.loads((folder / "truth.json").read_text())
+    full = analyze_files(folder / "sender.pcap", folder / "receiver.pcap")
+    lean = analyze_files(folder / "sender.pcap", folder / "receiver.pcap", receiver_series=False)
+    assert lean.receiver is not None and lean.merge is not None and full.merge is not None
+    assert lean.merge.counts()["receiver_drop"] == truth["drops"]["receiver"] > 0
+    assert lean.merge.counts() == full.merge.counts()
+    assert [f.to_dict() for f in lean.findings] == [f.to_dict() for f in full.findings]
+    assert lean.receiver.series.segments.empty and lean.receiver.series.acks.empty
+    assert lean.receiver.series.t0_ns == lean.receiver.connections.t0_ns > 0

@@ -273,7 +273,8 @@ def analyze_input(
     """Read and analyse one input; the reader's warnings come back, one line each with the file.
 
     `configs` maps a detector's kind to its Config (tracekit.tunables). Raises CaptureError
-    naming the file for a missing, corrupt or TCP-less capture.
+    naming the file for a missing, corrupt or TCP-less capture. The receiver's series are not
+    built (`analyze_files`): check, batch and compare read findings, connections and the merge.
     """
     if inp.problem is not None:
         raise CaptureError(printable(inp.sender), inp.problem)
@@ -285,6 +286,7 @@ def analyze_input(
             configs=configs,
             addr_map=dict(inp.addr_map) or None,
             on_warning=warnings.append,
+            receiver_series=False,
         )
     except CaptureError as exc:
         # The message goes into JUnit, JSON and Parquet files, which hold no lone surrogates.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -24,18 +25,23 @@ from tracekit.findings import Finding
 from tracekit.merge import merge
 from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
 from tracekit.schema import PROTO_TCP
-from tracekit.series import build_series
+from tracekit.series import Series, build_series
 
 # A reader progress callback: (bytes done, bytes in all).
 Progress = Callable[[int, int], None]
 
 
 def vantage(
-    capture: Capture, udp_layout: Layout | None = None, selection: Selection | None = None
+    capture: Capture,
+    udp_layout: Layout | None = None,
+    selection: Selection | None = None,
+    *,
+    series: bool = True,
 ) -> Vantage:
     """Connections and series of one capture, which must hold TCP or a numbered UDP stream.
 
-    With a `selection`, the series are built of its packets only (`select`)."""
+    With a `selection`, the series are built of its packets only (`select`). With `series`
+    False they are not built at all (`Series.empty`, at the capture's time origin)."""
     # Handed over, not lent: with no reference left here, build_connections frees the reader's
     # columns it replaces as it goes (when the caller let the capture go too, as analyze does).
     handed = [capture]
@@ -51,6 +57,8 @@ def vantage(
             "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
         )
     require_room(conns, tcp_packets=int(np.count_nonzero(proto == PROTO_TCP)))
+    if not series:
+        return Vantage(connections=conns, series=replace(Series.empty(), t0_ns=conns.t0_ns))
     return Vantage(connections=conns, series=build_series(conns))
 
 
@@ -117,6 +125,7 @@ def analyze(
     addr_map: Mapping[str, str] | None = None,
     udp_layout: Layout | None = None,
     selection: Selection | None = None,
+    receiver_series: bool = True,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
 
@@ -127,6 +136,10 @@ def analyze(
     With a receiver capture, the two are merged (`tracekit.merge`; `addr_map` maps NAT'd
     sender addresses to what the receiver saw) before the detectors run. `udp_layout` says
     where numbered UDP datagrams carry their number (default: first 4 bytes, big-endian).
+    The merge and the detectors read the receiver's packets, never its series: only views of
+    the receiver's capture (the report's receiver TSG, exports, the notebook API) do. With
+    `receiver_series` False they are not built, and `Analysis.receiver` holds empty ones; on a
+    big pair that is the memory of a second copy of the data segments.
     """
     # Each capture is handed on and dropped here, so its replaced columns can be freed.
     # mypy does not narrow a list's items: the casts say what the order and the test ensure.
@@ -134,7 +147,11 @@ def analyze(
     del sender, receiver
     selection = selection or Selection()
     snd = vantage(cast(Capture, captures.pop()), udp_layout, selection)
-    rcv = vantage(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
+    rcv = (
+        vantage(cast(Capture, captures.pop()), udp_layout, series=receiver_series)
+        if captures[-1] is not None
+        else None
+    )
     merged = merge(snd.connections, rcv.connections, addr_map) if rcv is not None else None
     streams = tuple(
         udp_streams(
@@ -189,6 +206,7 @@ def analyze_files(
     on_warning: Callable[[str], None] | None = None,
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
     selection: Selection | None = None,
+    receiver_series: bool = True,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
     commands, check, batch and the tests alike.
@@ -196,7 +214,8 @@ def analyze_files(
     Both paths are checked to be regular files before either is read (a FIFO would block). Each
     reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
-    `selection` limits the analysis to one connection or a time window (`analyze`).
+    `selection` limits the analysis to one connection or a time window, and
+    `receiver_series` False leaves the receiver's series unbuilt (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
@@ -210,6 +229,7 @@ def analyze_files(
         addr_map=addr_map,
         udp_layout=udp_layout,
         selection=selection,
+        receiver_series=receiver_series,
     )
 
 

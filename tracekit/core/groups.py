@@ -37,3 +37,11 @@ def _cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:  # pragm
         if values[i] > run:
             run = values[i]
     return out
+
+
+def as_slice(rows: np.ndarray) -> slice | None:
+    """Ascending row positions (a group's, in table order) as a slice when they are one run
+    with no gap, else None: a slice takes a view of a table's rows, positions a copy."""
+    if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return None

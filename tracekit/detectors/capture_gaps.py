@@ -165,8 +165,10 @@ class CaptureGaps(Detector):
         payload = data["len"].to_numpy() > 0
         if not payload.any() or acks.empty:
             return None
-        seq = data["seq_rel"].to_numpy()[payload]
-        end = data["end_rel"].to_numpy()[payload]
+        # `data` holds only segments with payload but for a table made by hand: then no copies.
+        every = bool(payload.all())
+        seq = data["seq_rel"].to_numpy() if every else data["seq_rel"].to_numpy()[payload]
+        end = data["end_rel"].to_numpy() if every else data["end_rel"].to_numpy()[payload]
         ack = acks["ack_rel"].to_numpy()
         acked = int(ack.max())
         first = int(seq.min())

@@ -864,7 +864,8 @@ def _paced_windows(
     del positive
     spacing = float(np.median(np.diff(ack_t)))
     soon = max(2 * line, 0.25 * spacing)
-    k = np.searchsorted(ack_t, t, side="right") - 1
+    k = np.searchsorted(ack_t, t, side="right")
+    k -= 1
     acked = k >= 0
     last_ack = ack_t[np.maximum(k, 0, out=k)]
     del k

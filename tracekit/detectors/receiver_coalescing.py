@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit import units
+from tracekit.core.kernels import jit
 from tracekit.detectors._two_vantage import rows_where
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
@@ -74,40 +75,45 @@ class ReceiverCoalescing(Detector):
         for conn, direction, rows, _ in rows_where(ctx.merge, ok):
             if rows.size < 2:
                 continue
-            order = rows[np.argsort(sent_all[rows], kind="quicksort")]
-            sent, got = sent_all[order], got_all[order]
-            send_gap = np.diff(sent)
-            recv_gap = np.diff(got)
-            spaced = send_gap >= self.config.min_sender_gap_s
-            bunched = spaced & (recv_gap < self.config.compression_ratio * send_gap)
-            n_bunched = int(bunched.sum())
-            n_spaced = int(spaced.sum())
+            # Sent in order already (distinct times sort one way only): no sorted copies.
+            order = (
+                rows
+                if _increasing(sent_all, rows)
+                else rows[np.argsort(sent_all[rows], kind="quicksort")]
+            )
+            n_spaced, where, send_gap, recv_gap = _bunched(
+                sent_all,
+                got_all,
+                order,
+                self.config.min_sender_gap_s,
+                self.config.compression_ratio,
+            )
+            n_bunched = int(where.size)
             if n_spaced == 0 or n_bunched < self.config.min_bunched_packets:
                 continue
             fraction = n_bunched / n_spaced
             if fraction < self.config.min_bunched_fraction:
                 continue
-            where = np.flatnonzero(bunched)
             # Bunch sizes: runs of consecutive bunched pairs, plus the packet that opens each.
             breaks = np.flatnonzero(np.diff(where) != 1)
             runs = np.diff(np.concatenate([[-1], breaks, [where.size - 1]])) + 1
             yield self.finding(
                 conn=int(conn),
                 direction=DIRECTIONS[int(direction)],
-                start_s=float(sent[where[0]]),
-                end_s=float(sent[where[-1] + 1]),
+                start_s=float(sent_all[order[where[0]]]),
+                end_s=float(sent_all[order[where[-1] + 1]]),
                 evidence={
                     "bunched_packets": n_bunched,
                     "spaced_packets": n_spaced,
                     "bunched_ratio": fraction,
-                    "median_sender_gap_s": float(np.median(send_gap[bunched])),
-                    "median_receiver_gap_s": float(np.median(recv_gap[bunched])),
+                    "median_sender_gap_s": float(np.median(send_gap)),
+                    "median_receiver_gap_s": float(np.median(recv_gap)),
                     "median_bunch_packets": float(np.median(runs)),
                 },
                 summary=(
                     f"{n_bunched} of {n_spaced} arrivals came in bunches, "
-                    f"{units.duration(np.median(recv_gap[bunched]))} apart after leaving "
-                    f"{units.duration(np.median(send_gap[bunched]))} apart"
+                    f"{units.duration(np.median(recv_gap))} apart after leaving "
+                    f"{units.duration(np.median(send_gap))} apart"
                 ),
                 explanation=(
                     "Packets that left the sender spaced out reached the receiver's capture "
@@ -124,3 +130,44 @@ class ReceiverCoalescing(Detector):
                     "coalescing and pace the sender instead."
                 ),
             )
+
+
+@jit
+def _increasing(values: np.ndarray, rows: np.ndarray) -> bool:  # pragma: no cover
+    """Whether values[rows] strictly increase."""
+    rising = True
+    for k in range(1, rows.size):
+        if not values[rows[k]] > values[rows[k - 1]]:
+            rising = False
+            break
+    return rising
+
+
+@jit
+def _bunched(
+    sent: np.ndarray, got: np.ndarray, order: np.ndarray, min_gap_s: float, ratio: float
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """Along `order` (by departure): how many consecutive pairs left at least `min_gap_s`
+    apart, and of those that arrived less than `ratio` times as far apart, the place of the
+    pair's first packet in `order` and the two gaps. Counted first, so every output is sized
+    exactly."""
+    n_spaced = n_bunched = 0
+    for k in range(order.size - 1):
+        send_gap = sent[order[k + 1]] - sent[order[k]]
+        if send_gap >= min_gap_s:
+            n_spaced += 1
+            if got[order[k + 1]] - got[order[k]] < ratio * send_gap:
+                n_bunched += 1
+    where = np.empty(n_bunched, dtype=np.int64)
+    send = np.empty(n_bunched)
+    recv = np.empty(n_bunched)
+    n = 0
+    for k in range(order.size - 1):
+        send_gap = sent[order[k + 1]] - sent[order[k]]
+        recv_gap = got[order[k + 1]] - got[order[k]]
+        if send_gap >= min_gap_s and recv_gap < ratio * send_gap:
+            where[n] = k
+            send[n] = send_gap
+            recv[n] = recv_gap
+            n += 1
+    return n_spaced, where, send, recv

@@ -45,6 +45,7 @@ class _Transitions(NamedTuple):
     open_at: np.ndarray  # event index of each first event after a closing
     open_t: np.ndarray
     open_usable: np.ndarray  # the usable window it opened to (0 before the first ACK)
+    open_ack: np.ndarray  # index among the ACKs of the last ACK at or before each reopening
     shut_at: np.ndarray  # event index of each closing
     shut_t: np.ndarray
 
@@ -61,15 +62,17 @@ def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
     acks = direction.acks
     data = direction.data
     first = float(data["seq_rel"].min()) if len(data) else 0.0
+    # The columns as they are stored: the kernel converts each value it reads, so no copy of
+    # the data segments' columns is made.
     return _Transitions(
         *_window_transitions(
-            acks["frame"].to_numpy().astype(np.int64),
+            acks["frame"].to_numpy(),
             acks["t_s"].to_numpy(),
-            acks["edge_rel"].to_numpy().astype(np.float64),
-            acks["win_bytes"].to_numpy().astype(np.float64),
-            data["frame"].to_numpy().astype(np.int64),
+            acks["edge_rel"].to_numpy(),
+            acks["win_bytes"].to_numpy(),
+            data["frame"].to_numpy(),
             data["t_s"].to_numpy(),
-            data["end_rel"].to_numpy().astype(np.float64),
+            data["end_rel"].to_numpy(),
             first,
             float(mss),
             known,
@@ -89,60 +92,60 @@ def _window_transitions(
     first: float,
     mss: float,
     known: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
-    # ACKs and data segments merged in capture order (frame numbers) in one pass.
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:  # pragma: no cover
+    # Two passes along the merged timeline: the first counts the closings and reopenings, the
+    # second writes them into outputs of exactly that size (a million events close a window
+    # a few hundred times).
     n_ack, n_data = ack_frame.size, data_frame.size
     size = n_ack + n_data
-    open_at = np.empty(size, dtype=np.int64)
-    open_t = np.empty(size)
-    open_usable = np.empty(size)
-    shut_at = np.empty(size, dtype=np.int64)
-    shut_t = np.empty(size)
     n_open = n_shut = 0
-    right = last_win = np.nan
-    high = first
-    was_closed = False
-    i = j = 0
-    for k in range(size):
-        if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
-            right, last_win = edge[i], win[i]
-            t = ack_t[i]
-            i += 1
-        else:
-            high = max(high, data_end[j])
-            t = data_t[j]
-            j += 1
-        usable = right - high
-        valid = usable == usable
-        closed = (valid and usable < mss) if known else last_win == 0
-        if closed and (k == 0 or not was_closed):
-            shut_at[n_shut] = k
-            shut_t[n_shut] = t
-            n_shut += 1
-        elif not closed and k > 0 and was_closed:
-            open_at[n_open] = k
-            open_t[n_open] = t
-            open_usable[n_open] = usable if valid else 0.0
-            n_open += 1
-        was_closed = closed
-    return (
-        open_at[:n_open].copy(),
-        open_t[:n_open].copy(),
-        open_usable[:n_open].copy(),
-        shut_at[:n_shut].copy(),
-        shut_t[:n_shut].copy(),
-    )
-
-
-def _ack_of_event(direction: Any, events: np.ndarray) -> np.ndarray:
-    """The index among the direction's ACKs of the last ACK at or before each event of the
-    merged timeline (ACKs and data segments in capture order, as `transitions` counts them)."""
-    ack_frame = direction.acks["frame"].to_numpy()
-    data_frame = direction.data["frame"].to_numpy()
-    is_ack = np.r_[np.ones(ack_frame.size, bool), np.zeros(data_frame.size, bool)]
-    order = np.argsort(np.r_[ack_frame, data_frame], kind="stable")
-    acks_so_far = np.cumsum(is_ack[order]) - 1
-    return np.maximum(acks_so_far[events], 0)
+    open_at = np.empty(0, dtype=np.int64)
+    open_t = np.empty(0)
+    open_usable = np.empty(0)
+    open_ack = np.empty(0, dtype=np.int64)
+    shut_at = np.empty(0, dtype=np.int64)
+    shut_t = np.empty(0)
+    for write in (False, True):
+        if write:
+            open_at = np.empty(n_open, dtype=np.int64)
+            open_t = np.empty(n_open)
+            open_usable = np.empty(n_open)
+            open_ack = np.empty(n_open, dtype=np.int64)
+            shut_at = np.empty(n_shut, dtype=np.int64)
+            shut_t = np.empty(n_shut)
+        n_open = n_shut = 0
+        right = last_win = np.nan
+        high = first
+        was_closed = False
+        i = j = 0
+        for k in range(size):
+            if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
+                right, last_win = float(edge[i]), float(win[i])
+                t = ack_t[i]
+                i += 1
+            else:
+                high = max(high, float(data_end[j]))
+                t = data_t[j]
+                j += 1
+            usable = right - high
+            valid = usable == usable
+            closed = (valid and usable < mss) if known else last_win == 0
+            if closed and (k == 0 or not was_closed):
+                if write:
+                    shut_at[n_shut] = k
+                    shut_t[n_shut] = t
+                n_shut += 1
+            elif not closed and k > 0 and was_closed:
+                if write:
+                    open_at[n_open] = k
+                    open_t[n_open] = t
+                    open_usable[n_open] = usable if valid else 0.0
+                    open_ack[n_open] = max(i - 1, 0)
+                n_open += 1
+            was_closed = closed
+    return open_at, open_t, open_usable, open_ack, shut_at, shut_t
 
 
 # The share of the ACKs owed at once (two fresh full segments) a receiver must hold back for its
@@ -189,10 +192,15 @@ def _held_acks(
     before = np.r_[-np.inf, departed][reached]
     # The packet table is in connection order, not frame order: each ACK's row by its frame.
     frames = ctx.packets.column("frame").to_numpy()
-    by_frame = np.argsort(frames, kind="stable")
     ack_frames = d.acks["frame"].to_numpy()
-    place = np.minimum(np.searchsorted(frames[by_frame], ack_frames), frames.size - 1)
-    row = by_frame[place]
+    # The reader numbers frames in capture order: then the packet table is its own sort (a
+    # stable sort of sorted numbers changes nothing) and no index of every packet is made.
+    if _ascending(frames):
+        row = np.minimum(np.searchsorted(frames, ack_frames), frames.size - 1)
+    else:
+        by_frame = np.argsort(frames, kind="stable")
+        place = np.minimum(np.searchsorted(frames[by_frame], ack_frames), frames.size - 1)
+        row = by_frame[place]
     if not np.array_equal(frames[row], ack_frames):
         return None
     flags = ctx.packets.column("tcp_flags").to_numpy()[row]
@@ -295,7 +303,7 @@ class WindowOscillation(Detector):
         # 16 kB later). That one must also free more than the two segments an ACK of the ACK
         # clock frees (RFC 1122 4.2.3.2: an ACK for at least every second full-sized
         # segment), which in a window of eight segments or fewer is a quarter of it.
-        opener = _ack_of_event(d, tr.open_at)
+        opener = tr.open_ack
         window_then = win[opener]
         big = (tr.open_usable >= cfg.min_reopen_fraction * largest) | (
             (tr.open_usable >= cfg.min_reopen_fraction * window_then) & (tr.open_usable > 2 * mss)
@@ -401,3 +409,14 @@ class WindowOscillation(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+@jit
+def _ascending(values: np.ndarray) -> bool:  # pragma: no cover
+    """Whether values never step down."""
+    rising = True
+    for i in range(1, values.size):
+        if values[i] < values[i - 1]:
+            rising = False
+            break
+    return rising

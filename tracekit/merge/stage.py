@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.connections import data_direction
+from tracekit.core.groups import as_slice
 from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
@@ -273,7 +274,10 @@ def _of(
     without one)."""
     if not grouped and not table.empty:
         return table[(table["conn"] == conn) & (table["dir"] == direction)]
-    return table.iloc[grouped.get((conn, direction), np.zeros(0, dtype=np.int64))]
+    rows = grouped.get((conn, direction), np.zeros(0, dtype=np.int64))
+    # One run of rows (a capture's one busy direction is most of the table) is taken as a view.
+    run = as_slice(rows)
+    return table.iloc[run] if run is not None else table.iloc[rows]
 
 
 @jit

@@ -11,6 +11,7 @@ import pandas as pd
 from tracekit import __version__, units
 from tracekit.analysis import Analysis
 from tracekit.connections import data_direction, ranked
+from tracekit.core.groups import as_slice
 from tracekit.findings import Finding, Severity
 from tracekit.merge.udpstream import UdpStream
 from tracekit.report import front
@@ -72,8 +73,12 @@ def _frames(df: pd.DataFrame, name: str = "frame") -> np.ndarray | None:
     merge's -1 says), or None when the table carries none."""
     if name not in df.columns:
         return None
-    values = df[name].to_numpy()
-    return values if values.dtype.kind == "u" else np.maximum(values, 0)
+    return _nonnegative(df[name].to_numpy())
+
+
+def _nonnegative(frames: np.ndarray) -> np.ndarray:
+    """Frame numbers with the merge's -1 (no frame) as 0."""
+    return frames if frames.dtype.kind == "u" else np.maximum(frames, 0)
 
 
 def _segments_trace(
@@ -257,15 +262,21 @@ def flight_plot(d: Direction, window_known: bool, shades: tuple[Shade, ...]) -> 
     """Bytes in flight against the advertised receive window."""
     f = d.flight
     t = f["t_s"].to_numpy(np.float64)
+    # kB, each column converted once and divided in place (a point per data segment).
+    flight = f["flight_bytes"].to_numpy(np.float64, copy=True)
+    flight /= 1e3
     rwnd = f["rwnd_bytes"].to_numpy(np.float64)
+    window = np.where(rwnd < 0, np.nan, rwnd)
+    del rwnd
+    window /= 1e3
     name = "advertised window" if window_known else "advertised window (raw: scale unknown)"
     return Plot(
         "Flight size and receive window",
         "time (s)",
         "kB",
         (
-            Trace("in flight", Kind.STEP, t, f["flight_bytes"].to_numpy(np.float64) / 1e3),
-            Trace(name, Kind.STEP, t, np.where(rwnd < 0, np.nan, rwnd) / 1e3, color=P.window),
+            Trace("in flight", Kind.STEP, t, flight),
+            Trace(name, Kind.STEP, t, window, color=P.window),
         ),
         shades,
     )
@@ -324,27 +335,61 @@ def _merge_plots(
     m = analysis.merge
     if m is None:
         return ()
-    tx = m.transmissions
-    tx = tx[(tx["conn"] == conn) & (tx["dir"] == direction)]
-    if tx.empty:
+    # The direction's rows by position, from the merge's grouping, and only the columns each
+    # trace draws: a filtered copy of the whole table would be most of it on a big capture.
+    rows = m.transmission_groups().get((conn, direction))
+    if rows is None or rows.size == 0:
         return ()
-    fate = tx["fate"].astype(str).to_numpy()
-    left = tx[tx["sender_t_s"].notna()]
-    came = tx[tx["receiver_t_s"].notna()]
-    traces = [
-        _segments_trace(
-            M.DEPARTURE, left.rename(columns={"sender_t_s": "t_s"}), frame="sender_frame"
-        ),
-        _segments_trace(
-            M.ARRIVAL, came.rename(columns={"receiver_t_s": "t_s"}), frame="receiver_frame"
-        ),
-    ]
+    tx = m.transmissions
+    span = as_slice(rows)
+
+    def column(name: str, where: np.ndarray | None = None) -> np.ndarray:
+        values = tx[name].to_numpy()
+        values = values[span] if span is not None else values[rows]
+        return values if where is None or where.all() else values[where]
+
+    if isinstance(tx["fate"].dtype, pd.CategoricalDtype):
+        codes = tx["fate"].cat.codes.to_numpy()
+        codes = codes[span] if span is not None else codes[rows]
+        names = list(tx["fate"].cat.categories)
+
+        def fated(name: str) -> np.ndarray:
+            if name not in names:
+                return np.zeros(codes.size, dtype=bool)
+            return np.asarray(codes == names.index(name))
+
+    else:
+        values = column("fate")
+
+        def fated(name: str) -> np.ndarray:
+            return np.asarray(values == name)
+
+    traces = []
+    for mark, at, at_frame in (
+        (M.DEPARTURE, "sender_t_s", "sender_frame"),
+        (M.ARRIVAL, "receiver_t_s", "receiver_frame"),
+    ):
+        seen = ~np.isnan(column(at))
+        traces.append(
+            mark.trace(
+                column(at, seen),
+                column("seq_rel", seen),
+                column("end_rel", seen),
+                _nonnegative(column(at_frame, seen)),
+            )
+        )
     for mark in M.FATE_MARKS:
-        hit = tx[fate == mark.fate]
-        if len(hit):
+        hit = fated(str(mark.fate))
+        if hit.any():
             # Drawn at its departure or its arrival: the frame of that capture.
             at_frame = "sender_frame" if mark.at == "sender_t_s" else "receiver_frame"
-            traces.append(mark.trace(hit[mark.at], hit["seq_rel"], frame=_frames(hit, at_frame)))
+            traces.append(
+                mark.trace(
+                    column(str(mark.at), hit),
+                    column("seq_rel", hit),
+                    frame=_nonnegative(column(at_frame, hit)),
+                )
+            )
     combined = Plot(
         "Departures and arrivals, sender and receiver captures merged",
         "time (s, sender's clock)",
@@ -353,19 +398,22 @@ def _merge_plots(
         shades,
         height_px=420,
     )
-    delay = m.delay[(m.delay["conn"] == conn) & (m.delay["dir"] == direction)]
-    t = delay["t_s"].to_numpy(np.float64)
+    delay = m.delay
+    mine = np.flatnonzero(
+        (delay["conn"].to_numpy() == conn) & (delay["dir"].to_numpy() == direction)
+    )
+    t = delay["t_s"].to_numpy(np.float64)[mine]
     owd = Plot(
         "One-way delay and queueing delay above its minimum",
         "time (s, sender's clock)",
         "ms",
         (
-            Trace("one-way delay", Kind.LINE, t, delay["owd_s"].to_numpy(np.float64) * 1e3),
+            Trace("one-way delay", Kind.LINE, t, delay["owd_s"].to_numpy(np.float64)[mine] * 1e3),
             Trace(
                 "queueing delay",
                 Kind.LINE,
                 t,
-                delay["queue_s"].to_numpy(np.float64) * 1e3,
+                delay["queue_s"].to_numpy(np.float64)[mine] * 1e3,
                 color=P.retransmit,
             ),
         ),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.core.atomic import replacing
+from tracekit.core.kernels import jit
 from tracekit.report.decimate import decimate
 from tracekit.report.model import (
     Cell,
@@ -342,7 +343,11 @@ def _encode_time(x: np.ndarray) -> dict[str, Any]:
     cannot hold them (not finite, or gaps over an hour)."""
     if len(x) and bool(np.all(np.isfinite(x))):
         base = float(x[0])
-        ticks = np.rint((x - base) / TIME_QUANTUM_S).astype(np.int64)
+        # In place: a million-point trace makes one float temporary, not three.
+        steps = x - base
+        steps /= TIME_QUANTUM_S
+        ticks = np.rint(steps, out=steps).astype(np.int64)
+        del steps
         enc = _delta(ticks, base, TIME_QUANTUM_S)
         if enc is not None:
             return enc
@@ -357,27 +362,40 @@ def _encode_values(y: np.ndarray, minus: np.ndarray | None = None) -> dict[str, 
     restored in the page.
     """
     y = np.asarray(y)
+    if len(y) and y.dtype.kind in "iu" and max(int(y.max()), -int(y.min())) < 2**50:
+        # Whole numbers below 2**50 are exact as they are: the float test below would pass
+        # them at 0 digits with these same values, through two float copies.
+        ints = y.astype(np.int64)
+        if minus is not None and np.asarray(minus).dtype.kind in "iu":
+            ints -= np.asarray(minus).astype(np.int64, copy=False)
+            enc = _delta(ints, 0.0, 1.0, plus_other=True)
+        else:
+            enc = _delta(ints, 0.0, 1.0, plus_other=False) if minus is None else None
+        if enc is not None:
+            return enc
     if len(y) and bool(np.all(np.isfinite(y))) and float(np.abs(y).max()) < 2**50:
-        y64 = y.astype(np.float64)
+        y64 = y.astype(np.float64, copy=False)
         for digits in (0, 3, 6):
-            q = np.rint(y64 * 10**digits)
-            exact = (
-                np.array_equal(q, y64)
-                if digits == 0
-                else np.allclose(q / 10**digits, y64, rtol=1e-12, atol=0)
-            )
-            if not exact or float(np.abs(q).max()) >= 2**52:
+            q = y64 * 10**digits
+            np.rint(q, out=q)
+            exact = np.array_equal(q, y64) if digits == 0 else _close_scaled(q, 10**digits, y64)
+            # The largest magnitude, from the extremes (q is finite): no |q| temporary.
+            if not exact or max(float(q.max()), -float(q.min())) >= 2**52:
                 continue
             ints = q.astype(np.int64)
+            del q, y64  # the loop ends here, either way: only ints is read below
+            # Integers are whole and finite as they are; only floats need the test.
             other = (
                 minus is not None
                 and digits == 0
-                and bool(np.all(np.isfinite(minus)))
-                and np.array_equal(minus, np.rint(minus))
+                and (
+                    np.asarray(minus).dtype.kind in "iu"
+                    or (bool(np.all(np.isfinite(minus))) and np.array_equal(minus, np.rint(minus)))
+                )
             )
             if other:
                 assert minus is not None
-                ints = ints - np.asarray(minus).astype(np.int64)
+                ints -= np.asarray(minus).astype(np.int64, copy=False)
             enc = _delta(ints, 0.0, 10.0**-digits, plus_other=other)
             if enc is not None:
                 return enc
@@ -393,15 +411,43 @@ def _delta(
     ints: np.ndarray, base: float, scale: float, plus_other: bool = False
 ) -> dict[str, Any] | None:
     """Whole numbers as zigzag deltas in u4 (None when a step is too big for that)."""
-    d = np.diff(ints, prepend=np.int64(0))
-    zigzag = (d << 1) ^ (d >> 63)  # small steps either way become small unsigned numbers
-    if len(zigzag) and (int(zigzag.min()) < 0 or int(zigzag.max()) >= 2**32):
+    zigzag, fits = _zigzag_u4(np.asarray(ints, dtype=np.int64))
+    if not fits:
         return None
-    enc = _typed(zigzag.astype("<u4"), base=base, scale=scale)
+    enc = _typed(zigzag, base=base, scale=scale)
     enc["delta"] = True
     if plus_other:
         enc["plus_other"] = True
     return enc
+
+
+@jit
+def _close_scaled(q: np.ndarray, scale: int, y: np.ndarray) -> bool:  # pragma: no cover
+    """np.allclose(q / scale, y, rtol=1e-12, atol=0) for finite values, without its four
+    temporaries as long as the column: |q / scale - y| <= 0 + 1e-12 |y| at every point."""
+    close = True
+    for i in range(q.size):
+        if not abs(q[i] / scale - y[i]) <= 0.0 + 1e-12 * abs(y[i]):
+            close = False
+            break
+    return close
+
+
+@jit
+def _zigzag_u4(ints: np.ndarray) -> tuple[np.ndarray, bool]:  # pragma: no cover
+    """Each step from the one before (the first from 0), zigzag-coded so that small steps
+    either way become small unsigned numbers, in u4; False when a step does not fit. One pass:
+    a million-point trace makes no int64 temporaries."""
+    out = np.empty(ints.size, dtype=np.uint32)
+    before = np.int64(0)
+    for i in range(ints.size):
+        d = ints[i] - before
+        before = ints[i]
+        zigzag = (d << 1) ^ (d >> 63)
+        if zigzag < 0 or zigzag >= 2**32:
+            return np.empty(0, dtype=np.uint32), False
+        out[i] = zigzag
+    return out, True
 
 
 def _typed(a: np.ndarray, base: float = 0.0, scale: float = 1.0) -> dict[str, Any]:
