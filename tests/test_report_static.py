@@ -68,7 +68,7 @@ def test_svg_parses_and_holds_every_trace_as_paths(exported: tuple[Path, Any]) -
     root = ET.parse(out / "svg" / "conn0_a2b_tsg.svg").getroot()
     assert root.tag == f"{SVG}svg"
     assert (root.get("width"), root.get("height")) == ("1000", "600")
-    # WebGL traces come out as SVG ones: no raster image in the figure.
+    # Every trace is vector: no raster image in the figure.
     assert not list(root.iter(f"{SVG}image"))
     traces = [g for g in root.iter(f"{SVG}g") if "trace" in (g.get("class") or "").split()]
     assert len(traces) >= 5  # data, retransmitted, ACK line, window edge, SACK, ...

@@ -5,7 +5,8 @@
   "use strict";
   // plots: traces drawn per plot id; timings: [decode, draw] ms of each plot's first drawing;
   // paintedMs: when each plot was first on screen; views: what each plot's current view drew;
-  // readyMs: when the plots near the screen at load had painted; lastDrawnMs: the latest draw.
+  // readyMs: when the plots near the screen at load had painted; lastDrawnMs: the latest draw;
+  // segmentStride: the points of one bar of a segments trace (set below).
   var status = { errors: [], plots: {}, timings: {}, paintedMs: {}, views: {}, expected: 0,
                  ready: false, readyMs: null, lastDrawnMs: null };
   status.startMs = performance.now();
@@ -243,7 +244,9 @@
   function fmt(n) { return n.toLocaleString("en-US"); }
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
-  function viewOf(p, prep, x0, x1) {
+  // `widthPx`: the plot's width in CSS pixels.
+  function viewOf(p, prep, x0, x1, widthPx) {
+    var xPerPx = (x1 - x0) / Math.max(widthPx - MARGIN.l - MARGIN.r, 1);
     var spans = prep.traces.map(function (trace) {
       var tr = source(trace, x0, x1), n = tr.x.length;
       if (tr === trace.level) {
@@ -290,7 +293,7 @@
           if (b === b && b > yHigh) yHigh = b;
         }
       }
-      return plotlyTrace(t, tr, idx, name);
+      return plotlyTrace(t, tr, idx, name, xPerPx);
     });
     var yRange = null;
     if (yLow <= yHigh) {
@@ -304,11 +307,16 @@
     return { traces: out, yRange: yRange, note: note, drawn: drawn };
   }
 
-  function plotlyTrace(t, tr, idx, name) {
+  // A bar's end ticks, in CSS pixels; a bar is SEGMENT_STRIDE points of its trace, its bottom
+  // (the segment's time and first byte) at offset 2 and its top at offset 3.
+  var TICK_PX = 6, SEGMENT_STRIDE = 7;
+  status.segmentStride = SEGMENT_STRIDE;
+
+  // `xPerPx`: the view's seconds per CSS pixel of the plot area.
+  function plotlyTrace(t, tr, idx, name, xPerPx) {
     var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
     for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
-    var gl = (t.kind === "segments" || t.kind === "markers") && n >= BUDGET.webgl_from_points;
-    var out = { name: name, type: gl ? "scattergl" : "scatter", x: x, y: y,
+    var out = { name: name, type: "scatter", x: x, y: y,
                 visible: t.visible ? true : "legendonly", hoverlabel: { namelength: -1 } };
     // A point that is a packet names its frame, as Wireshark numbers it (0: none known).
     var hover = null;
@@ -323,21 +331,31 @@
     var line = { color: t.color, width: t.width, dash: t.dash };
     if (t.stack) { out.stackgroup = t.stack; out.fillcolor = t.color; }  // stacked, filled
     if (t.kind === "segments") {
-      // A bar from y to y_end: two points and a gap (NaN) each. A tick at each end, as tcptrace
-      // draws them: a bar shorter than a pixel still shows, and a burst reads as a column.
-      var bx = new Float64Array(3 * n), by = new Float64Array(3 * n);
+      // A bar from y to y_end with a tick across each end, as tcptrace draws them (a bar shorter
+      // than a pixel still shows, and a burst reads as a column), all one path: per bar the
+      // bottom tick, the bar, the top tick and a gap (NaN). A marker per tick would be an SVG
+      // element each, the most of a plot's drawing time; a tick is TICK_PX wide at this view's
+      // scale, and every view is drawn afresh.
+      var half = TICK_PX / 2 * xPerPx, S = SEGMENT_STRIDE;
+      var bx = new Float64Array(S * n), by = new Float64Array(S * n);
       for (var j = 0; j < n; j++) {
-        bx[3 * j] = x[j]; bx[3 * j + 1] = x[j]; bx[3 * j + 2] = NaN;
-        by[3 * j] = y[j]; by[3 * j + 1] = tr.yEnd[idx[j]]; by[3 * j + 2] = NaN;
+        var a = y[j], b = tr.yEnd[idx[j]], xj = x[j], o = S * j;
+        bx[o] = xj - half; bx[o + 1] = xj + half; bx[o + 2] = xj; bx[o + 3] = xj;
+        bx[o + 4] = xj - half; bx[o + 5] = xj + half; bx[o + 6] = NaN;
+        by[o] = a; by[o + 1] = a; by[o + 2] = a; by[o + 3] = b;
+        by[o + 4] = b; by[o + 5] = b; by[o + 6] = NaN;
       }
-      out.x = bx; out.y = by; out.mode = "lines+markers"; out.line = line;
+      out.x = bx; out.y = by; out.mode = "lines";
+      // Plotly's simplification would drop a tick's way back to the bar as collinear.
+      line.simplify = false; out.line = line;
       if (hover) {
-        var bh = new Array(3 * n);
-        for (var k = 0; k < n; k++) { bh[3 * k] = bh[3 * k + 1] = hover[k]; bh[3 * k + 2] = ""; }
+        var bh = new Array(S * n);
+        for (var k = 0; k < n; k++) {
+          for (var m = 0; m < S - 1; m++) bh[S * k + m] = hover[k];
+          bh[S * k + S - 1] = "";
+        }
         out.hovertext = bh;
       }
-      out.marker = { symbol: "line-ew", size: 6, color: t.color,
-                     line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
       out.connectgaps = false;
     } else if (t.kind === "step") {
       out.mode = "lines"; line.shape = "hv"; out.line = line;
@@ -378,10 +396,11 @@
     });
   }
 
+  var MARGIN = { l: 70, r: 40, t: 8, b: 44 };
   function layout(p) {
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
-      margin: { l: 70, r: 40, t: 8, b: 44 },
+      margin: Object.assign({}, MARGIN),
       modebar: { orientation: "v", bgcolor: "rgba(255,255,255,0.8)", color: "#8a93a3" },
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff",
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
@@ -426,7 +445,7 @@
     var p = byId[div.id];
     return readyFor(p, range).then(function (ready) {
       var opening = range === null, prep = ready.prep, xr = ready.range;
-      var v = viewOf(p, prep, xr[0], xr[1]);
+      var v = viewOf(p, prep, xr[0], xr[1], div.clientWidth || PRINT_WIDTH);
       var look = layout(p);
       var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
       if (opening && !p.x_range) look.xaxis.autorange = true;
@@ -499,7 +518,7 @@
     });
   }
 
-  // WebGL contexts are few (browsers keep about 16): a closed section gives its plots back.
+  // A closed section gives its plots' elements and decoded points back.
   function undraw(div) {
     if (!div.classList.contains("drawn")) return;
     Plotly.purge(div);
@@ -509,8 +528,8 @@
   }
 
   // Plots draw, and views change, one after another; plots draw only once they come near the
-  // screen: the first screen is ready sooner, and a long report decodes and holds WebGL contexts
-  // only for plots someone looked at.
+  // screen: the first screen is ready sooner, and a long report decodes and draws only the
+  // plots someone looked at.
   var queue = Promise.resolve();
   function enqueue(step) {
     queue = queue.then(step).catch(function (err) {
@@ -526,28 +545,24 @@
 
   // ---- print: every plot, as the page draws it, as an image ------------------------------
 
-  // A plot draws only once it comes on screen, and a closed section gives its WebGL context
-  // back, so a page printed as it stands holds empty frames. "Print all plots" renders each
-  // plot at its current view (the connection's zoom, else its opening view) as an image the
-  // print style shows in its place, one after another, then opens the print dialog. WebGL
-  // traces are drawn as SVG ones, so the image needs no context of its own.
+  // A plot draws only once it comes on screen, and a closed section gives its plots back, so a
+  // page printed as it stands holds empty frames. "Print all plots" renders each plot at its
+  // current view (the connection's zoom, else its opening view) as an image the print style
+  // shows in its place, one after another, then opens the print dialog.
   var PRINT_WIDTH = 1000;
   function printImage(div) {
     var p = byId[div.id];
     if (!p) return Promise.resolve();
     return readyFor(p, view[p.connection] || null).then(function (ready) {
       var prep = ready.prep, range = ready.range;
-      var v = viewOf(p, prep, range[0], range[1]);
+      var v = viewOf(p, prep, range[0], range[1], PRINT_WIDTH);
       var look = layout(p);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
       var yr = view[p.connection] ? v.yRange : (p.y_range || v.yRange);
       if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
       var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
       look.width = PRINT_WIDTH; look.height = height;
-      var data = v.traces.map(function (t) {
-        return Object.assign({}, t, t.type === "scattergl" ? { type: "scatter" } : {});
-      });
-      return Plotly.toImage({ data: data, layout: look, config: { staticPlot: true } },
+      return Plotly.toImage({ data: v.traces, layout: look, config: { staticPlot: true } },
         { format: "png", width: PRINT_WIDTH, height: height, scale: 2 });
     }).then(function (url) {
       var img = document.getElementById(div.id + "-print");
@@ -683,8 +698,8 @@
   status.expected = first.length;
   first.forEach(function (div) { enqueue(function () { return draw(div); }); });
   status.idle().then(function () {
-    // Ready once the drawn plots are on screen: the first frame after newPlot paints them (the
-    // WebGL ones can take long), and a callback of the frame after that runs only once it has.
+    // Ready once the drawn plots are on screen: the first frame after newPlot paints them, and a
+    // callback of the frame after that runs only once it has.
     requestAnimationFrame(function () {
       requestAnimationFrame(function () {
         setTimeout(function () {
