@@ -338,10 +338,10 @@ def test_a_10_ms_zoom_draws_every_data_segment_in_it(browser: Browser, tmp_path:
     assert best is not None
     a, b, expected = best
     assert expected > 50
-    # A bar is `segmentStride` points of its trace, its bottom (time, first byte) the third.
+    # A bar is `segmentStride` points of its trace, its bottom (time, first byte) the first.
     count = """(d, a, b) => d.data.filter(t => ['data', 'retransmitted', 'out of order']
         .includes(t.name)).reduce((n, t) => n + Array.from(t.x).filter(
-          (x, i) => i % window.tracekitStatus.segmentStride === 2 && x >= a && x <= b).length,
+          (x, i) => i % window.tracekitStatus.segmentStride === 0 && x >= a && x <= b).length,
           0)"""
     probe = f"""(async () => {{
       const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
@@ -429,14 +429,15 @@ def test_hovers_show_each_data_segments_frame_number(browser: Browser, tmp_path:
     # shows over one bar of each.
     probe = """(async () => {
       const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
-      // A bar is `segmentStride` points: its bottom (time, first byte) the third, its top next.
+      // A bar is `segmentStride` points: its bottom (time, first byte) the first, its top the
+      // fourth.
       const S = s.segmentStride;
       const bars = () => tsg.data.filter(t => ['data', 'retransmitted'].includes(t.name))
-        .flatMap(t => Array.from(t.x).flatMap((x, i) => i % S === 2
-          ? [[t.name, x, t.y[i], t.hovertext[i], t.hovertext[i + 1]]] : []));
+        .flatMap(t => Array.from(t.x).flatMap((x, i) => i % S === 0
+          ? [[t.name, x, t.y[i], t.hovertext[i], t.hovertext[i + 3]]] : []));
       const label = async (name) => {
         const curve = tsg.data.findIndex(t => t.name === name);
-        const point = S * Math.floor(tsg.data[curve].x.length / (2 * S)) + 2;
+        const point = S * Math.floor(tsg.data[curve].x.length / (2 * S));
         Plotly.Fx.hover(tsg, [{curveNumber: curve, pointNumber: point}]);
         await new Promise(r => setTimeout(r, 100));
         const text = tsg.querySelector('.hoverlayer').textContent;

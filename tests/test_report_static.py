@@ -76,7 +76,7 @@ def test_svg_parses_and_holds_every_trace_as_paths(exported: tuple[Path, Any]) -
         p.get("d") or ""
         for g in traces
         for p in g.iter(f"{SVG}path")
-        if "js-line" in (p.get("class") or "")
+        if {"js-line", "js-fill"} & set((p.get("class") or "").split())
     ]
     # The data segments alone are thousands of bars: a long path, not an empty one.
     assert max(len(d) for d in lines) > 10_000

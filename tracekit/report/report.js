@@ -244,9 +244,9 @@
   function fmt(n) { return n.toLocaleString("en-US"); }
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
-  // `widthPx`: the plot's width in CSS pixels.
-  function viewOf(p, prep, x0, x1, widthPx) {
-    var xPerPx = (x1 - x0) / Math.max(widthPx - MARGIN.l - MARGIN.r, 1);
+  // `area`: the plot area's size in CSS pixels; `yFixed`: the y range the view is drawn on when
+  // it does not fit the data in view (null: it does).
+  function viewOf(p, prep, x0, x1, area, yFixed) {
     var spans = prep.traces.map(function (trace) {
       var tr = source(trace, x0, x1), n = tr.x.length;
       if (tr === trace.level) {
@@ -265,7 +265,7 @@
     var counts = spans.map(function (s) { return s.count; });
     var targets = allocate(prep.traces.map(function (tr) { return tr.meta; }), counts);
     var yLow = Infinity, yHigh = -Infinity, notes = [], drawn = {};
-    var out = prep.traces.map(function (trace, ti) {
+    var picks = prep.traces.map(function (trace, ti) {
       var t = trace.meta, s = spans[ti], tr = s.tr, target = Math.max(targets[ti], 4), idx;
       if (tr.keep) {
         // A partial keep mask: the kept points in view first, M4 of the whole for the rest.
@@ -293,13 +293,16 @@
           if (b === b && b > yHigh) yHigh = b;
         }
       }
-      return plotlyTrace(t, tr, idx, name, xPerPx);
+      return { t: t, tr: tr, idx: idx, name: name };
     });
     var yRange = null;
     if (yLow <= yHigh) {
       var pad = (yHigh - yLow) * 0.04 || Math.abs(yHigh) * 0.05 || 1;
       yRange = [yLow - pad, yHigh + pad];
     }
+    var yr = yFixed || yRange;
+    var perPx = { x: (x1 - x0) / area.w, y: yr ? (yr[1] - yr[0]) / area.h : 0 };
+    var out = picks.map(function (k) { return plotlyTrace(k.t, k.tr, k.idx, k.name, perPx); });
     var note = notes.length
       ? "Thinned to the view's budget (each time slice's first, last, lowest and highest point): "
         + notes.join("; ") + ". Zoom in to see every one."
@@ -307,13 +310,14 @@
     return { traces: out, yRange: yRange, note: note, drawn: drawn };
   }
 
-  // A bar's end ticks, in CSS pixels; a bar is SEGMENT_STRIDE points of its trace, its bottom
-  // (the segment's time and first byte) at offset 2 and its top at offset 3.
-  var TICK_PX = 6, SEGMENT_STRIDE = 7;
+  // A bar is SEGMENT_STRIDE points of its trace: the bar, its bottom tick and its top tick, each
+  // a closed outline followed by a gap (NaN); the bar's outline starts at the segment's time and
+  // first byte and passes its top, fourth. Ticks are TICK_PX wide.
+  var TICK_PX = 6, SEGMENT_STRIDE = 17;
   status.segmentStride = SEGMENT_STRIDE;
 
-  // `xPerPx`: the view's seconds per CSS pixel of the plot area.
-  function plotlyTrace(t, tr, idx, name, xPerPx) {
+  // `perPx`: the view's data units per CSS pixel of the plot area, {x, y}.
+  function plotlyTrace(t, tr, idx, name, perPx) {
     var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
     for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
     var out = { name: name, type: "scatter", x: x, y: y,
@@ -332,31 +336,29 @@
     if (t.stack) { out.stackgroup = t.stack; out.fillcolor = t.color; }  // stacked, filled
     if (t.kind === "segments") {
       // A bar from y to y_end with a tick across each end, as tcptrace draws them (a bar shorter
-      // than a pixel still shows, and a burst reads as a column), all one path: per bar the
-      // bottom tick, the bar, the top tick and a gap (NaN). A marker per tick would be an SVG
-      // element each, the most of a plot's drawing time; a tick is TICK_PX wide at this view's
-      // scale, and every view is drawn afresh.
-      var half = TICK_PX / 2 * xPerPx, S = SEGMENT_STRIDE;
+      // than a pixel still shows, and a burst reads as a column). Every bar of the trace is one
+      // filled SVG path: a stroked line is an SVG element per gap-separated piece, and a marker
+      // per tick one more each, which made most of a plot's drawing time. The outlines are sized
+      // in pixels at this view's scale, and every view is drawn afresh.
+      var S = SEGMENT_STRIDE, w = Math.max(t.width, 1) / 2 * perPx.x;
+      var tw = TICK_PX / 2 * perPx.x, th = Math.max(t.width, 1) / 2 * perPx.y;
       var bx = new Float64Array(S * n), by = new Float64Array(S * n);
+      var ox = [0, w, w, 0, -w, -w, NaN, -tw, tw, tw, -tw, NaN, -tw, tw, tw, -tw, NaN];
       for (var j = 0; j < n; j++) {
         var a = y[j], b = tr.yEnd[idx[j]], xj = x[j], o = S * j;
-        bx[o] = xj - half; bx[o + 1] = xj + half; bx[o + 2] = xj; bx[o + 3] = xj;
-        bx[o + 4] = xj - half; bx[o + 5] = xj + half; bx[o + 6] = NaN;
-        by[o] = a; by[o + 1] = a; by[o + 2] = a; by[o + 3] = b;
-        by[o + 4] = b; by[o + 5] = b; by[o + 6] = NaN;
+        var oy = [a, a, b, b, b, a, NaN, a - th, a - th, a + th, a + th, NaN,
+                  b - th, b - th, b + th, b + th, NaN];
+        for (var m = 0; m < S; m++) { bx[o + m] = xj + ox[m]; by[o + m] = oy[m]; }
       }
-      out.x = bx; out.y = by; out.mode = "lines";
-      // Plotly's simplification would drop a tick's way back to the bar as collinear.
-      line.simplify = false; out.line = line;
+      out.x = bx; out.y = by; out.mode = "none"; out.fill = "toself"; out.fillcolor = t.color;
+      out.hoveron = "points"; out.connectgaps = false;
       if (hover) {
         var bh = new Array(S * n);
         for (var k = 0; k < n; k++) {
-          for (var m = 0; m < S - 1; m++) bh[S * k + m] = hover[k];
-          bh[S * k + S - 1] = "";
+          for (var q = 0; q < S; q++) bh[S * k + q] = ox[q] === ox[q] ? hover[k] : "";
         }
         out.hovertext = bh;
       }
-      out.connectgaps = false;
     } else if (t.kind === "step") {
       out.mode = "lines"; line.shape = "hv"; out.line = line;
     } else if (t.kind === "line") {
@@ -397,6 +399,19 @@
   }
 
   var MARGIN = { l: 70, r: 40, t: 8, b: 44 };
+  // The plot area of a plot this size: the margins, and the legend above it (its rows push the
+  // top margin; one row, most often).
+  var LEGEND_PX = 24;
+  function areaOf(width, height) {
+    return { w: Math.max(width - MARGIN.l - MARGIN.r, 1),
+             h: Math.max(height - MARGIN.t - MARGIN.b - LEGEND_PX, 1) };
+  }
+  // A drawn plot's own plot area, as plotly laid it out; before its first drawing, an estimate.
+  function plotArea(div) {
+    var size = div._fullLayout && div._fullLayout._size;
+    if (size && size.w > 0 && size.h > 0) return { w: size.w, h: size.h };
+    return areaOf(div.clientWidth || PRINT_WIDTH, div.clientHeight || 320);
+  }
   function layout(p) {
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
@@ -445,9 +460,10 @@
     var p = byId[div.id];
     return readyFor(p, range).then(function (ready) {
       var opening = range === null, prep = ready.prep, xr = ready.range;
-      var v = viewOf(p, prep, xr[0], xr[1], div.clientWidth || PRINT_WIDTH);
+      var yFixed = userY || (opening && p.y_range ? p.y_range : null);
+      var v = viewOf(p, prep, xr[0], xr[1], plotArea(div), yFixed);
       var look = layout(p);
-      var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
+      var yr = yFixed || v.yRange;
       if (opening && !p.x_range) look.xaxis.autorange = true;
       else { look.xaxis.range = xr.slice(); look.xaxis.autorange = false; }
       if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
@@ -555,12 +571,13 @@
     if (!p) return Promise.resolve();
     return readyFor(p, view[p.connection] || null).then(function (ready) {
       var prep = ready.prep, range = ready.range;
-      var v = viewOf(p, prep, range[0], range[1], PRINT_WIDTH);
+      var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
+      var yFixed = view[p.connection] ? null : p.y_range;
+      var v = viewOf(p, prep, range[0], range[1], areaOf(PRINT_WIDTH, height), yFixed);
       var look = layout(p);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
-      var yr = view[p.connection] ? v.yRange : (p.y_range || v.yRange);
+      var yr = yFixed || v.yRange;
       if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
-      var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
       look.width = PRINT_WIDTH; look.height = height;
       return Plotly.toImage({ data: v.traces, layout: look, config: { staticPlot: true } },
         { format: "png", width: PRINT_WIDTH, height: height, scale: 2 });
