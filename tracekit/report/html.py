@@ -50,10 +50,11 @@ PLOTLY_JS = "plotly-basic.min.js"
 # trace's first point then fits an unsigned 32-bit integer for over an hour of capture.
 TIME_QUANTUM_S = 1e-6
 
-# plotly.js injects <style> elements and exports images as data: and blob: URLs; everything else
-# is refused, network and eval included.
+# The page starts plotly.js from a blob: URL it makes of the inlined text (report.js); plotly.js
+# injects <style> elements and exports images as data: and blob: URLs. Everything else is
+# refused, network and eval included.
 CSP = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; "
     "img-src data: blob:; font-src data:"
 )
 
@@ -709,7 +710,7 @@ _PAGE = """<!DOCTYPE html>
 </main>
 <footer>{notes}</footer>
 <script type="application/json" id="tk-data">{data}</script>
-<script>{plotly}</script>
+<script type="text/plain" id="tk-plotly">{plotly}</script>
 <script>{app}</script>
 {later}
 </body>
