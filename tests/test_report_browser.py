@@ -420,6 +420,32 @@ def _tshark_frames(capture: Path) -> dict[tuple[int, int], int]:
     return {(round(float(t) * 1e6), int(seq)): int(n) for n, t, seq in rows}
 
 
+def test_segment_ticks_stay_six_pixels_wide_when_the_page_is_resized(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # A bar's end ticks are outlines sized in the view's data units: drawn afresh when the
+    # plot changes size, they stay as wide on screen as the page says (TICK_PX in report.js).
+    path = write(simulated_report(3_000), tmp_path / "report.html")
+    probe = """(async () => {
+      const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
+      const tick = () => {
+        const t = tsg.data.find(t => t.name === 'data'), x = tsg._fullLayout.xaxis.range;
+        // The bottom tick's outline: the bar's 6 points and a gap come first.
+        return (t.x[8] - t.x[7]) * tsg._fullLayout._size.w / (x[1] - x[0]);
+      };
+      const wide = [tick(), tsg._fullLayout._size.w];
+      document.querySelector('main').style.width = '600px';
+      window.dispatchEvent(new Event('resize'));
+      await new Promise(r => setTimeout(r, 1000));
+      await s.idle();
+      return [wide, [tick(), tsg._fullLayout._size.w], s.errors];
+    })()"""
+    (tick, width), (narrow_tick, narrow_width), errors = load(browser, path, probe).value
+    assert errors == []
+    assert narrow_width < 0.8 * width  # the plot did shrink
+    assert abs(tick - 6) < 0.5 and abs(narrow_tick - 6) < 0.5, (tick, narrow_tick)
+
+
 def test_hovers_show_each_data_segments_frame_number(browser: Browser, tmp_path: Path) -> None:
     sender = OVERRUN / "sender.pcap"
     frames = _tshark_frames(sender)

@@ -517,6 +517,14 @@
       if (ev["yaxis.range[0]"] !== undefined) yr = [+ev["yaxis.range[0]"], +ev["yaxis.range[1]"]];
       else if (ev["yaxis.range"]) yr = [+ev["yaxis.range"][0], +ev["yaxis.range"][1]];
       if (ev["xaxis.autorange"]) { zoomTo(connection, null, null, null); return; }
+      if (ev.autosize && !xr) {
+        // Resized: the same view drawn afresh, its bars' outlines sized for the new pixels.
+        var y = div.layout.yaxis || {};
+        enqueue(function () {
+          return render(div, view[connection] || null, y.autorange ? null : y.range.slice());
+        });
+        return;
+      }
       if (!xr) return;  // a zoom of y alone: only this plot, nothing to re-thin
       zoomTo(connection, xr, div, yr);
     });
