@@ -80,6 +80,12 @@ def test_svg_parses_and_holds_every_trace_as_paths(exported: tuple[Path, Any]) -
     ]
     # The data segments alone are thousands of bars: a long path, not an empty one.
     assert max(len(d) for d in lines) > 10_000
+    # Drawn at the image's size: a bar's end tick (its outline's second piece) is 6 pixels wide
+    # in the image, as on the page.
+    fills = [d for d in lines if d.startswith("M") and d.count("M") > 100]
+    tick = fills[0].split("M")[2].split("L")[:2]
+    (x0, _), (x1, _) = (map(float, point.strip("Z").split(",")) for point in tick)
+    assert abs(abs(x1 - x0) - 6) < 0.5, tick
 
 
 @pytest.mark.browser
