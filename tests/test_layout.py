@@ -172,7 +172,7 @@ def test_a_wheel_installs_the_cli_under_tracekit(tmp_path: Path) -> None:
     assert "tracekit/cli/main.py" in names
     assert any(n.startswith("tracekit/core/_aot") for n in names)  # the kernels, built ahead
     # The report opens offline: its scripts, styles and the vendored plotly.js with its licence.
-    for name in ("report.js", "report.css", "plotly-gl2d.min.js", "plotly-gl2d.LICENSE"):
+    for name in ("report.js", "report.css", "plotly-basic.min.js", "plotly-basic.LICENSE"):
         assert f"tracekit/report/{name}" in names
     # The build writes nothing beside the sources but its own folders.
     assert not (src / "root").exists()

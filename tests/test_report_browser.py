@@ -338,9 +338,11 @@ def test_a_10_ms_zoom_draws_every_data_segment_in_it(browser: Browser, tmp_path:
     assert best is not None
     a, b, expected = best
     assert expected > 50
+    # A bar is `segmentStride` points of its trace, its bottom (time, first byte) the first.
     count = """(d, a, b) => d.data.filter(t => ['data', 'retransmitted', 'out of order']
         .includes(t.name)).reduce((n, t) => n + Array.from(t.x).filter(
-          (x, i) => i % 3 === 0 && x >= a && x <= b).length, 0)"""
+          (x, i) => i % window.tracekitStatus.segmentStride === 0 && x >= a && x <= b).length,
+          0)"""
     probe = f"""(async () => {{
       const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
       const count = {count};
@@ -418,6 +420,32 @@ def _tshark_frames(capture: Path) -> dict[tuple[int, int], int]:
     return {(round(float(t) * 1e6), int(seq)): int(n) for n, t, seq in rows}
 
 
+def test_segment_ticks_stay_six_pixels_wide_when_the_page_is_resized(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # A bar's end ticks are outlines sized in the view's data units: drawn afresh when the
+    # plot changes size, they stay as wide on screen as the page says (TICK_PX in report.js).
+    path = write(simulated_report(3_000), tmp_path / "report.html")
+    probe = """(async () => {
+      const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
+      const tick = () => {
+        const t = tsg.data.find(t => t.name === 'data'), x = tsg._fullLayout.xaxis.range;
+        // The bottom tick's outline: the bar's 6 points and a gap come first.
+        return (t.x[8] - t.x[7]) * tsg._fullLayout._size.w / (x[1] - x[0]);
+      };
+      const wide = [tick(), tsg._fullLayout._size.w];
+      document.querySelector('main').style.width = '600px';
+      window.dispatchEvent(new Event('resize'));
+      await new Promise(r => setTimeout(r, 1000));
+      await s.idle();
+      return [wide, [tick(), tsg._fullLayout._size.w], s.errors];
+    })()"""
+    (tick, width), (narrow_tick, narrow_width), errors = load(browser, path, probe).value
+    assert errors == []
+    assert narrow_width < 0.8 * width  # the plot did shrink
+    assert abs(tick - 6) < 0.5 and abs(narrow_tick - 6) < 0.5, (tick, narrow_tick)
+
+
 def test_hovers_show_each_data_segments_frame_number(browser: Browser, tmp_path: Path) -> None:
     sender = OVERRUN / "sender.pcap"
     frames = _tshark_frames(sender)
@@ -427,12 +455,15 @@ def test_hovers_show_each_data_segments_frame_number(browser: Browser, tmp_path:
     # shows over one bar of each.
     probe = """(async () => {
       const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
+      // A bar is `segmentStride` points: its bottom (time, first byte) the first, its top the
+      // fourth.
+      const S = s.segmentStride;
       const bars = () => tsg.data.filter(t => ['data', 'retransmitted'].includes(t.name))
-        .flatMap(t => Array.from(t.x).flatMap((x, i) => i % 3 === 0
-          ? [[t.name, x, t.y[i], t.hovertext[i], t.hovertext[i + 1]]] : []));
+        .flatMap(t => Array.from(t.x).flatMap((x, i) => i % S === 0
+          ? [[t.name, x, t.y[i], t.hovertext[i], t.hovertext[i + 3]]] : []));
       const label = async (name) => {
         const curve = tsg.data.findIndex(t => t.name === name);
-        const point = 3 * Math.floor(tsg.data[curve].x.length / 6);
+        const point = S * Math.floor(tsg.data[curve].x.length / (2 * S));
         Plotly.Fx.hover(tsg, [{curveNumber: curve, pointNumber: point}]);
         await new Promise(r => setTimeout(r, 100));
         const text = tsg.querySelector('.hoverlayer').textContent;

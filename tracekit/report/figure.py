@@ -74,7 +74,8 @@ def to_figure(plot: Plot) -> go.Figure:
     shaded, its axes labelled and opened on the plot's initial ranges."""
     import plotly.graph_objects as go
 
-    # WebGL, as the page uses for big traces: SVG of a hundred thousand bars stalls a notebook.
+    # WebGL for big traces: SVG of a hundred thousand bars stalls a notebook, which draws every
+    # point (the report's page thins each view to its budget instead).
     big = sum(len(t) for t in plot.traces) >= 20_000
     scatter = go.Scattergl if big else go.Scatter
     fig = go.Figure([scatter(**_trace(t)) for t in plot.traces])

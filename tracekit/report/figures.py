@@ -50,9 +50,9 @@ _UDP = re.compile(r"UDP stream (\d+)")
 
 READY = "window.tracekitStatus && window.tracekitStatus.ready"
 
-# Opens every section in turn, brings each plot on screen so the page draws it, and exports it.
-# WebGL traces are drawn as SVG ones: an SVG then holds every trace as paths, not a raster, and
-# a PNG looks the same. A section closed at load is closed again, giving its WebGL contexts back.
+# Opens every section in turn, brings each plot on screen at the image's size so the page draws
+# it, and exports it (the page draws in SVG: an SVG holds every trace as paths, not a raster). A
+# section closed at load is closed again, giving its plots back.
 _EXPORT_JS = """
 (async function (formats, width, height, pngScale, wanted) {
   var status = window.tracekitStatus, out = {};
@@ -65,6 +65,10 @@ _EXPORT_JS = """
     for (var d = 0; d < divs.length; d++) {
       var div = divs[d];
       if (wanted.indexOf(div.id) < 0) continue;
+      // Drawn at the image's size: the page sizes bars' outlines and ticks in its pixels.
+      div.style.width = width + "px";
+      div.style.height = height + "px";
+      if (div.classList.contains("plotted")) await Plotly.Plots.resize(div);
       div.scrollIntoView({ block: "center" });
       var t0 = performance.now();
       while (!div.classList.contains("plotted")) {
@@ -73,9 +77,7 @@ _EXPORT_JS = """
         await status.idle();
       }
       await status.idle();
-      var data = div.data.map(function (t) {
-        return Object.assign({}, t, t.type === "scattergl" ? { type: "scatter" } : {});
-      });
+      var data = div.data.map(function (t) { return Object.assign({}, t); });
       var layout = Object.assign({}, div.layout, { width: width, height: height });
       out[div.id] = {};
       for (var f = 0; f < formats.length; f++) {

@@ -38,28 +38,34 @@ from tracekit.report.model import (
     Verdict,
 )
 
-# plotly.js's gl2d partial bundle (scatter and scattergl), vendored from the npm registry's
-# plotly.js-gl2d-dist-min 3.7.0 (MIT, see plotly-gl2d.LICENSE). The full bundle that the plotly
-# Python package ships is 4.8 MB and took 1.7 s to start in headless Chromium here, most of the
-# 3 s load budget; this one is 1.6 MB and starts in 0.6 s.
-PLOTLY_JS = "plotly-gl2d.min.js"
+# plotly.js's basic partial bundle (scatter, bar, pie: SVG only), vendored from the npm registry's
+# plotly.js-basic-dist-min 3.7.0 (MIT, see plotly-basic.LICENSE). Starting plotly.js is the
+# first thing a reader waits for, and its time grows with what the bundle holds: in headless
+# Chromium here the full bundle that the plotly Python package ships (4.8 MB) took 1.7 s, the
+# gl2d bundle (scatter and WebGL's scattergl, 1.6 MB) 0.75 s, this one (1.1 MB) 0.25 s. WebGL
+# would not pay that back on a machine without a GPU: in SwiftShader a WebGL plot took longer
+# to draw than the same plot in SVG.
+PLOTLY_JS = "plotly-basic.min.js"
 
 # Times are drawn to the microsecond: finer than any gap a plot can show, and an offset from the
 # trace's first point then fits an unsigned 32-bit integer for over an hour of capture.
 TIME_QUANTUM_S = 1e-6
 
-# plotly.js draws with 'unsafe-eval' (its WebGL layer compiles shaders via new Function) and
-# injects <style> elements; everything else is refused, network included.
+# The page starts plotly.js from a blob: URL it makes of the inlined text (report.js); plotly.js
+# injects <style> elements and exports images as data: and blob: URLs. Everything else is
+# refused, network and eval included.
 CSP = (
-    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-    "img-src data: blob:; font-src data:; worker-src blob:"
+    "default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; "
+    "img-src data: blob:; font-src data:"
 )
 
 
 # What a point costs to draw, relative to a point of a line, measured in headless Chromium here
-# (plotly 3.7, SwiftShader WebGL): plotly simplifies SVG lines to the pixel grid, a marker is a
-# sprite, but a segment is a separate two-point line plus its two end ticks.
-DRAW_COST = {Kind.LINE: 1, Kind.STEP: 1, Kind.MARKERS: 3, Kind.SEGMENTS: 10}
+# (plotly 3.7, SVG): plotly simplifies a line to the pixel grid and draws it as one element,
+# while a marker and a segment (its bar and end ticks, one path) are an SVG element each and
+# cost about the same: 4,000 markers drew in 255 ms, 4,000 segments in 300 ms, a line of
+# 40,000 points in under 90 ms.
+DRAW_COST = {Kind.LINE: 1, Kind.STEP: 1, Kind.MARKERS: 9, Kind.SEGMENTS: 10}
 
 
 @dataclass(frozen=True)
@@ -78,10 +84,13 @@ class Budget:
     docs/report.md.
     """
 
-    view_cost: int = 40_000
-    marks_points: int = 2_000
+    # 2,000 segments or 2,200 markers, drawn in about 0.3 s here: more than three per pixel
+    # column of a plot as wide as a laptop's screen, so M4's extremes outline every run as all
+    # its points would, and a 10 ms window of a 1 Gbit/s transfer (about 860 segments) is whole.
+    view_cost: int = 20_000
+    # One per pixel column and more: half the view's budget in a trace's markers, at most.
+    marks_points: int = 1_000
     floor_points: int = 500  # no trace is thinned below this in a view: its shape would be lost
-    webgl_from_points: int = 5_000  # bars and markers draw with WebGL above this
     open_connections: int = 3  # sections drawn at load; the rest draw when opened
     max_bytes: int = 20_000_000
     # A view thins the level again: twice what a view can draw of the trace leaves it M4's
@@ -154,7 +163,6 @@ def render(report: Report, budget: Budget = Budget()) -> str:
             "view_cost": budget.view_cost,
             "marks_points": budget.marks_points,
             "floor_points": budget.floor_points,
-            "webgl_from_points": budget.webgl_from_points,
             "draw_cost": {k.value: v for k, v in DRAW_COST.items()},
         },
     }
@@ -748,7 +756,7 @@ _PAGE = """<!DOCTYPE html>
 </main>
 <footer>{notes}</footer>
 <script type="application/json" id="tk-data">{data}</script>
-<script>{plotly}</script>
+<script type="text/plain" id="tk-plotly">{plotly}</script>
 <script>{app}</script>
 {later}
 </body>

@@ -5,12 +5,25 @@
   "use strict";
   // plots: traces drawn per plot id; timings: [decode, draw] ms of each plot's first drawing;
   // paintedMs: when each plot was first on screen; views: what each plot's current view drew;
-  // readyMs: when the plots near the screen at load had painted; lastDrawnMs: the latest draw.
+  // readyMs: when the plots near the screen at load had painted; lastDrawnMs: the latest draw;
+  // segmentStride: the points of one bar of a segments trace (set below).
   var status = { errors: [], plots: {}, timings: {}, paintedMs: {}, views: {}, expected: 0,
                  ready: false, readyMs: null, lastDrawnMs: null };
   status.startMs = performance.now();
   window.tracekitStatus = status;
   window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
+
+  // plotly.js comes as text and starts from a blob: URL: the browser compiles it off the main
+  // thread while this script decodes the first plots' points and the parser reads on. Every
+  // drawing waits for it (the queue below starts with it).
+  var plotlyReady = new Promise(function (resolve, reject) {
+    var script = document.createElement("script");
+    script.onload = function () { status.plotlyMs = performance.now(); resolve(); };
+    script.onerror = function () { reject(new Error("plotly.js did not start")); };
+    script.src = URL.createObjectURL(new Blob(
+      [document.getElementById("tk-plotly").textContent], { type: "text/javascript" }));
+    document.head.appendChild(script);
+  });
 
   var data = JSON.parse(document.getElementById("tk-data").textContent);
   status.parsedMs = performance.now();
@@ -243,7 +256,9 @@
   function fmt(n) { return n.toLocaleString("en-US"); }
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
-  function viewOf(p, prep, x0, x1) {
+  // `area`: the plot area's size in CSS pixels; `yFixed`: the y range the view is drawn on when
+  // it does not fit the data in view (null: it does).
+  function viewOf(p, prep, x0, x1, area, yFixed) {
     var spans = prep.traces.map(function (trace) {
       var tr = source(trace, x0, x1), n = tr.x.length;
       if (tr === trace.level) {
@@ -262,7 +277,7 @@
     var counts = spans.map(function (s) { return s.count; });
     var targets = allocate(prep.traces.map(function (tr) { return tr.meta; }), counts);
     var yLow = Infinity, yHigh = -Infinity, notes = [], drawn = {};
-    var out = prep.traces.map(function (trace, ti) {
+    var picks = prep.traces.map(function (trace, ti) {
       var t = trace.meta, s = spans[ti], tr = s.tr, target = Math.max(targets[ti], 4), idx;
       if (tr.keep) {
         // A partial keep mask: the kept points in view first, M4 of the whole for the rest.
@@ -290,13 +305,16 @@
           if (b === b && b > yHigh) yHigh = b;
         }
       }
-      return plotlyTrace(t, tr, idx, name);
+      return { t: t, tr: tr, idx: idx, name: name };
     });
     var yRange = null;
     if (yLow <= yHigh) {
       var pad = (yHigh - yLow) * 0.04 || Math.abs(yHigh) * 0.05 || 1;
       yRange = [yLow - pad, yHigh + pad];
     }
+    var yr = yFixed || yRange;
+    var perPx = { x: (x1 - x0) / area.w, y: yr ? (yr[1] - yr[0]) / area.h : 0 };
+    var out = picks.map(function (k) { return plotlyTrace(k.t, k.tr, k.idx, k.name, perPx); });
     var note = notes.length
       ? "Thinned to the view's budget (each time slice's first, last, lowest and highest point): "
         + notes.join("; ") + ". Zoom in to see every one."
@@ -304,11 +322,17 @@
     return { traces: out, yRange: yRange, note: note, drawn: drawn };
   }
 
-  function plotlyTrace(t, tr, idx, name) {
+  // A bar is SEGMENT_STRIDE points of its trace: the bar, its bottom tick and its top tick, each
+  // a closed outline followed by a gap (NaN); the bar's outline starts at the segment's time and
+  // first byte and passes its top, fourth. Ticks are TICK_PX wide.
+  var TICK_PX = 6, SEGMENT_STRIDE = 17;
+  status.segmentStride = SEGMENT_STRIDE;
+
+  // `perPx`: the view's data units per CSS pixel of the plot area, {x, y}.
+  function plotlyTrace(t, tr, idx, name, perPx) {
     var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
     for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
-    var gl = (t.kind === "segments" || t.kind === "markers") && n >= BUDGET.webgl_from_points;
-    var out = { name: name, type: gl ? "scattergl" : "scatter", x: x, y: y,
+    var out = { name: name, type: "scatter", x: x, y: y,
                 visible: t.visible ? true : "legendonly", hoverlabel: { namelength: -1 } };
     // A point that is a packet names its frame, as Wireshark numbers it (0: none known).
     var hover = null;
@@ -323,22 +347,30 @@
     var line = { color: t.color, width: t.width, dash: t.dash };
     if (t.stack) { out.stackgroup = t.stack; out.fillcolor = t.color; }  // stacked, filled
     if (t.kind === "segments") {
-      // A bar from y to y_end: two points and a gap (NaN) each. A tick at each end, as tcptrace
-      // draws them: a bar shorter than a pixel still shows, and a burst reads as a column.
-      var bx = new Float64Array(3 * n), by = new Float64Array(3 * n);
+      // A bar from y to y_end with a tick across each end, as tcptrace draws them (a bar shorter
+      // than a pixel still shows, and a burst reads as a column). Every bar of the trace is one
+      // filled SVG path: a stroked line is an SVG element per gap-separated piece, and a marker
+      // per tick one more each, which made most of a plot's drawing time. The outlines are sized
+      // in pixels at this view's scale, and every view is drawn afresh.
+      var S = SEGMENT_STRIDE, w = Math.max(t.width, 1) / 2 * perPx.x;
+      var tw = TICK_PX / 2 * perPx.x, th = Math.max(t.width, 1) / 2 * perPx.y;
+      var bx = new Float64Array(S * n), by = new Float64Array(S * n);
+      var ox = [0, w, w, 0, -w, -w, NaN, -tw, tw, tw, -tw, NaN, -tw, tw, tw, -tw, NaN];
       for (var j = 0; j < n; j++) {
-        bx[3 * j] = x[j]; bx[3 * j + 1] = x[j]; bx[3 * j + 2] = NaN;
-        by[3 * j] = y[j]; by[3 * j + 1] = tr.yEnd[idx[j]]; by[3 * j + 2] = NaN;
+        var a = y[j], b = tr.yEnd[idx[j]], xj = x[j], o = S * j;
+        var oy = [a, a, b, b, b, a, NaN, a - th, a - th, a + th, a + th, NaN,
+                  b - th, b - th, b + th, b + th, NaN];
+        for (var m = 0; m < S; m++) { bx[o + m] = xj + ox[m]; by[o + m] = oy[m]; }
       }
-      out.x = bx; out.y = by; out.mode = "lines+markers"; out.line = line;
+      out.x = bx; out.y = by; out.mode = "none"; out.fill = "toself"; out.fillcolor = t.color;
+      out.hoveron = "points"; out.connectgaps = false;
       if (hover) {
-        var bh = new Array(3 * n);
-        for (var k = 0; k < n; k++) { bh[3 * k] = bh[3 * k + 1] = hover[k]; bh[3 * k + 2] = ""; }
+        var bh = new Array(S * n);
+        for (var k = 0; k < n; k++) {
+          for (var q = 0; q < S; q++) bh[S * k + q] = ox[q] === ox[q] ? hover[k] : "";
+        }
         out.hovertext = bh;
       }
-      out.marker = { symbol: "line-ew", size: 6, color: t.color,
-                     line: { color: t.color, width: Math.max(1, t.width - 0.5) } };
-      out.connectgaps = false;
     } else if (t.kind === "step") {
       out.mode = "lines"; line.shape = "hv"; out.line = line;
     } else if (t.kind === "line") {
@@ -378,10 +410,24 @@
     });
   }
 
+  var MARGIN = { l: 70, r: 40, t: 8, b: 44 };
+  // The plot area of a plot this size: the margins, and the legend above it (its rows push the
+  // top margin; one row, most often).
+  var LEGEND_PX = 24;
+  function areaOf(width, height) {
+    return { w: Math.max(width - MARGIN.l - MARGIN.r, 1),
+             h: Math.max(height - MARGIN.t - MARGIN.b - LEGEND_PX, 1) };
+  }
+  // A drawn plot's own plot area, as plotly laid it out; before its first drawing, an estimate.
+  function plotArea(div) {
+    var size = div._fullLayout && div._fullLayout._size;
+    if (size && size.w > 0 && size.h > 0) return { w: size.w, h: size.h };
+    return areaOf(div.clientWidth || PRINT_WIDTH, div.clientHeight || 320);
+  }
   function layout(p) {
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
-      margin: { l: 70, r: 40, t: 8, b: 44 },
+      margin: Object.assign({}, MARGIN),
       modebar: { orientation: "v", bgcolor: "rgba(255,255,255,0.8)", color: "#8a93a3" },
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff",
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
@@ -426,9 +472,10 @@
     var p = byId[div.id];
     return readyFor(p, range).then(function (ready) {
       var opening = range === null, prep = ready.prep, xr = ready.range;
-      var v = viewOf(p, prep, xr[0], xr[1]);
+      var yFixed = userY || (opening && p.y_range ? p.y_range : null);
+      var v = viewOf(p, prep, xr[0], xr[1], plotArea(div), yFixed);
       var look = layout(p);
-      var yr = userY || (opening && p.y_range ? p.y_range : v.yRange);
+      var yr = yFixed || v.yRange;
       if (opening && !p.x_range) look.xaxis.autorange = true;
       else { look.xaxis.range = xr.slice(); look.xaxis.autorange = false; }
       if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
@@ -470,6 +517,14 @@
       if (ev["yaxis.range[0]"] !== undefined) yr = [+ev["yaxis.range[0]"], +ev["yaxis.range[1]"]];
       else if (ev["yaxis.range"]) yr = [+ev["yaxis.range"][0], +ev["yaxis.range"][1]];
       if (ev["xaxis.autorange"]) { zoomTo(connection, null, null, null); return; }
+      if (ev.autosize && !xr) {
+        // Resized: the same view drawn afresh, its bars' outlines sized for the new pixels.
+        var y = div.layout.yaxis || {};
+        enqueue(function () {
+          return render(div, view[connection] || null, y.autorange ? null : y.range.slice());
+        });
+        return;
+      }
       if (!xr) return;  // a zoom of y alone: only this plot, nothing to re-thin
       zoomTo(connection, xr, div, yr);
     });
@@ -499,7 +554,7 @@
     });
   }
 
-  // WebGL contexts are few (browsers keep about 16): a closed section gives its plots back.
+  // A closed section gives its plots' elements and decoded points back.
   function undraw(div) {
     if (!div.classList.contains("drawn")) return;
     Plotly.purge(div);
@@ -509,9 +564,9 @@
   }
 
   // Plots draw, and views change, one after another; plots draw only once they come near the
-  // screen: the first screen is ready sooner, and a long report decodes and holds WebGL contexts
-  // only for plots someone looked at.
-  var queue = Promise.resolve();
+  // screen: the first screen is ready sooner, and a long report decodes and draws only the
+  // plots someone looked at.
+  var queue = plotlyReady.catch(function (err) { status.errors.push(String(err.message)); });
   function enqueue(step) {
     queue = queue.then(step).catch(function (err) {
       status.errors.push(String(err && err.message || err));
@@ -526,28 +581,25 @@
 
   // ---- print: every plot, as the page draws it, as an image ------------------------------
 
-  // A plot draws only once it comes on screen, and a closed section gives its WebGL context
-  // back, so a page printed as it stands holds empty frames. "Print all plots" renders each
-  // plot at its current view (the connection's zoom, else its opening view) as an image the
-  // print style shows in its place, one after another, then opens the print dialog. WebGL
-  // traces are drawn as SVG ones, so the image needs no context of its own.
+  // A plot draws only once it comes on screen, and a closed section gives its plots back, so a
+  // page printed as it stands holds empty frames. "Print all plots" renders each plot at its
+  // current view (the connection's zoom, else its opening view) as an image the print style
+  // shows in its place, one after another, then opens the print dialog.
   var PRINT_WIDTH = 1000;
   function printImage(div) {
     var p = byId[div.id];
     if (!p) return Promise.resolve();
     return readyFor(p, view[p.connection] || null).then(function (ready) {
       var prep = ready.prep, range = ready.range;
-      var v = viewOf(p, prep, range[0], range[1]);
+      var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
+      var yFixed = view[p.connection] ? null : p.y_range;
+      var v = viewOf(p, prep, range[0], range[1], areaOf(PRINT_WIDTH, height), yFixed);
       var look = layout(p);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
-      var yr = view[p.connection] ? v.yRange : (p.y_range || v.yRange);
+      var yr = yFixed || v.yRange;
       if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
-      var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
       look.width = PRINT_WIDTH; look.height = height;
-      var data = v.traces.map(function (t) {
-        return Object.assign({}, t, t.type === "scattergl" ? { type: "scatter" } : {});
-      });
-      return Plotly.toImage({ data: data, layout: look, config: { staticPlot: true } },
+      return Plotly.toImage({ data: v.traces, layout: look, config: { staticPlot: true } },
         { format: "png", width: PRINT_WIDTH, height: height, scale: 2 });
     }).then(function (url) {
       var img = document.getElementById(div.id + "-print");
@@ -681,10 +733,14 @@
   var first = Array.prototype.filter.call(
     document.querySelectorAll("details.connection[open] .plot"), nearScreen);
   status.expected = first.length;
-  first.forEach(function (div) { enqueue(function () { return draw(div); }); });
+  first.forEach(function (div) {
+    // Decoded while plotly.js starts; the drawing takes the same promise (its errors too).
+    if (byId[div.id]) prepare(byId[div.id], false).catch(function () {});
+    enqueue(function () { return draw(div); });
+  });
   status.idle().then(function () {
-    // Ready once the drawn plots are on screen: the first frame after newPlot paints them (the
-    // WebGL ones can take long), and a callback of the frame after that runs only once it has.
+    // Ready once the drawn plots are on screen: the first frame after newPlot paints them, and a
+    // callback of the frame after that runs only once it has.
     requestAnimationFrame(function () {
       requestAnimationFrame(function () {
         setTimeout(function () {
