@@ -72,6 +72,14 @@ ERSPAN_III_PLATFORM_BYTES = 8
 ETHERTYPE_MPLS = 0x8847
 ETHERTYPE_MPLS_MC = 0x8848
 ETHERTYPE_PPPOE_SESSION = 0x8864
+# Bridge port extension tags before the Ethernet type: IEEE 802.1BR's E-tag (6 bytes after its
+# own type) and Cisco's VN-tag (4 bytes after its own type); the frame's type follows each.
+ETHERTYPE_ETAG = 0x893F
+ETHERTYPE_VNTAG = 0x8926
+# Cisco HDLC's address byte, unicast and multicast: a frame of the PPP link types that starts
+# with one is Cisco HDLC (Wireshark's PPP dissector hands it on so).
+CHDLC_UNICAST = 0x0F
+CHDLC_MULTICAST = 0x8F
 # PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
 PPP_IPV4 = 0x0021
 PPP_IPV6 = 0x0057
@@ -82,17 +90,21 @@ IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
 IPPROTO_ESP = 50
 IPPROTO_AH = 51
-# UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281).
+# UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281),
+# L2TP (RFC 2661: version 2, which carries PPP).
 PORT_VXLAN = 4789
 PORT_GENEVE = 6081
 PORT_GTP_U = 2152
+PORT_L2TP = 1701
 # Tunnels in tunnels followed at most this deep: real stacks nest two or three (GTP in GRE in
 # IP), and a crafted chain of headers gets no more of the decoder's time than this.
 MAX_TUNNEL_DEPTH = 4
-# What `_tunnel` finds inside: nothing, an Ethernet frame, an MPLS label stack (or IPv4, IPv6).
+# What `_tunnel` finds inside: nothing, an Ethernet frame, an MPLS label stack, a PPP frame (or
+# IPv4, IPv6).
 INNER_NONE = 0
 INNER_ETHERNET = 1
 INNER_MPLS = 2
+INNER_PPP = 3
 # The bytes an IP packet may hold when no link-layer length limits it (only PPPoE's does).
 UNLIMITED = 1 << 62
 
@@ -601,21 +613,33 @@ def _walked(ethertype: Any) -> Any:
         ETHERTYPE_MPLS,
         ETHERTYPE_MPLS_MC,
         ETHERTYPE_PPPOE_SESSION,
+        ETHERTYPE_ETAG,
+        ETHERTYPE_VNTAG,
     )
 
 
 def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
-    """The packet an Ethernet type at q announces, through VLAN tags, MPLS label stacks (and
-    the Ethernet pseudowires they carry) and PPPoE sessions: (IP version 4 or 6, or 0; its
-    header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the IP packet may hold, which
-    only a PPPoE length limits). Every step takes at least 4 bytes of the frame, so the walk
-    ends within it."""
+    """The packet an Ethernet type at q announces, through VLAN tags, E-tags and VN-tags, MPLS
+    label stacks (and the Ethernet pseudowires they carry) and PPPoE sessions: (IP version 4 or
+    6, or 0; its header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the IP packet may
+    hold, which only a PPPoE length limits). Every step takes at least 4 bytes of the frame, so
+    the walk ends within it."""
     while True:
         if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
             if q + 4 > end:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
             ethertype = _u16(b, q + 2)
             q += 4
+        elif ethertype == ETHERTYPE_ETAG:
+            if q + 8 > end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            ethertype = _u16(b, q + 6)
+            q += 8
+        elif ethertype == ETHERTYPE_VNTAG:
+            if q + 6 > end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            ethertype = _u16(b, q + 4)
+            q += 6
         elif ethertype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
             # Label stack entries of 4 bytes down to the one with the bottom-of-stack bit
             # (RFC 3032 2.1). No field says what the stack carries: Wireshark guesses from the
@@ -687,6 +711,31 @@ def _ppp_protocol(b: np.ndarray, q: Any, end: Any) -> Any:
     return 0, q, KEPT
 
 
+def _cisco_hdlc(b: np.ndarray, q: Any, end: Any) -> Any:
+    """A Cisco HDLC frame at q: address, control, then a protocol of the Ethernet types' numbers
+    (IPv4, IPv6 or MPLS where IP is carried; Wireshark reads no VLAN tag there); what
+    `_link_payload` finds."""
+    if end - q < 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    protocol = _u16(b, q + 2)
+    if protocol not in (ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
+        return 0, q + 4, KEPT, UNLIMITED
+    return _link_payload(b, protocol, q + 4, end)
+
+
+def _ppp_frame(b: np.ndarray, q: Any, end: Any) -> Any:
+    """A PPP frame at q, as a PPP link or L2TP carries it; what `_link_payload` finds. Address
+    and control (0xFF 0x03) may be left out (RFC 1661 6.6), and a protocol number below 256
+    sent in one byte (protocol field compression, RFC 1661 6.5). A frame that starts with a
+    Cisco HDLC address is Cisco HDLC, as Wireshark's PPP dissector reads it."""
+    if end - q >= 1 and _at(b, q) in (CHDLC_UNICAST, CHDLC_MULTICAST):
+        return _cisco_hdlc(b, q, end)
+    if end - q >= 2 and _at(b, q) == 0xFF and _at(b, q + 1) == 0x03:
+        q += 2
+    version, q, skip = _ppp_protocol(b, q, end)
+    return version, q, skip, UNLIMITED
+
+
 def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
     """The packet a tunnel header at l4 carries: (what: INNER_NONE, INNER_ETHERNET, INNER_MPLS,
     or 4 or 6 for IP; where it starts). Only tunnels whose header is whole in the captured bytes
@@ -732,6 +781,21 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         return 0, l4
     dport = _u16(b, l4 + 2)
     h = l4 + 8  # the tunnel's header, after UDP's
+    if PORT_L2TP in (dport, _u16(b, l4)):
+        # L2TP version 2 (RFC 2661 3.1): flags and version, then the length (L bit), tunnel and
+        # session ids, Ns and Nr (S bit), an offset size and that many bytes of padding (O bit);
+        # a data message (T bit clear) carries a PPP frame. Wireshark reads the port either way.
+        flags = _u16(b, h)
+        if flags & 0x000F != 2 or flags & 0x8000:
+            return 0, l4
+        start = h + 6 + 2 * ((flags >> 14) & 1) + 4 * ((flags >> 11) & 1)
+        if flags & 0x0200:
+            if start + 2 > stop:
+                return 0, l4
+            start += 2 + _u16(b, start)
+        if start >= stop:
+            return 0, l4
+        return INNER_PPP, start
     if dport == PORT_VXLAN:
         # The I flag says the VNI is valid (RFC 7348 5); the frame follows the 8-byte header.
         if _at(b, h) & 0x08:
@@ -1096,22 +1160,12 @@ def decode_records(
                 reason[i] = skip
                 continue
         elif link == LINK_C_HDLC:
-            if end - off < 4:
-                reason[i] = SKIP_SHORT_FRAME
+            version, q, skip, cap = _cisco_hdlc(buf, off, end)
+            if skip != KEPT:
+                reason[i] = skip
                 continue
-            ethertype = _u16(buf, off + 2)
-            q = off + 4
-            if ethertype == ETHERTYPE_IPV4:
-                version = 4
-            elif ethertype == ETHERTYPE_IPV6:
-                version = 6
         elif link in (LINK_PPP, LINK_PPP_HDLC):
-            # Address and control (0xFF 0x03) may be left out (RFC 1661 6.6), and a protocol
-            # number below 256 sent in one byte (protocol field compression, RFC 1661 6.5).
-            q = off
-            if end - q >= 2 and _at(buf, q) == 0xFF and _at(buf, q + 1) == 0x03:
-                q += 2
-            version, q, skip = _ppp_protocol(buf, q, end)
+            version, q, skip, cap = _ppp_frame(buf, off, end)
             if skip != KEPT:
                 reason[i] = skip
                 continue
@@ -1240,6 +1294,8 @@ def decode_records(
             cap = UNLIMITED
             if inner == INNER_ETHERNET:
                 version, nq, skip, cap = _ethernet(b, nq, limit)
+            elif inner == INNER_PPP:
+                version, nq, skip, cap = _ppp_frame(b, nq, limit)
             elif inner == INNER_MPLS:
                 version, nq, skip, cap = _link_payload(b, ETHERTYPE_MPLS, nq, limit)
             else:
@@ -1505,7 +1561,8 @@ bind(
     ("decode_records", "_rehash"),
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
-        *("_ppp_protocol", "_tunnel", "_skipped", "_extensions", "_network"),
+        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_tunnel", "_skipped"),
+        *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
     ),
