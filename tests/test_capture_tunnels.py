@@ -386,7 +386,7 @@ for n in range(0, 96):
             decode._extensions(b, 6, proto, 0, n, n)
             decode._extensions(b, 4, proto, 0, n, n)
         decode._ethernet(b, 0, n)
-        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD, 0x893F, 0x8926):
+        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD, 0x893F, 0x8926, 0x8903):
             decode._link_payload(b, ethertype, 0, n)
         decode._ppp_protocol(b, 0, n)
         decode._ppp_frame(b, 0, n)

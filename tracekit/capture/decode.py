@@ -76,6 +76,9 @@ ETHERTYPE_PPPOE_SESSION = 0x8864
 # own type) and Cisco's VN-tag (4 bytes after its own type); the frame's type follows each.
 ETHERTYPE_ETAG = 0x893F
 ETHERTYPE_VNTAG = 0x8926
+# Cisco FabricPath: after its type, the FTag and TTL (2 bytes), then the whole Ethernet frame
+# the edge switch took in (its addresses, tags and type).
+ETHERTYPE_FABRICPATH = 0x8903
 # Cisco HDLC's address byte, unicast and multicast: a frame of the PPP link types that starts
 # with one is Cisco HDLC (Wireshark's PPP dissector hands it on so).
 CHDLC_UNICAST = 0x0F
@@ -615,15 +618,16 @@ def _walked(ethertype: Any) -> Any:
         ETHERTYPE_PPPOE_SESSION,
         ETHERTYPE_ETAG,
         ETHERTYPE_VNTAG,
+        ETHERTYPE_FABRICPATH,
     )
 
 
 def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
-    """The packet an Ethernet type at q announces, through VLAN tags, E-tags and VN-tags, MPLS
-    label stacks (and the Ethernet pseudowires they carry) and PPPoE sessions: (IP version 4 or
-    6, or 0; its header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the IP packet may
-    hold, which only a PPPoE length limits). Every step takes at least 4 bytes of the frame, so
-    the walk ends within it."""
+    """The packet an Ethernet type at q announces, through VLAN tags, E-tags, VN-tags, Cisco
+    FabricPath, MPLS label stacks (and the Ethernet pseudowires they carry) and PPPoE sessions:
+    (IP version 4 or 6, or 0; its header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the
+    IP packet may hold, which only a PPPoE length limits). Every step takes at least 4 bytes of
+    the frame, so the walk ends within it."""
     while True:
         if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
             if q + 4 > end:
@@ -640,6 +644,11 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
             ethertype = _u16(b, q + 4)
             q += 6
+        elif ethertype == ETHERTYPE_FABRICPATH:
+            if q + 16 > end:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            ethertype = _u16(b, q + 14)
+            q += 16
         elif ethertype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
             # Label stack entries of 4 bytes down to the one with the bottom-of-stack bit
             # (RFC 3032 2.1). No field says what the stack carries: Wireshark guesses from the
