@@ -391,6 +391,8 @@ for n in range(0, 96):
         decode._ppp_protocol(b, 0, n)
         decode._ppp_frame(b, 0, n)
         decode._cisco_hdlc(b, 0, n)
+        decode._arcnet(b, 0, n, True)
+        decode._arcnet(b, 0, n, False)
         if n >= 2:
             b[0] = 0x0F
             decode._ppp_frame(b, 0, n)

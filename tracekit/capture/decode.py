@@ -21,6 +21,7 @@ LINK_NULL = 0  # BSD loopback: 4-byte address family in the capturing host's byt
 LINK_ETHERNET = 1
 LINK_PPP = 9  # PPP, RFC 1661: optional 0xFF 0x03 address and control, then the protocol
 LINK_FDDI = 10  # FDDI: frame control, two 6-byte addresses, then 802.2 LLC/SNAP
+LINK_ARCNET_BSD = 7  # ARCNET: source, destination, then the protocol id (RFC 1051, RFC 1201)
 LINK_PPP_HDLC = 50  # PPP in HDLC-like framing, RFC 1662
 LINK_C_HDLC = 104  # Cisco HDLC: address, control, then an Ethernet type
 LINK_RAW_BSD = 12  # DLT_RAW as most BSDs number it
@@ -28,6 +29,7 @@ LINK_RAW_OPENBSD = 14
 LINK_RAW = 101  # LINKTYPE_RAW: the frame starts with the IPv4 or IPv6 header
 LINK_LOOP = 108  # OpenBSD loopback: address family in network byte order
 LINK_SLL = 113  # Linux cooked capture v1, 16-byte header
+LINK_ARCNET_LINUX = 129  # ARCNET as Linux captures it: a 2-byte offset after the addresses
 LINK_MPLS = 219  # the frame starts with an MPLS label stack
 LINK_IPV4 = 228
 LINK_IPV6 = 229
@@ -38,6 +40,8 @@ KNOWN_LINK_TYPES = frozenset(
         LINK_ETHERNET,
         LINK_PPP,
         LINK_FDDI,
+        LINK_ARCNET_BSD,
+        LINK_ARCNET_LINUX,
         LINK_PPP_HDLC,
         LINK_C_HDLC,
         LINK_RAW_BSD,
@@ -83,6 +87,13 @@ ETHERTYPE_FABRICPATH = 0x8903
 # with one is Cisco HDLC (Wireshark's PPP dissector hands it on so).
 CHDLC_UNICAST = 0x0F
 CHDLC_MULTICAST = 0x8F
+# ARCNET protocol ids: IPv4 in RFC 1051's encapsulation (no further header), and IPv4 and IPv6
+# in RFC 1201's (RFC 2497 for IPv6), whose split flag and sequence number take 3 bytes more; a
+# BSD capture may hold RFC 1201's exception packets, a split flag of 0xFF then 4 bytes before
+# the real header.
+ARC_IP_RFC1051 = 0xF0
+ARC_IP_RFC1201 = 0xD4
+ARC_IPV6 = 0xC4
 # PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
 PPP_IPV4 = 0x0021
 PPP_IPV6 = 0x0057
@@ -745,6 +756,25 @@ def _ppp_frame(b: np.ndarray, q: Any, end: Any) -> Any:
     return version, q, skip, UNLIMITED
 
 
+def _arcnet(b: np.ndarray, q: Any, end: Any, linux: Any) -> Any:
+    """An ARCNET frame at q, as Wireshark reads its link types: (IP version 4 or 6, or 0; the
+    packet's offset; KEPT or SKIP_SHORT_FRAME)."""
+    q += 4 if linux else 2  # source, destination (and Linux's offset)
+    if end - q < 1:
+        return 0, q, SKIP_SHORT_FRAME
+    protocol = _at(b, q)
+    if protocol == ARC_IP_RFC1051:
+        return 4, q + 1, KEPT
+    if protocol != ARC_IP_RFC1201 and protocol != ARC_IPV6:
+        return 0, q + 1, KEPT
+    if end - q < 2:
+        return 0, q, SKIP_SHORT_FRAME
+    if not linux and _at(b, q + 1) == 0xFF:
+        q += 4
+    version = 4 if protocol == ARC_IP_RFC1201 else 6
+    return version, q + 4, KEPT
+
+
 def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
     """The packet a tunnel header at l4 carries: (what: INNER_NONE, INNER_ETHERNET, INNER_MPLS,
     or 4 or 6 for IP; where it starts). Only tunnels whose header is whole in the captured bytes
@@ -1191,6 +1221,11 @@ def decode_records(
                     version = 4
                 elif ethertype == ETHERTYPE_IPV6:
                     version = 6
+        elif link in (LINK_ARCNET_BSD, LINK_ARCNET_LINUX):
+            version, q, skip = _arcnet(buf, off, end, link == LINK_ARCNET_LINUX)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
         elif link in (LINK_SLL, LINK_SLL2):
             hdr = 16 if link == LINK_SLL else 20
             if end - off < hdr:
@@ -1570,7 +1605,7 @@ bind(
     ("decode_records", "_rehash"),
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
-        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_tunnel", "_skipped"),
+        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_tunnel", "_skipped"),
         *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
