@@ -50,7 +50,7 @@ LINK_LAYERS = {"frame", "eth", "ethertype", "vlan", "sll", "null", "loop", "raw"
 LINK_LAYERS |= {"ipv6.hopopts", "ipv6.routing", "ipv6.dstopts", "ipv6.fraghdr", "pkt_comment"}
 LINK_LAYERS |= {"ieee8021ad", "etag", "vntag", "mpls", "pwethheuristic", "pwethcw", "pwethnocw"}
 LINK_LAYERS |= {"pppoes", "ppp", "chdlc", "fddi", "llc", "ah", "gre", "erspan", "udp", "vxlan"}
-LINK_LAYERS |= {"geneve", "gtp", "l2tp"}
+LINK_LAYERS |= {"geneve", "gtp", "l2tp", "cfp", "arcnet", "wlan", "wlan_radio", "radiotap", "ppi"}
 # capinfos -M -E names of the link types tracekit reads ("per-packet": pcapng with several).
 TRACEKIT_ENCAPS_M = {
     "ether",
@@ -65,6 +65,11 @@ TRACEKIT_ENCAPS_M = {
     "chdlc",
     "fddi",
     "mpls",
+    "arcnet",
+    "arcnet_linux",
+    "ieee-802-11",
+    "ieee-802-11-radiotap",
+    "ppi",
 }
 TRACEKIT_ENCAPS_M.add("per-packet")
 

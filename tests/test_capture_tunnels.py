@@ -302,6 +302,29 @@ def test_a_short_pppoe_length_cuts_the_packet(length: int, tmp_path: Path) -> No
         assert _counts(path) == _tshark(path)
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        # Protected: the LLC header and the packet are encrypted.
+        b"\x08\x41" + b"\x00" * 22 + b"\x00" * 8,
+        # A QoS data frame whose QoS control says A-MSDU: subframes, not one packet.
+        b"\x88\x01" + b"\x00" * 22 + b"\x80\x00" + encap.LINKED["ieee802_11"][1][24:],
+        # A management frame (beacon) holds no packet.
+        b"\x80\x00" + b"\x00" * 22 + encap.LINKED["ieee802_11"][1][24:],
+        # Cut inside the LLC/SNAP header.
+        encap.LINKED["ieee802_11"][1][:28],
+    ],
+    ids=["protected", "amsdu", "management", "cut_llc"],
+)
+def test_an_802_11_frame_without_one_clear_packet_is_not_tcp(head: bytes, tmp_path: Path) -> None:
+    frames = [head + bytes(_tcp(i)) if len(head) > 28 else head for i in range(SEGMENTS)]
+    path = _pcap(tmp_path / "wlan.pcap", 105, frames)
+    capture = read_capture(path)
+    assert not (capture.packets.column("proto").to_numpy() == 6).any()
+    if shutil.which("tshark"):
+        assert _tshark(path) == (0, 0)
+
+
 def test_the_mpls_link_type_starts_with_the_label_stack(tmp_path: Path) -> None:
     # LINKTYPE_MPLS (219); tshark 4.0 does not read it, so the build is the only truth.
     frames = [bytes(MPLS(label=16, s=0) / MPLS(label=17, s=1) / _tcp(i)) for i in range(SEGMENTS)]
@@ -393,6 +416,9 @@ for n in range(0, 96):
         decode._cisco_hdlc(b, 0, n)
         decode._arcnet(b, 0, n, True)
         decode._arcnet(b, 0, n, False)
+        if n:
+            b[0] = 0x88 if n % 2 else 0x08  # a data frame, QoS or not
+        decode._wlan(b, 0, n)
         if n >= 2:
             b[0] = 0x0F
             decode._ppp_frame(b, 0, n)

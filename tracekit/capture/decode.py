@@ -24,6 +24,9 @@ LINK_FDDI = 10  # FDDI: frame control, two 6-byte addresses, then 802.2 LLC/SNAP
 LINK_ARCNET_BSD = 7  # ARCNET: source, destination, then the protocol id (RFC 1051, RFC 1201)
 LINK_PPP_HDLC = 50  # PPP in HDLC-like framing, RFC 1662
 LINK_C_HDLC = 104  # Cisco HDLC: address, control, then an Ethernet type
+LINK_IEEE802_11 = 105  # an 802.11 frame
+LINK_RADIOTAP = 127  # radiotap (its length in its bytes 2-3, little-endian), then an 802.11 frame
+LINK_PPI = 192  # PPI: its length in bytes 2-3 and the link type of what follows in 4-7 (LE)
 LINK_RAW_BSD = 12  # DLT_RAW as most BSDs number it
 LINK_RAW_OPENBSD = 14
 LINK_RAW = 101  # LINKTYPE_RAW: the frame starts with the IPv4 or IPv6 header
@@ -44,6 +47,9 @@ KNOWN_LINK_TYPES = frozenset(
         LINK_ARCNET_LINUX,
         LINK_PPP_HDLC,
         LINK_C_HDLC,
+        LINK_IEEE802_11,
+        LINK_RADIOTAP,
+        LINK_PPI,
         LINK_RAW_BSD,
         LINK_RAW_OPENBSD,
         LINK_RAW,
@@ -94,6 +100,16 @@ CHDLC_MULTICAST = 0x8F
 ARC_IP_RFC1051 = 0xF0
 ARC_IP_RFC1201 = 0xD4
 ARC_IPV6 = 0xC4
+# An 802.11 frame (IEEE 802.11-2020 9.2.4.1): frame control's type 2 is data; its subtype's
+# bit 2 means no data (null functions), bit 3 a QoS frame (2 bytes of QoS control, and 4 of HT
+# control when the +HTC/order flag is set). Flags: to and from DS both set add a fourth address,
+# protected means encrypted. The data starts with LLC/SNAP (RFC 1042): AA AA 03, an OUI of zero
+# (or Cisco's 00-00-F8, which Wireshark reads alike), then an Ethernet type.
+WLAN_HEADER_BYTES = 24
+WLAN_TO_FROM_DS = 0x03
+WLAN_PROTECTED = 0x40
+WLAN_ORDER = 0x80
+WLAN_AMSDU = 0x80  # the QoS control's A-MSDU present bit: subframes, not one LLC packet
 # PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
 PPP_IPV4 = 0x0021
 PPP_IPV6 = 0x0057
@@ -775,6 +791,39 @@ def _arcnet(b: np.ndarray, q: Any, end: Any, linux: Any) -> Any:
     return version, q + 4, KEPT
 
 
+def _u16le(b: np.ndarray, p: Any) -> Any:
+    return np.int64(_at(b, p)) | (np.int64(_at(b, p + 1)) << 8)
+
+
+def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
+    """An 802.11 frame at q: what `_link_payload` finds after its LLC/SNAP header; a frame that
+    is not an unencrypted data frame with one packet in it is not IP."""
+    if end - q < WLAN_HEADER_BYTES:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    control = _at(b, q)
+    flags = _at(b, q + 1)
+    if control & 0x0F != 0x08 or control & 0x40 or flags & WLAN_PROTECTED:
+        return 0, q, KEPT, UNLIMITED
+    h = q + WLAN_HEADER_BYTES
+    if flags & WLAN_TO_FROM_DS == WLAN_TO_FROM_DS:
+        h += 6
+    if control & 0x80:
+        if end - h < 2:
+            return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+        if _at(b, h) & WLAN_AMSDU:
+            return 0, q, KEPT, UNLIMITED
+        h += 2
+        if flags & WLAN_ORDER:
+            h += 4
+    if end - h < 8:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    if _at(b, h) != 0xAA or _at(b, h + 1) != 0xAA or _at(b, h + 2) != 0x03:
+        return 0, q, KEPT, UNLIMITED
+    if _at(b, h + 3) != 0 or _at(b, h + 4) != 0 or _at(b, h + 5) not in (0x00, 0xF8):
+        return 0, q, KEPT, UNLIMITED
+    return _link_payload(b, _u16(b, h + 6), h + 8, end)
+
+
 def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
     """The packet a tunnel header at l4 carries: (what: INNER_NONE, INNER_ETHERNET, INNER_MPLS,
     or 4 or 6 for IP; where it starts). Only tunnels whose header is whole in the captured bytes
@@ -1221,6 +1270,21 @@ def decode_records(
                     version = 4
                 elif ethertype == ETHERTYPE_IPV6:
                     version = 6
+        elif link in (LINK_IEEE802_11, LINK_RADIOTAP, LINK_PPI):
+            # Radiotap and PPI give their own length; PPI also the link type after it.
+            q = off
+            if link != LINK_IEEE802_11:
+                if end - off < 8:
+                    reason[i] = SKIP_SHORT_FRAME
+                    continue
+                q = off + _u16le(buf, off + 2)
+                if link == LINK_PPI and _u16le(buf, off + 4) | _u16le(buf, off + 6) << 16 != 105:
+                    reason[i] = SKIP_NON_IP
+                    continue
+            version, q, skip, cap = _wlan(buf, q, end)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
         elif link in (LINK_ARCNET_BSD, LINK_ARCNET_LINUX):
             version, q, skip = _arcnet(buf, off, end, link == LINK_ARCNET_LINUX)
             if skip != KEPT:
@@ -1605,7 +1669,8 @@ bind(
     ("decode_records", "_rehash"),
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
-        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_tunnel", "_skipped"),
+        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_wlan"),
+        *("_tunnel", "_skipped"),
         *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
