@@ -110,9 +110,13 @@ WLAN_TO_FROM_DS = 0x03
 WLAN_PROTECTED = 0x40
 WLAN_ORDER = 0x80
 WLAN_AMSDU = 0x80  # the QoS control's A-MSDU present bit: subframes, not one LLC packet
-# PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
+# PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072), MPLS unicast and multicast
+# (RFC 3032 4.3), and what `_ppp_protocol` says for the MPLS ones in place of an IP version.
 PPP_IPV4 = 0x0021
 PPP_IPV6 = 0x0057
+PPP_MPLS = 0x0281
+PPP_MPLS_MC = 0x0283
+PPP_CARRIES_MPLS = 2
 # IP protocol numbers of the tunnels decoded: IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213), GRE
 # (RFC 2784, RFC 2890); and of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
 IPPROTO_IPIP = 4
@@ -718,6 +722,8 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
             length = _u16(b, q + 4)
             version, p, skip = _ppp_protocol(b, q + 6, end)
+            if version == PPP_CARRIES_MPLS:  # not followed here: the walk is one level deep
+                version = 0
             return version, p, skip, length - (p - (q + 6))
         elif ethertype == ETHERTYPE_IPV4:
             return 4, q, KEPT, UNLIMITED
@@ -729,7 +735,8 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
 
 def _ppp_protocol(b: np.ndarray, q: Any, end: Any) -> Any:
     """PPP's protocol field at q, two bytes or, compressed, one whose low bit is set (RFC 1661
-    6.5): (IP version 4 or 6, or 0; the packet's offset; KEPT or SKIP_SHORT_FRAME)."""
+    6.5): (IP version 4 or 6, PPP_CARRIES_MPLS, or 0; the packet's offset; KEPT or
+    SKIP_SHORT_FRAME)."""
     if end - q < 1:
         return 0, q, SKIP_SHORT_FRAME
     if _at(b, q) & 1:
@@ -744,6 +751,8 @@ def _ppp_protocol(b: np.ndarray, q: Any, end: Any) -> Any:
         return 4, q, KEPT
     if number == PPP_IPV6:
         return 6, q, KEPT
+    if number in (PPP_MPLS, PPP_MPLS_MC):
+        return PPP_CARRIES_MPLS, q, KEPT
     return 0, q, KEPT
 
 
@@ -769,6 +778,8 @@ def _ppp_frame(b: np.ndarray, q: Any, end: Any) -> Any:
     if end - q >= 2 and _at(b, q) == 0xFF and _at(b, q + 1) == 0x03:
         q += 2
     version, q, skip = _ppp_protocol(b, q, end)
+    if version == PPP_CARRIES_MPLS:
+        return _link_payload(b, ETHERTYPE_MPLS, q, end)
     return version, q, skip, UNLIMITED
 
 
