@@ -653,6 +653,21 @@ def _walked(ethertype: Any) -> Any:
     )
 
 
+def _tag_bytes(ethertype: Any) -> Any:
+    """The bytes a tag of this Ethernet type takes after the type, the next type being its last
+    two (0: not a tag): a VLAN tag, an E-tag, a VN-tag, or FabricPath's header and the frame's
+    own addresses."""
+    if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
+        return 4
+    if ethertype == ETHERTYPE_ETAG:
+        return 8
+    if ethertype == ETHERTYPE_VNTAG:
+        return 6
+    if ethertype == ETHERTYPE_FABRICPATH:
+        return 16
+    return 0
+
+
 def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
     """The packet an Ethernet type at q announces, through VLAN tags, E-tags, VN-tags, Cisco
     FabricPath, MPLS label stacks (and the Ethernet pseudowires they carry) and PPPoE sessions:
@@ -660,26 +675,12 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
     IP packet may hold, which only a PPPoE length limits). Every step takes at least 4 bytes of
     the frame, so the walk ends within it."""
     while True:
-        if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
-            if q + 4 > end:
+        size = _tag_bytes(ethertype)
+        if size:
+            if q + size > end:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
-            ethertype = _u16(b, q + 2)
-            q += 4
-        elif ethertype == ETHERTYPE_ETAG:
-            if q + 8 > end:
-                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
-            ethertype = _u16(b, q + 6)
-            q += 8
-        elif ethertype == ETHERTYPE_VNTAG:
-            if q + 6 > end:
-                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
-            ethertype = _u16(b, q + 4)
-            q += 6
-        elif ethertype == ETHERTYPE_FABRICPATH:
-            if q + 16 > end:
-                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
-            ethertype = _u16(b, q + 14)
-            q += 16
+            ethertype = _u16(b, q + size - 2)
+            q += size
         elif ethertype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
             # Label stack entries of 4 bytes down to the one with the bottom-of-stack bit
             # (RFC 3032 2.1). No field says what the stack carries: Wireshark guesses from the
@@ -1679,7 +1680,7 @@ bind(
     globals(),
     ("decode_records", "_rehash"),
     helpers=(
-        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
+        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
         *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_wlan"),
         *("_tunnel", "_skipped"),
         *("_extensions", "_network"),
