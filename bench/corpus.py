@@ -48,6 +48,9 @@ GIB = 1 << 30
 # names): anything else there is an encapsulation it does not read.
 LINK_LAYERS = {"frame", "eth", "ethertype", "vlan", "sll", "null", "loop", "raw", "ip", "ipv6"}
 LINK_LAYERS |= {"ipv6.hopopts", "ipv6.routing", "ipv6.dstopts", "ipv6.fraghdr", "pkt_comment"}
+LINK_LAYERS |= {"ieee8021ad", "etag", "vntag", "mpls", "pwethheuristic", "pwethcw", "pwethnocw"}
+LINK_LAYERS |= {"pppoes", "ppp", "chdlc", "fddi", "llc", "ah", "gre", "erspan", "udp", "vxlan"}
+LINK_LAYERS |= {"geneve", "gtp", "l2tp", "cfp", "arcnet", "wlan", "wlan_radio", "radiotap", "ppi"}
 # capinfos -M -E names of the link types tracekit reads ("per-packet": pcapng with several).
 TRACEKIT_ENCAPS_M = {
     "ether",
@@ -58,6 +61,15 @@ TRACEKIT_ENCAPS_M = {
     "linux-sll2",
     "null",
     "loop",
+    "ppp",
+    "chdlc",
+    "fddi",
+    "mpls",
+    "arcnet",
+    "arcnet_linux",
+    "ieee-802-11",
+    "ieee-802-11-radiotap",
+    "ppi",
 }
 TRACEKIT_ENCAPS_M.add("per-packet")
 
@@ -263,8 +275,6 @@ def tshark_read(path: Path, timeout: float) -> Tshark:
         stream, v4, v6, sport, dv4, dv6, dport, length, protocols = parts
         below, family = inner_layers(protocols)
         extra = [p for p in below if p not in LINK_LAYERS]
-        if below.count("ip") + below.count("ipv6") > 1 and not extra:
-            extra = ["ip-in-ip"]
         if extra:
             encaps[":".join(dict.fromkeys(extra))] += 1
         # The IP header right under the first TCP header: not an outer tunnel's, nor one that
@@ -365,7 +375,7 @@ DIAG_FIELDS = ["frame.protocols", "frame.len", "frame.cap_len", "ip.len", "ip.fl
 DIAG_FIELDS += ["ip.frag_offset", "ip.opt.type", "ipv6.plen", "ipv6.opt.jumbo"]
 DIAG_FIELDS += ["ipv6.fraghdr.offset", "tcp.srcport", "tcp.dstport", "tcp.flags.syn"]
 DIAG_FIELDS += ["tcp.flags.ack", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst", "tcp.stream"]
-DIAG_FIELDS += ["_ws.malformed"]
+DIAG_FIELDS += ["_ws.malformed", "tcp.hdr_len"]
 # Bytes before the IP header for the first layer frame.protocols names.
 LINK_HEADER = {"eth": 14, "sll": 16, "null": 4, "loop": 4, "raw": 0}
 SOURCE_ROUTE = {"131", "137", "0x83", "0x89"}  # IPv4 LSRR and SSRR option types
@@ -406,6 +416,7 @@ def diagnose(path: Path, result: dict[str, Any], ts: Tshark, timeout: float) -> 
     stream_opened: dict[str, bool] = {}
     tuple_streams: set[tuple[str, ...]] = set()
     restarts: set[tuple[str, ...]] = set()
+    short_offsets = 0
     for line in run.stdout.splitlines():
         v = dict(zip(DIAG_FIELDS, [c.split("|") for c in line.split("\t")], strict=False))
 
@@ -434,6 +445,11 @@ def diagnose(path: Path, result: dict[str, Any], ts: Tshark, timeout: float) -> 
             flags["IPv4 source route option"] += 1
         if not is_tcp:
             continue
+        hdr_len = last("tcp.hdr_len")
+        if hdr_len.isdigit() and int(hdr_len) < 20:
+            # RFC 9293 3.1: the data offset counts the 20-byte fixed header. tshark reports the
+            # segment with the IP payload less the offset as its length; tracekit drops it.
+            short_offsets += 1
         src = f"{last('ip.src') or last('ipv6.src')}:{last('tcp.srcport')}"
         dst = f"{last('ip.dst') or last('ipv6.dst')}:{last('tcp.dstport')}"
         try:
@@ -467,6 +483,9 @@ def diagnose(path: Path, result: dict[str, Any], ts: Tshark, timeout: float) -> 
         # First among the flags: such a segment (often one whose IP length is above the frame)
         # is the very packet tshark counts and tracekit does not.
         causes.append("TCP headers tshark marks malformed (no tcp.len) but counts")
+    if short_offsets:
+        # Before the fragments: such a segment is often the last piece of a datagram.
+        causes.append("TCP data offset under 20 bytes: tshark counts the segment")
     causes += list(flags)
     for key in split_tuples:
         if key in restarts:

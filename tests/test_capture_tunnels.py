@@ -26,6 +26,7 @@ from scapy.layers.inet import GRE, IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.ipsec import ESP
 from scapy.layers.l2 import Ether
+from scapy.layers.l2tp import L2TP
 from scapy.layers.ppp import PPP, PPPoE
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Packet, Raw
@@ -113,6 +114,7 @@ LINKS = {
     "ppp_compressed": (9, b"\x21"),  # no address or control, a one-byte protocol field
     "ppp_hdlc": (50, b"\xff\x03\x00\x21"),
     "fddi": (10, b"\x50" + b"\x01" * 6 + b"\x02" * 6 + b"\xaa\xaa\x03\x00\x00\x00\x08\x00"),
+    **encap.LINKED,
 }
 
 
@@ -208,8 +210,17 @@ def _nested(depth: int) -> Packet:
         lambda: bytes(_eth() / _nested(7)),
         # VXLAN without its VNI flag: an ordinary UDP datagram to port 4789.
         lambda: bytes(_outer(_udp(4789) / Raw(b"\x00" * 8 + bytes(_eth() / _tcp(0))))),
+        # An L2TP offset size past the packet's end.
+        lambda: bytes(_outer(_udp(1701) / L2TP(hdr="offset", offset=4000) / PPP() / _tcp(0))),
+        # An L2TP control message (T bit): no PPP frame follows.
+        lambda: bytes(_outer(_udp(1701) / L2TP(hdr="control+length+sequence") / PPP() / _tcp(0))),
+        # L2TP version 3, whose data header's layout the session's configuration says.
+        lambda: bytes(_outer(_udp(1701) / Raw(b"\x00\x03\x00\x00" + b"\x00" * 4) / _tcp(0))),
     ],
-    ids=["gre_cut", "geneve_options_past_end", "gtp_zero_extension", "too_deep", "vxlan_no_vni"],
+    ids=[
+        *("gre_cut", "geneve_options_past_end", "gtp_zero_extension", "too_deep"),
+        *("vxlan_no_vni", "l2tp_offset_past_end", "l2tp_control", "l2tp_version_3"),
+    ],
 )  # fmt: skip
 def test_a_damaged_or_deep_tunnel_is_not_tcp(build: Callable[[], bytes], tmp_path: Path) -> None:
     frame = build()
@@ -291,6 +302,29 @@ def test_a_short_pppoe_length_cuts_the_packet(length: int, tmp_path: Path) -> No
         assert _counts(path) == _tshark(path)
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        # Protected: the LLC header and the packet are encrypted.
+        b"\x08\x41" + b"\x00" * 22 + b"\x00" * 8,
+        # A QoS data frame whose QoS control says A-MSDU: subframes, not one packet.
+        b"\x88\x01" + b"\x00" * 22 + b"\x80\x00" + encap.LINKED["ieee802_11"][1][24:],
+        # A management frame (beacon) holds no packet.
+        b"\x80\x00" + b"\x00" * 22 + encap.LINKED["ieee802_11"][1][24:],
+        # Cut inside the LLC/SNAP header.
+        encap.LINKED["ieee802_11"][1][:28],
+    ],
+    ids=["protected", "amsdu", "management", "cut_llc"],
+)
+def test_an_802_11_frame_without_one_clear_packet_is_not_tcp(head: bytes, tmp_path: Path) -> None:
+    frames = [head + bytes(_tcp(i)) if len(head) > 28 else head for i in range(SEGMENTS)]
+    path = _pcap(tmp_path / "wlan.pcap", 105, frames)
+    capture = read_capture(path)
+    assert not (capture.packets.column("proto").to_numpy() == 6).any()
+    if shutil.which("tshark"):
+        assert _tshark(path) == (0, 0)
+
+
 def test_the_mpls_link_type_starts_with_the_label_stack(tmp_path: Path) -> None:
     # LINKTYPE_MPLS (219); tshark 4.0 does not read it, so the build is the only truth.
     frames = [bytes(MPLS(label=16, s=0) / MPLS(label=17, s=1) / _tcp(i)) for i in range(SEGMENTS)]
@@ -315,8 +349,14 @@ def test_the_encapsulation_files_are_reproducible() -> None:
 
 
 @needs_tshark
-def test_the_encapsulation_file_counts_each_connection_as_tshark_does() -> None:
-    path = CRAFTED / "encap_carried.pcap"
+@pytest.mark.parametrize(
+    ("name", "connections"),
+    [("encap_carried.pcap", len(encap.CARRIED)), ("encap_links.pcapng", len(encap.LINKED))],
+)
+def test_the_encapsulation_file_counts_each_connection_as_tshark_does(
+    name: str, connections: int
+) -> None:
+    path = CRAFTED / name
     conns = build_connections(read_capture(path)).table
     ours = sorted(
         zip(
@@ -325,7 +365,7 @@ def test_the_encapsulation_file_counts_each_connection_as_tshark_does() -> None:
             strict=True,
         )
     )
-    assert len(ours) == len(encap.CARRIED)
+    assert len(ours) == connections
     fields = ["-Y", "tcp", "-T", "fields", "-e", "tcp.stream", "-e", "tcp.len"]
     out = subprocess.run(
         ["tshark", "-r", str(path), *fields], capture_output=True, text=True, check=True
@@ -344,7 +384,7 @@ import numpy as np
 from tracekit.capture import decode
 rng = np.random.default_rng(7)
 cases = [(decode.IPPROTO_GRE, None), (17, decode.PORT_VXLAN), (17, decode.PORT_GENEVE),
-         (17, decode.PORT_GTP_U)]
+         (17, decode.PORT_GTP_U), (17, decode.PORT_L2TP)]
 for proto, port in cases:
     for n in range(0, 48):
         for _ in range(64):
@@ -353,6 +393,8 @@ for proto, port in cases:
                 b[2], b[3] = port >> 8, port & 0xFF
             if port == decode.PORT_GTP_U and n >= 10:
                 b[8], b[9] = 0x30 | rng.integers(0, 8), 255
+            if port == decode.PORT_L2TP and n >= 10:
+                b[8], b[9] = rng.integers(0, 256) & 0x7F, 2  # a version 2 data message
             decode._tunnel(b, proto, 0, n, n)
 # The IP headers and their extensions, and the link layers a tunnel may carry, likewise.
 for n in range(0, 96):
@@ -367,9 +409,19 @@ for n in range(0, 96):
             decode._extensions(b, 6, proto, 0, n, n)
             decode._extensions(b, 4, proto, 0, n, n)
         decode._ethernet(b, 0, n)
-        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD):
+        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD, 0x893F, 0x8926, 0x8903):
             decode._link_payload(b, ethertype, 0, n)
         decode._ppp_protocol(b, 0, n)
+        decode._ppp_frame(b, 0, n)
+        decode._cisco_hdlc(b, 0, n)
+        decode._arcnet(b, 0, n, True)
+        decode._arcnet(b, 0, n, False)
+        if n:
+            b[0] = 0x88 if n % 2 else 0x08  # a data frame, QoS or not
+        decode._wlan(b, 0, n)
+        if n >= 2:
+            b[0] = 0x0F
+            decode._ppp_frame(b, 0, n)
 print("ok")
 """
 

@@ -118,8 +118,8 @@ FLOW_COLUMNS: tuple[Column, ...] = (
         "outer",
         pa.string(),
         "",
-        "where the flow's first packet came in a tunnel (IP-in-IP, GRE, VXLAN, Geneve, GTP-U): "
-        "its outermost IP header's source and destination as 'src > dst'; empty otherwise",
+        "where the flow's first packet came in a tunnel (IP-in-IP, GRE, VXLAN, Geneve, GTP-U, "
+        "L2TP): its outermost IP header's source and destination as 'src > dst'; empty otherwise",
     ),
 )
 
@@ -210,8 +210,8 @@ CONNECTION_COLUMNS: tuple[Column, ...] = (
         pa.string(),
         "",
         "the outer IP source and destination ('src > dst') of the tunnel its first packet came "
-        "in (IP-in-IP, GRE, VXLAN, Geneve, GTP-U); empty when not tunnelled. The connection is "
-        "keyed by the inner packet's addresses and ports",
+        "in (IP-in-IP, GRE, VXLAN, Geneve, GTP-U, L2TP); empty when not tunnelled. The connection "
+        "is keyed by the inner packet's addresses and ports",
     ),
 )
 

@@ -7,10 +7,12 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   (sections of either byte order, several interfaces, if_tsresol and if_tsoffset, Enhanced,
   Simple and obsolete Packet Blocks; other blocks are skipped). gzip, xz and zstd compression is
   told by magic bytes, never by the name.
-- Link types: Ethernet with any number of 802.1Q/802.1ad tags, MPLS label stacks and PPPoE
-  sessions, Linux cooked v1 and v2, raw IP (101, 12, 14, 228, 229), BSD loopback (0), OpenBSD
-  loopback (108), PPP (9, 50), Cisco HDLC (104), FDDI (10) and MPLS (219); the packet inside
-  IP-in-IP, GRE, VXLAN, Geneve and GTP-U tunnels.
+- Link types: Ethernet with any number of 802.1Q/802.1ad tags, E-tags, VN-tags, Cisco
+  FabricPath, MPLS label stacks and PPPoE sessions, Linux cooked v1 and v2, raw IP (101, 12, 14,
+  228, 229), BSD loopback (0), OpenBSD loopback (108), PPP (9, 50; carrying IP or MPLS, or Cisco
+  HDLC), Cisco HDLC (104), FDDI (10), MPLS (219), ARCNET (7, 129) and 802.11 data frames (105,
+  and behind radiotap 127 or PPI 192); the packet inside IP-in-IP, GRE, VXLAN, Geneve, GTP-U and
+  L2TP (version 2, PPP) tunnels.
 - IPv4 and IPv6 (extension headers and IPsec AH skipped); TCP with MSS, window scale,
   SACK-permitted, SACK blocks (up to 4) and timestamps; UDP with its first 8 payload bytes. Payload
   lengths come from the IP header, so snaplen-cut frames are exact, but never run past the frame's

@@ -21,13 +21,18 @@ LINK_NULL = 0  # BSD loopback: 4-byte address family in the capturing host's byt
 LINK_ETHERNET = 1
 LINK_PPP = 9  # PPP, RFC 1661: optional 0xFF 0x03 address and control, then the protocol
 LINK_FDDI = 10  # FDDI: frame control, two 6-byte addresses, then 802.2 LLC/SNAP
+LINK_ARCNET_BSD = 7  # ARCNET: source, destination, then the protocol id (RFC 1051, RFC 1201)
 LINK_PPP_HDLC = 50  # PPP in HDLC-like framing, RFC 1662
 LINK_C_HDLC = 104  # Cisco HDLC: address, control, then an Ethernet type
+LINK_IEEE802_11 = 105  # an 802.11 frame
+LINK_RADIOTAP = 127  # radiotap (its length in its bytes 2-3, little-endian), then an 802.11 frame
+LINK_PPI = 192  # PPI: its length in bytes 2-3 and the link type of what follows in 4-7 (LE)
 LINK_RAW_BSD = 12  # DLT_RAW as most BSDs number it
 LINK_RAW_OPENBSD = 14
 LINK_RAW = 101  # LINKTYPE_RAW: the frame starts with the IPv4 or IPv6 header
 LINK_LOOP = 108  # OpenBSD loopback: address family in network byte order
 LINK_SLL = 113  # Linux cooked capture v1, 16-byte header
+LINK_ARCNET_LINUX = 129  # ARCNET as Linux captures it: a 2-byte offset after the addresses
 LINK_MPLS = 219  # the frame starts with an MPLS label stack
 LINK_IPV4 = 228
 LINK_IPV6 = 229
@@ -38,8 +43,13 @@ KNOWN_LINK_TYPES = frozenset(
         LINK_ETHERNET,
         LINK_PPP,
         LINK_FDDI,
+        LINK_ARCNET_BSD,
+        LINK_ARCNET_LINUX,
         LINK_PPP_HDLC,
         LINK_C_HDLC,
+        LINK_IEEE802_11,
+        LINK_RADIOTAP,
+        LINK_PPI,
         LINK_RAW_BSD,
         LINK_RAW_OPENBSD,
         LINK_RAW,
@@ -72,9 +82,41 @@ ERSPAN_III_PLATFORM_BYTES = 8
 ETHERTYPE_MPLS = 0x8847
 ETHERTYPE_MPLS_MC = 0x8848
 ETHERTYPE_PPPOE_SESSION = 0x8864
-# PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072).
+# Bridge port extension tags before the Ethernet type: IEEE 802.1BR's E-tag (6 bytes after its
+# own type) and Cisco's VN-tag (4 bytes after its own type); the frame's type follows each.
+ETHERTYPE_ETAG = 0x893F
+ETHERTYPE_VNTAG = 0x8926
+# Cisco FabricPath: after its type, the FTag and TTL (2 bytes), then the whole Ethernet frame
+# the edge switch took in (its addresses, tags and type).
+ETHERTYPE_FABRICPATH = 0x8903
+# Cisco HDLC's address byte, unicast and multicast: a frame of the PPP link types that starts
+# with one is Cisco HDLC (Wireshark's PPP dissector hands it on so).
+CHDLC_UNICAST = 0x0F
+CHDLC_MULTICAST = 0x8F
+# ARCNET protocol ids: IPv4 in RFC 1051's encapsulation (no further header), and IPv4 and IPv6
+# in RFC 1201's (RFC 2497 for IPv6), whose split flag and sequence number take 3 bytes more; a
+# BSD capture may hold RFC 1201's exception packets, a split flag of 0xFF then 4 bytes before
+# the real header.
+ARC_IP_RFC1051 = 0xF0
+ARC_IP_RFC1201 = 0xD4
+ARC_IPV6 = 0xC4
+# An 802.11 frame (IEEE 802.11-2020 9.2.4.1): frame control's type 2 is data; its subtype's
+# bit 2 means no data (null functions), bit 3 a QoS frame (2 bytes of QoS control, and 4 of HT
+# control when the +HTC/order flag is set). Flags: to and from DS both set add a fourth address,
+# protected means encrypted. The data starts with LLC/SNAP (RFC 1042): AA AA 03, an OUI of zero
+# (or Cisco's 00-00-F8, which Wireshark reads alike), then an Ethernet type.
+WLAN_HEADER_BYTES = 24
+WLAN_TO_FROM_DS = 0x03
+WLAN_PROTECTED = 0x40
+WLAN_ORDER = 0x80
+WLAN_AMSDU = 0x80  # the QoS control's A-MSDU present bit: subframes, not one LLC packet
+# PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072), MPLS unicast and multicast
+# (RFC 3032 4.3), and what `_ppp_protocol` says for the MPLS ones in place of an IP version.
 PPP_IPV4 = 0x0021
 PPP_IPV6 = 0x0057
+PPP_MPLS = 0x0281
+PPP_MPLS_MC = 0x0283
+PPP_CARRIES_MPLS = 2
 # IP protocol numbers of the tunnels decoded: IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213), GRE
 # (RFC 2784, RFC 2890); and of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
 IPPROTO_IPIP = 4
@@ -82,17 +124,21 @@ IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
 IPPROTO_ESP = 50
 IPPROTO_AH = 51
-# UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281).
+# UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281),
+# L2TP (RFC 2661: version 2, which carries PPP).
 PORT_VXLAN = 4789
 PORT_GENEVE = 6081
 PORT_GTP_U = 2152
+PORT_L2TP = 1701
 # Tunnels in tunnels followed at most this deep: real stacks nest two or three (GTP in GRE in
 # IP), and a crafted chain of headers gets no more of the decoder's time than this.
 MAX_TUNNEL_DEPTH = 4
-# What `_tunnel` finds inside: nothing, an Ethernet frame, an MPLS label stack (or IPv4, IPv6).
+# What `_tunnel` finds inside: nothing, an Ethernet frame, an MPLS label stack, a PPP frame (or
+# IPv4, IPv6).
 INNER_NONE = 0
 INNER_ETHERNET = 1
 INNER_MPLS = 2
+INNER_PPP = 3
 # The bytes an IP packet may hold when no link-layer length limits it (only PPPoE's does).
 UNLIMITED = 1 << 62
 
@@ -601,21 +647,40 @@ def _walked(ethertype: Any) -> Any:
         ETHERTYPE_MPLS,
         ETHERTYPE_MPLS_MC,
         ETHERTYPE_PPPOE_SESSION,
+        ETHERTYPE_ETAG,
+        ETHERTYPE_VNTAG,
+        ETHERTYPE_FABRICPATH,
     )
 
 
+def _tag_bytes(ethertype: Any) -> Any:
+    """The bytes a tag of this Ethernet type takes after the type, the next type being its last
+    two (0: not a tag): a VLAN tag, an E-tag, a VN-tag, or FabricPath's header and the frame's
+    own addresses."""
+    if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
+        return 4
+    if ethertype == ETHERTYPE_ETAG:
+        return 8
+    if ethertype == ETHERTYPE_VNTAG:
+        return 6
+    if ethertype == ETHERTYPE_FABRICPATH:
+        return 16
+    return 0
+
+
 def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
-    """The packet an Ethernet type at q announces, through VLAN tags, MPLS label stacks (and
-    the Ethernet pseudowires they carry) and PPPoE sessions: (IP version 4 or 6, or 0; its
-    header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the IP packet may hold, which
-    only a PPPoE length limits). Every step takes at least 4 bytes of the frame, so the walk
-    ends within it."""
+    """The packet an Ethernet type at q announces, through VLAN tags, E-tags, VN-tags, Cisco
+    FabricPath, MPLS label stacks (and the Ethernet pseudowires they carry) and PPPoE sessions:
+    (IP version 4 or 6, or 0; its header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the
+    IP packet may hold, which only a PPPoE length limits). Every step takes at least 4 bytes of
+    the frame, so the walk ends within it."""
     while True:
-        if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
-            if q + 4 > end:
+        size = _tag_bytes(ethertype)
+        if size:
+            if q + size > end:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
-            ethertype = _u16(b, q + 2)
-            q += 4
+            ethertype = _u16(b, q + size - 2)
+            q += size
         elif ethertype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
             # Label stack entries of 4 bytes down to the one with the bottom-of-stack bit
             # (RFC 3032 2.1). No field says what the stack carries: Wireshark guesses from the
@@ -658,6 +723,8 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
             length = _u16(b, q + 4)
             version, p, skip = _ppp_protocol(b, q + 6, end)
+            if version == PPP_CARRIES_MPLS:  # not followed here: the walk is one level deep
+                version = 0
             return version, p, skip, length - (p - (q + 6))
         elif ethertype == ETHERTYPE_IPV4:
             return 4, q, KEPT, UNLIMITED
@@ -669,7 +736,8 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
 
 def _ppp_protocol(b: np.ndarray, q: Any, end: Any) -> Any:
     """PPP's protocol field at q, two bytes or, compressed, one whose low bit is set (RFC 1661
-    6.5): (IP version 4 or 6, or 0; the packet's offset; KEPT or SKIP_SHORT_FRAME)."""
+    6.5): (IP version 4 or 6, PPP_CARRIES_MPLS, or 0; the packet's offset; KEPT or
+    SKIP_SHORT_FRAME)."""
     if end - q < 1:
         return 0, q, SKIP_SHORT_FRAME
     if _at(b, q) & 1:
@@ -684,7 +752,88 @@ def _ppp_protocol(b: np.ndarray, q: Any, end: Any) -> Any:
         return 4, q, KEPT
     if number == PPP_IPV6:
         return 6, q, KEPT
+    if number in (PPP_MPLS, PPP_MPLS_MC):
+        return PPP_CARRIES_MPLS, q, KEPT
     return 0, q, KEPT
+
+
+def _cisco_hdlc(b: np.ndarray, q: Any, end: Any) -> Any:
+    """A Cisco HDLC frame at q: address, control, then a protocol of the Ethernet types' numbers
+    (IPv4, IPv6 or MPLS where IP is carried; Wireshark reads no VLAN tag there); what
+    `_link_payload` finds."""
+    if end - q < 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    protocol = _u16(b, q + 2)
+    if protocol not in (ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):
+        return 0, q + 4, KEPT, UNLIMITED
+    return _link_payload(b, protocol, q + 4, end)
+
+
+def _ppp_frame(b: np.ndarray, q: Any, end: Any) -> Any:
+    """A PPP frame at q, as a PPP link or L2TP carries it; what `_link_payload` finds. Address
+    and control (0xFF 0x03) may be left out (RFC 1661 6.6), and a protocol number below 256
+    sent in one byte (protocol field compression, RFC 1661 6.5). A frame that starts with a
+    Cisco HDLC address is Cisco HDLC, as Wireshark's PPP dissector reads it."""
+    if end - q >= 1 and _at(b, q) in (CHDLC_UNICAST, CHDLC_MULTICAST):
+        return _cisco_hdlc(b, q, end)
+    if end - q >= 2 and _at(b, q) == 0xFF and _at(b, q + 1) == 0x03:
+        q += 2
+    version, q, skip = _ppp_protocol(b, q, end)
+    if version == PPP_CARRIES_MPLS:
+        return _link_payload(b, ETHERTYPE_MPLS, q, end)
+    return version, q, skip, UNLIMITED
+
+
+def _arcnet(b: np.ndarray, q: Any, end: Any, linux: Any) -> Any:
+    """An ARCNET frame at q, as Wireshark reads its link types: (IP version 4 or 6, or 0; the
+    packet's offset; KEPT or SKIP_SHORT_FRAME)."""
+    q += 4 if linux else 2  # source, destination (and Linux's offset)
+    if end - q < 1:
+        return 0, q, SKIP_SHORT_FRAME
+    protocol = _at(b, q)
+    if protocol == ARC_IP_RFC1051:
+        return 4, q + 1, KEPT
+    if protocol != ARC_IP_RFC1201 and protocol != ARC_IPV6:
+        return 0, q + 1, KEPT
+    if end - q < 2:
+        return 0, q, SKIP_SHORT_FRAME
+    if not linux and _at(b, q + 1) == 0xFF:
+        q += 4
+    version = 4 if protocol == ARC_IP_RFC1201 else 6
+    return version, q + 4, KEPT
+
+
+def _u16le(b: np.ndarray, p: Any) -> Any:
+    return np.int64(_at(b, p)) | (np.int64(_at(b, p + 1)) << 8)
+
+
+def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
+    """An 802.11 frame at q: what `_link_payload` finds after its LLC/SNAP header; a frame that
+    is not an unencrypted data frame with one packet in it is not IP."""
+    if end - q < WLAN_HEADER_BYTES:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    control = _at(b, q)
+    flags = _at(b, q + 1)
+    if control & 0x0F != 0x08 or control & 0x40 or flags & WLAN_PROTECTED:
+        return 0, q, KEPT, UNLIMITED
+    h = q + WLAN_HEADER_BYTES
+    if flags & WLAN_TO_FROM_DS == WLAN_TO_FROM_DS:
+        h += 6
+    if control & 0x80:
+        if end - h < 2:
+            return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+        if _at(b, h) & WLAN_AMSDU:
+            return 0, q, KEPT, UNLIMITED
+        h += 2
+        if flags & WLAN_ORDER:
+            h += 4
+    if end - h < 8:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    if _at(b, h) != 0xAA or _at(b, h + 1) != 0xAA or _at(b, h + 2) != 0x03:
+        return 0, q, KEPT, UNLIMITED
+    if _at(b, h + 3) != 0 or _at(b, h + 4) != 0 or _at(b, h + 5) not in (0x00, 0xF8):
+        return 0, q, KEPT, UNLIMITED
+    return _link_payload(b, _u16(b, h + 6), h + 8, end)
 
 
 def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
@@ -732,6 +881,21 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         return 0, l4
     dport = _u16(b, l4 + 2)
     h = l4 + 8  # the tunnel's header, after UDP's
+    if PORT_L2TP in (dport, _u16(b, l4)):
+        # L2TP version 2 (RFC 2661 3.1): flags and version, then the length (L bit), tunnel and
+        # session ids, Ns and Nr (S bit), an offset size and that many bytes of padding (O bit);
+        # a data message (T bit clear) carries a PPP frame. Wireshark reads the port either way.
+        flags = _u16(b, h)
+        if flags & 0x000F != 2 or flags & 0x8000:
+            return 0, l4
+        start = h + 6 + 2 * ((flags >> 14) & 1) + 4 * ((flags >> 11) & 1)
+        if flags & 0x0200:
+            if start + 2 > stop:
+                return 0, l4
+            start += 2 + _u16(b, start)
+        if start >= stop:
+            return 0, l4
+        return INNER_PPP, start
     if dport == PORT_VXLAN:
         # The I flag says the VNI is valid (RFC 7348 5); the frame follows the 8-byte header.
         if _at(b, h) & 0x08:
@@ -1096,22 +1260,12 @@ def decode_records(
                 reason[i] = skip
                 continue
         elif link == LINK_C_HDLC:
-            if end - off < 4:
-                reason[i] = SKIP_SHORT_FRAME
+            version, q, skip, cap = _cisco_hdlc(buf, off, end)
+            if skip != KEPT:
+                reason[i] = skip
                 continue
-            ethertype = _u16(buf, off + 2)
-            q = off + 4
-            if ethertype == ETHERTYPE_IPV4:
-                version = 4
-            elif ethertype == ETHERTYPE_IPV6:
-                version = 6
         elif link in (LINK_PPP, LINK_PPP_HDLC):
-            # Address and control (0xFF 0x03) may be left out (RFC 1661 6.6), and a protocol
-            # number below 256 sent in one byte (protocol field compression, RFC 1661 6.5).
-            q = off
-            if end - q >= 2 and _at(buf, q) == 0xFF and _at(buf, q + 1) == 0x03:
-                q += 2
-            version, q, skip = _ppp_protocol(buf, q, end)
+            version, q, skip, cap = _ppp_frame(buf, off, end)
             if skip != KEPT:
                 reason[i] = skip
                 continue
@@ -1128,6 +1282,26 @@ def decode_records(
                     version = 4
                 elif ethertype == ETHERTYPE_IPV6:
                     version = 6
+        elif link in (LINK_IEEE802_11, LINK_RADIOTAP, LINK_PPI):
+            # Radiotap and PPI give their own length; PPI also the link type after it.
+            q = off
+            if link != LINK_IEEE802_11:
+                if end - off < 8:
+                    reason[i] = SKIP_SHORT_FRAME
+                    continue
+                q = off + _u16le(buf, off + 2)
+                if link == LINK_PPI and _u16le(buf, off + 4) | _u16le(buf, off + 6) << 16 != 105:
+                    reason[i] = SKIP_NON_IP
+                    continue
+            version, q, skip, cap = _wlan(buf, q, end)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
+        elif link in (LINK_ARCNET_BSD, LINK_ARCNET_LINUX):
+            version, q, skip = _arcnet(buf, off, end, link == LINK_ARCNET_LINUX)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
         elif link in (LINK_SLL, LINK_SLL2):
             hdr = 16 if link == LINK_SLL else 20
             if end - off < hdr:
@@ -1240,6 +1414,8 @@ def decode_records(
             cap = UNLIMITED
             if inner == INNER_ETHERNET:
                 version, nq, skip, cap = _ethernet(b, nq, limit)
+            elif inner == INNER_PPP:
+                version, nq, skip, cap = _ppp_frame(b, nq, limit)
             elif inner == INNER_MPLS:
                 version, nq, skip, cap = _link_payload(b, ETHERTYPE_MPLS, nq, limit)
             else:
@@ -1504,8 +1680,10 @@ bind(
     globals(),
     ("decode_records", "_rehash"),
     helpers=(
-        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_link_payload"),
-        *("_ppp_protocol", "_tunnel", "_skipped", "_extensions", "_network"),
+        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
+        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_wlan"),
+        *("_tunnel", "_skipped"),
+        *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
     ),
