@@ -30,7 +30,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
-from tracekit.series import Direction, trains
+from tracekit.series import Direction, train_rows, trains
 
 # The line rate is the rate of the sender's tightest spacing: the 10th percentile of the gaps
 # between consecutive data segments, taken per wire byte. Back-to-back departures are a large
@@ -211,9 +211,9 @@ class LineRateBurst(Detector):
         wire_rate = tr["rate_bps"].to_numpy() + (tr["packets"].to_numpy() - 1) * overhead * 8 / (
             np.where(span > 0, span, np.nan)
         )
-        # Each burst's ACKs: from its first byte to its last, until the first duplicate.
-        first = np.searchsorted(t, tr["start_s"].to_numpy(), side="left")
-        last = np.searchsorted(t, tr["end_s"].to_numpy(), side="right") - 1
+        # Each burst's ACKs: from its first byte to its last, until the first duplicate. Its
+        # rows by position: where the capture's clock steps back its times do not find them.
+        first, last, _ = train_rows(t, length, gap_s, cfg.min_burst_packets)
         seq = data["seq_rel"].to_numpy()
         end = data["end_rel"].to_numpy()
         acks = AckLine.of(ser.acks)

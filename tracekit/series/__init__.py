@@ -5,7 +5,7 @@
 - `measures`: rates, trains, rounds and resends, measured over a direction's tables.
 """
 
-from tracekit.series.measures import kind_mask, rate, resent, rounds, trains
+from tracekit.series.measures import kind_mask, rate, resent, rounds, train_rows, trains
 from tracekit.series.stage import Direction, Series, build_series
 
 __all__ = [
@@ -16,5 +16,6 @@ __all__ = [
     "rate",
     "resent",
     "rounds",
+    "train_rows",
     "trains",
 ]

@@ -110,7 +110,7 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
     size = seg["len"].to_numpy()
     if t.size == 0:
         return empty_frame(TRAIN_COLUMNS)
-    first, last, total = _trains(t, size, gap_s, min_packets)
+    first, last, total = train_rows(t, size, gap_s, min_packets)
     packets = last - first + 1
     span = t[last] - t[first]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -125,6 +125,15 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
             "rate_bps": rate_bps,
         },
     )
+
+
+def train_rows(
+    t: np.ndarray, size: np.ndarray, gap_s: float, min_packets: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trains of `trains` as positions in its data segments (`t` their times and `size`
+    their payload lengths, in capture order): each train's first and last segment, and its
+    bytes. A capture's clock may step back, so a train's times do not find its rows."""
+    return _trains(t, size, gap_s, min_packets)
 
 
 @jit
