@@ -21,8 +21,12 @@ from typing import Any
 import numpy as np
 
 from tracekit import units
-from tracekit.detectors._limits import turnaround_s
-from tracekit.detectors._measure import findings_per_direction, rtt_phases, segment_size_bytes
+from tracekit.detectors._measure import (
+    findings_per_direction,
+    rtt_phases,
+    segment_size_bytes,
+    turnaround_s,
+)
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import kind_mask
