@@ -243,6 +243,9 @@ def score_one(folder: Path) -> dict[str, Any]:
             "found": back[0]["evidence"]["network_drops_packets"] if back else 0,
             "counter": truth["drops"]["reverse_data"],
         }
+    untold = _of(findings, "receiver_untold")
+    if untold:
+        row["receiver_untold"] = untold[0]["evidence"]["untold_packets"]
     for kind, counter in (("network_drop", "network"), ("receiver_drop", "receiver")):
         found = _of(findings, kind)
         if found:
@@ -464,6 +467,13 @@ def report(rows: list[dict[str, Any]]) -> None:
             for name, d in drops:
                 if d["found"] != d["counter"]:
                     print(f"  {name}: found {d['found']}, counter {d['counter']}")
+    untold = [(r["scenario"], r["receiver_untold"]) for r in rows if "receiver_untold" in r]
+    print(
+        "\narrivals resent before the receiver's ACKs could tell whether its host kept them "
+        f"(receiver_untold, counted as neither drop nor delivery) in {len(untold)} scenarios"
+    )
+    for name, count in untold:
+        print(f"  {name}: {count}")
 
 
 if __name__ == "__main__":

@@ -44,10 +44,13 @@ def test_download_is_judged_on_b2a(tmp_path: Path) -> None:
 
 
 def test_receiver_drops_are_copies_the_receiver_saw_twice(tmp_path: Path) -> None:
-    # Segments 4 and 7 reached the receiver's capture point, were dropped after it and resent;
-    # segment 2 was lost in the network (the receiver first sees the retransmission).
+    # Segments 4 and 7 reached the receiver's capture point, were dropped after it and resent
+    # (its SACK blocks show the segments after them held without them); segment 2 was lost in
+    # the network (the receiver first sees the retransmission).
     sender = transfer(tmp_path / "x.sender.pcap", resend=[2, 4, 7])
-    transfer(tmp_path / "x.receiver.pcap", resend=[2, 4, 7], omit=[2])
+    transfer(
+        tmp_path / "x.receiver.pcap", resend=[2, 4, 7], omit=[2], sack_acks=True, host_drops=[4, 7]
+    )
     (inp,) = find_inputs([tmp_path])
     assert inp.sender == sender
     analysis, _ = analyze_input(inp)

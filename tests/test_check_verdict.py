@@ -99,9 +99,11 @@ def test_receiver_drops_threshold_needs_a_receiver(tmp_path: Path) -> None:
     verdict = judge(alone, analyze_input(alone)[0], rules)
     assert verdict.passed
     assert any("max_receiver_drops not judged" in n for n in verdict.notes)
-    pair = CaptureInput(
-        "p", alone.sender, transfer(tmp_path / "r.pcap", resend=[4], twice=[4])
-    )  # the receiver saw segment 4 twice: one receiver drop... and its resend: two copies
+    # The receiver saw segment 4 twice in a row and its host dropped both: its ACK after them
+    # still asks for segment 4 (RFC 5681 4.2), and its SACK blocks show the segments after
+    # them held without them until the resend.
+    received = transfer(tmp_path / "r.pcap", resend=[4], twice=[4], sack_acks=True, host_drops=[4])
+    pair = CaptureInput("p", alone.sender, received)
     (conn,) = judge(pair, analyze_input(pair)[0], rules).connections
     assert [f.name for f in conn.failures] == ["max_receiver_drops"]
     assert conn.metrics.receiver_drops == 2

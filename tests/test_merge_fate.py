@@ -11,7 +11,7 @@ from tests.helpers.exchange import DELAY_S, Ack, Seg, exchange
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge
-from tracekit.merge.fate import ACKED, NEVER_ACKED, RESENT_UNACKED, receiver_verdicts
+from tracekit.merge.fate import ACKED, NEVER_ACKED, RESENT_UNACKED, UNTOLD, receiver_verdicts
 from tracekit.schema import FATES
 
 A = DELAY_S + 0.0005  # the receiver acknowledges half a millisecond after an arrival
@@ -91,17 +91,26 @@ def test_receiver_verdicts_scan() -> None:
 
 
 def test_a_super_segment_resent_in_pieces_was_dropped() -> None:
-    # Data [0,30) arrives (one GRO'd super-segment), the sender resends it as [0,10), [10,20),
-    # [20,30) before any ACK covers it: the host dropped the first copy. The pieces are new
-    # to the receiver and acknowledged.
-    group = np.zeros(7, dtype=np.int64)
-    is_data = np.array([1, 1, 0, 1, 0, 1, 0], dtype=bool)
-    left = np.array([0, 0, 0, 10, 0, 20, 0])
-    right = np.array([30, 10, 0, 20, 0, 30, 0])
-    ack = np.array([0, 0, 10, 0, 20, 0, 30])
+    # Data [0,30) arrives (one GRO'd super-segment), then new data [30,40), which the host
+    # answers with two ACKs of 0 (RFC 5681 4.2: a duplicate ACK for an arrival past a hole):
+    # it took [30,40) without [0,30). The sender resends [0,30) as [0,10), [10,20), [20,30);
+    # the pieces are new to the receiver and acknowledged.
+    group = np.zeros(10, dtype=np.int64)
+    is_data = np.array([1, 1, 0, 0, 1, 0, 1, 0, 1, 0], dtype=bool)
+    left = np.array([0, 30, 0, 0, 0, 0, 10, 0, 20, 0])
+    right = np.array([30, 40, 0, 0, 10, 0, 20, 0, 30, 0])
+    ack = np.array([0, 0, 0, 0, 0, 10, 0, 20, 0, 40])
     none = np.zeros(0, dtype=np.int64)
     verdict, _ = receiver_verdicts(group, is_data, left, right, ack, none, none, none)
-    assert verdict.tolist() == [RESENT_UNACKED, ACKED, -1, ACKED, -1, ACKED, -1]
+    assert verdict.tolist() == [RESENT_UNACKED, ACKED, -1, -1, ACKED, -1, ACKED, -1, ACKED, -1]
+    # With one ACK of 0 only, that ACK may have answered what came before [0,30): the host's
+    # ACKs never showed it took [30,40), and they cannot tell what became of [0,30).
+    is_data = np.array([1, 1, 0, 1, 0, 1, 0, 1, 0], dtype=bool)
+    left = np.array([0, 30, 0, 0, 0, 10, 0, 20, 0])
+    right = np.array([30, 40, 0, 10, 0, 20, 0, 30, 0])
+    ack = np.array([0, 0, 0, 0, 10, 0, 20, 0, 40])
+    verdict, _ = receiver_verdicts(group[:9], is_data, left, right, ack, none, none, none)
+    assert verdict[0] == UNTOLD
 
 
 def test_a_copy_the_receiver_reports_as_a_duplicate_was_kept() -> None:
@@ -119,9 +128,9 @@ def test_a_copy_the_receiver_reports_as_a_duplicate_was_kept() -> None:
     assert verdict.tolist() == [ACKED, ACKED, -1]
 
 
-def test_a_capture_of_one_direction_leaves_every_arrival_unjudged_but_the_resent() -> None:
-    # A tap on one direction: data only, no ACK. Each arrival has no verdict (the capture
-    # holds no ACK), except [10,20), whose bytes came again: dropped in the host. A second
+def test_a_capture_of_one_direction_judges_no_arrival() -> None:
+    # A tap on one direction: data only, no ACK. No arrival has a verdict: [10,20), whose
+    # bytes came again, was resent with no ACK to say what the host did with it. A second
     # group's ACK must not answer the first group's data.
     group = np.array([0, 0, 0, 0, 0, 1, 1])
     is_data = np.array([1, 1, 1, 1, 1, 1, 0], dtype=bool)
@@ -132,7 +141,7 @@ def test_a_capture_of_one_direction_leaves_every_arrival_unjudged_but_the_resent
     verdict, dup = receiver_verdicts(group, is_data, left, right, ack, none, none, none)
     assert verdict.tolist() == [
         NEVER_ACKED,
-        RESENT_UNACKED,
+        UNTOLD,
         NEVER_ACKED,
         NEVER_ACKED,
         NEVER_ACKED,
@@ -187,13 +196,16 @@ def test_a_host_whose_acks_trail_its_arrivals_kept_what_it_acknowledged_first() 
 def test_without_sack_blocks_only_an_ack_of_the_first_alone_says_it_was_kept() -> None:
     # [0,10), then [10,20), then a copy of [0,10); no SACK block in the capture. ACK 10 and
     # then ACK 20: the host took [0,10) before [10,20), so before the copy. One ACK 20 of both
-    # is what a dropped [0,10) refilled by the copy gives too: it cannot tell, and the copy
-    # decides.
+    # is what a dropped [0,10) refilled by the copy gives too: it cannot tell. Two ACKs of 0
+    # can only answer [10,20) taken without [0,10) (a duplicate ACK, RFC 5681 4.2).
     none: list[int] = []
     events = {"is_data": [1, 1, 1, 0, 0], "left": [0, 10, 0, 0, 0], "right": [10, 20, 10, 0, 0]}
     verdict, _ = _lagging(none, none, none, ack=[0, 0, 0, 10, 20], **events)
     assert verdict[0] == ACKED
     verdict, _ = _lagging(none, none, none, ack=[0, 0, 0, 20, 20], **events)
+    assert verdict[0] == UNTOLD
+    events = {k: [*v[:3], 0, 0, 0] for k, v in events.items()}
+    verdict, _ = _lagging(none, none, none, ack=[0, 0, 0, 0, 0, 20], **events)
     assert verdict[0] == RESENT_UNACKED
 
 
@@ -201,15 +213,51 @@ def test_a_copy_sent_before_a_lagging_host_acknowledged_the_first_is_no_receiver
     tmp_path: Path,
 ) -> None:
     # The same through real captures: the sender resends [1,1001) 2 ms after it first left,
-    # before any ACK came back; the host acknowledges 1001, then 2001 (it took the first copy
-    # first), or only 2001 once the copy came (it dropped the first).
+    # before any ACK came back. The host acknowledges 1001, then 2001: it took the first copy
+    # first. It acknowledges 1 with a SACK block of [1001,2001): it took the new data without
+    # the first copy, which it dropped. It acknowledges only 2001, once the copy came: either.
     segs = [Seg(0.100, 1, 1000, 10), Seg(0.101, 1001, 1000, 11), Seg(0.102, 1, 1000, 12)]
     kept = [Ack(0.103 + DELAY_S, 1001, 100), Ack(0.104 + DELAY_S, 2001, 101)]
-    dropped = [Ack(0.103 + DELAY_S, 2001, 100)]
+    dropped = [Ack(0.1025 + DELAY_S, 1, 100, ((1001, 2001),)), Ack(0.103 + DELAY_S, 2001, 101)]
+    untold = [Ack(0.103 + DELAY_S, 2001, 100)]
     counts = []
-    for name, acks in (("kept", kept), ("dropped", dropped)):
+    for name, acks in (("kept", kept), ("dropped", dropped), ("untold", untold)):
         folder = tmp_path / name
         folder.mkdir()
         m = merge(*(build_connections(read_capture(p)) for p in exchange(folder, segs, acks)))
-        counts.append(m.counts()["receiver_drop"])
-    assert counts == [0, 1]
+        counts.append((m.counts()["receiver_drop"], m.counts()["receiver_untold"]))
+    assert counts == [(0, 0), (1, 0), (0, 1)]
+
+
+def test_a_duplicate_reported_after_the_ack_the_copy_filled_says_the_first_was_kept() -> None:
+    # [0,10), then new data [10,12); the host answers [10,12) first (a SACK block without
+    # [0,10): it took them a little out of capture order), the copy of [0,10) arrives, ACK 12,
+    # and then a D-SACK of [0,10) (RFC 2883): of the two copies one was a duplicate, so none
+    # was lost. Without the D-SACK, the SACK block of [10,12) first says the first was dropped.
+    events = {
+        "is_data": [1, 1, 0, 1, 0, 0],
+        "left": [0, 10, 0, 0, 0, 0],
+        "right": [10, 12, 0, 10, 0, 0],
+        "ack": [0, 0, 0, 0, 12, 12],
+    }
+    verdict, _ = _lagging([10, 0], [12, 10], [2, 5], **events)
+    assert verdict[0] == ACKED
+    verdict, _ = _lagging([10], [12], [2], **events)
+    assert verdict[0] == RESENT_UNACKED
+
+
+def test_an_ack_of_older_bytes_says_nothing_of_a_later_arrival() -> None:
+    # [10,20) arrives, then the hole filler [0,10), then a second copy of [10,20), then the
+    # host's ACK 0 with a SACK block of [10,20), then the copy of [0,10) and ACK 20. The SACK
+    # block may answer the first [10,20), taken before [0,10): the ACKs cannot tell whether
+    # the host kept the first [0,10).
+    verdict, _ = _lagging(
+        [10],
+        [20],
+        [3],
+        is_data=[1, 1, 1, 0, 1, 0],
+        left=[10, 0, 10, 0, 0, 0],
+        right=[20, 10, 20, 0, 10, 0],
+        ack=[0, 0, 0, 0, 0, 20],
+    )
+    assert verdict[1] == UNTOLD

@@ -226,6 +226,9 @@ FATES: tuple[str, ...] = (
     "receiver_capture_gap",  # acknowledged, yet absent from the receiver's capture
     "duplicate",  # arrived when the receiver had already acknowledged its bytes
     "reordered",  # arrived after a segment the sender sent later
+    # arrived, and was resent before the receiver's ACKs showed it had taken anything that
+    # came after: whether its host kept it, they cannot tell
+    "receiver_untold",
 )
 FATE_NONE = 255  # the packet is not a data transmission of a connection in both captures
 

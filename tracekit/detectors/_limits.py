@@ -420,9 +420,15 @@ def _limit_runs(
         closed = usable_q < max(room, _burst(window_q, mss, rtt))
         if (flight <= 0 or flight_q <= 0) and not (flight <= 0 and usable < mss):
             # Nothing in flight: the application's time, unless the sender went on within its
-            # turnaround (then its queue was not empty, as far as the wire can tell).
+            # turnaround (then its queue was not empty, as far as the wire can tell). That
+            # turnaround is the wait of the window that held the sender up to the ACK which
+            # emptied the flight: with a larger window data would have been in flight across
+            # it (the kernel too counts it until its next send).
             next_data_t = data_t[j] if j < n_data else np.inf
-            s = 0 if next_data_t - idle_since > turnaround else 2
+            if next_data_t - idle_since > turnaround:
+                s = 0
+            else:
+                s = 1 if n > 0 and state[n - 1] == 1 else 2
         elif flight <= 0 and usable < mss:
             # With nothing in flight, a window that cannot take a segment is shut: the
             # sender's data waits on it (zero-window probes), as the kernel counts it.

@@ -108,16 +108,22 @@ def rtt_steps(
     payload rate (None: no step can be told from a queue, and none is called); `host_s` the
     sender's own time to answer an ACK (`turnaround_s`). A round trip is taken as no shorter
     than that, and a step as no smaller: on a LAN of microseconds the hosts' scheduling moves
-    the RTT floor by as much as the path's whole round trip, and is no path change.
+    the RTT floor by as much as the path's whole round trip, and is no path change. Where the
+    least RTT is below that time, no step is called: the receiving host, which also hands the
+    data to its reader, answers no faster than the sender, and a backlog of arrivals it has
+    not yet taken holds its ACKs back by many such round trips for milliseconds at a time, as
+    a longer path would. The floor is then the hosts', not the path's; the receiver's capture
+    tells the two apart (`tracekit.merge.clock.path_steps`). On a WAN path the least RTT is
+    many turnarounds, and the rule never applies.
     """
     ok = np.isfinite(departure_s) & np.isfinite(rtt_s) & (rtt_s > 0)
     t, rtt, flight = departure_s[ok], rtt_s[ok], flight_bytes[ok]
     if path_bps is None or not path_bps > 0 or t.size < 2:
         return ()
     lo, span = float(t.min()), float(t.max() - t.min())
-    if span <= 0:
+    if span <= 0 or float(rtt.min()) < host_s:
         return ()
-    base = max(float(rtt.min()), host_s)
+    base = float(rtt.min())
     width = max(STEP_BIN_RTTS * base, span * STEP_BIN_PACKETS / t.size, span / MAX_STEP_BINS)
     n = int(span / width) + 1
     if n < 2 * STEP_SPAN_BINS:

@@ -52,6 +52,12 @@ class FateDetector(Detector):
 
     explanation: ClassVar[str]
     advice: ClassVar[str]
+    # The evidence's names: the count, the bytes, the ratio to the direction's transmissions
+    # and the times; None for the count and the bytes: `<kind>s_packets`, `<kind>_bytes`.
+    packets_key: ClassVar[str | None] = None
+    bytes_key: ClassVar[str | None] = None
+    ratio_key: ClassVar[str] = "drop_ratio"
+    times_key: ClassVar[str] = "drop_times_s"
 
     @dataclass(frozen=True)
     class Config:
@@ -78,11 +84,11 @@ class FateDetector(Detector):
                 start_s=float(t[0]),
                 end_s=float(t[-1]),
                 evidence={
-                    f"{self.kind}s_packets": count,
-                    f"{self.kind}_bytes": int(rows["len"].sum()),
+                    self.packets_key or f"{self.kind}s_packets": count,
+                    self.bytes_key or f"{self.kind}_bytes": int(rows["len"].sum()),
                     "transmissions_packets": total,
-                    "drop_ratio": count / total,
-                    "drop_times_s": t,
+                    self.ratio_key: count / total,
+                    self.times_key: t,
                 },
                 summary=self.summary_text(count, total),
                 explanation=self.explanation,

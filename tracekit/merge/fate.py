@@ -30,6 +30,18 @@ _CODE = {name: np.uint8(i) for i, name in enumerate(FATES)}
 ACKED = 0  # a later ACK or SACK block of the receiver covers it: the host kept it
 RESENT_UNACKED = 1  # the same bytes arrived again before any ACK covered them: the host dropped it
 NEVER_ACKED = 2  # the capture ends before either: no verdict
+# The same bytes arrived again before the host's ACKs showed it had taken anything that arrived
+# after this arrival: its ACKs trail its capture point by more than the sender waited to resend,
+# and whether it kept this copy they cannot tell.
+UNTOLD = 3
+
+# How far past an arrival the receiver's answer to it is looked for, in its connection's events
+# (data and ACKs), where no copy can come or its copy has come: a host's ACKs trail its capture
+# point by at most the arrivals it has not yet taken, which Linux bounds by the socket's buffers
+# (tcp_add_backlog: the receive plus the send buffer, 6 + 4 MB at most by default, about 7,000
+# full segments and their ACKs). Past that the ACKs cannot tell. It also keeps the scan linear
+# on a hostile capture whose ACKs never cover anything.
+LOOKAHEAD_EVENTS = 16_384
 
 
 @jit
@@ -76,9 +88,10 @@ def _covers(
 
 
 @jit
-def _kept_before_next(
+def _duplicates_reported(
     i: int,
     j: int,
+    reach: int,
     s: int,
     e: int,
     rows: np.ndarray,
@@ -91,49 +104,131 @@ def _kept_before_next(
     sack_left: np.ndarray,
     sack_right: np.ndarray,
 ) -> bool:  # pragma: no cover - numba
-    """Whether the host kept data event i, [s, e), though a copy (event j) arrived before any
-    ACK covered it: it acknowledged [s, e) before the first new data that arrived after event
-    i and before the copy.
+    """Whether the host reported as many duplicates of [s, e) (D-SACK blocks, RFC 2883) as
+    copies of it arrived after data event i, before it showed it had taken the first new data
+    after the first copy (event j): then none of the arrivals from event i on was lost.
+
+    A host that keeps one of several arrivals of the same bytes and finds the others already
+    held reports each of those with a D-SACK, so had it dropped event i, it reports one
+    duplicate fewer than the copies that came after. A host may take an arrival a little out
+    of capture order, and answer it late: the D-SACK of a copy then comes after the ACK that
+    the copy filled, so the count runs until the host has taken data that arrived after the
+    copy (`reach`: the highest byte the arrivals before event i reached). A host that sets
+    a D-SACK for two duplicates before it sends one ACK reports one (Linux keeps the last):
+    the count can fall short, never over."""
+    g = group[rows[i]]
+    reach = max(reach, e)
+    copies = 0
+    reported = 0
+    ys = np.int64(-1)
+    ye = np.int64(-1)
+    for k in range(i + 1, min(rows.size, j + LOOKAHEAD_EVENTS)):
+        q = rows[k]
+        if group[q] != g:
+            break
+        if is_data[q]:
+            qs = np.int64(left[q])
+            qe = qs + np.int64(length[q])
+            if qs < e and qe > s:
+                copies += 1
+            elif k > j and ye < 0 and qs >= reach:
+                ys, ye = qs, qe
+            reach = max(reach, int(qe))
+            continue
+        if _dsack_overlaps(k, ack[q], s, e, sack_start, sack_left, sack_right):
+            reported += 1
+            if reported >= copies:
+                return True
+        if ye >= 0 and _covers(k, ack[q], ys, ye, sack_start, sack_left, sack_right):
+            break
+    return False
+
+
+@jit
+def _host_order(
+    i: int,
+    j: int,
+    k0: int,
+    reach: int,
+    overtaken: bool,
+    s: int,
+    e: int,
+    rows: np.ndarray,
+    group: np.ndarray,
+    is_data: np.ndarray,
+    left: np.ndarray,
+    length: np.ndarray,
+    ack: np.ndarray,
+    sack_start: np.ndarray,
+    sack_left: np.ndarray,
+    sack_right: np.ndarray,
+) -> int:  # pragma: no cover - numba
+    """What the host did with data event i, [s, e), whose copy (event j) arrived before any
+    ACK covered it, as the order of its ACKs tells: ACKED, RESENT_UNACKED, or UNTOLD where
+    they cannot tell. `k0` is the last ACK event before event i (-1: none), `reach` the
+    highest byte the arrivals before it reached, and `overtaken` whether a segment the sender
+    sent after it reached the capture point first.
 
     A host takes its arrivals in the order they reached its capture point (one queue from the
-    tap to TCP), and acknowledges out-of-order data at once with a SACK block (RFC 2018 4). Its
-    ACKs can trail the tap by tens of segments when its CPU cannot keep up: the sender then
-    resends what the ACKs have not reached, and the copy comes before the ACK of the first. The
-    order of the ACKs still tells. Had the host dropped event i, it took the new data next
-    without it: a SACK block of that data comes first, or, once the copy fills the hole, one
-    cumulative ACK of both. So an ACK of [s, e) before any of that data says event i was taken
-    first where the receiver's SACK blocks are in the capture (the new data's arrival would
-    have shown), and without them where it acknowledges [s, e) but not the new data and that
-    data starts at e (the copy would have acknowledged both at once). With no new data between
-    the two arrivals the order cannot tell the first copy from the second, and the copy's
-    arrival decides (dropped)."""
+    tap to TCP) and acknowledges out-of-order data at once, with a SACK block (RFC 2018 4) or,
+    without SACK, a duplicate ACK (RFC 5681 4.2). Its ACKs can trail the tap by tens of
+    segments when its CPU cannot keep up, and the sender then resends before they catch up.
+    The order of the ACKs still tells, given new data x that arrived between the two copies
+    (past every earlier arrival: a copy of older bytes may be acknowledged for an arrival
+    before event i). Had the host dropped event i, it took x without it: an ACK of x that does
+    not cover [s, e) comes first. Had it kept event i, an ACK of [s, e) comes before any of
+    x, or with it where the receiver's SACK blocks are in the capture (x's arrival would
+    have shown apart), or without them where x starts at e (an ACK of [s, e) and not of x).
+
+    Without the SACK blocks, a second ACK of s tells where event i reached past every earlier
+    arrival: nothing before it could make the host acknowledge s twice, so it
+    took an arrival after event i while it lacked [s, e). Anything else cannot tell which of
+    the two copies the host kept.
+
+    An arrival that segments sent after it overtook came by a path beside theirs (a receive
+    queue per CPU, a link of a bundle): past the capture point the host may take it after
+    them as well, so the order of its ACKs cannot say it dropped event i."""
     g = group[rows[i]]
-    # The first new data (starting at or past e) that arrived between the two.
-    x = -1
+    highest = e >= reach
+    reach = max(reach, e)
+    xs = np.int64(-1)
+    xe = np.int64(-1)
     for k in range(i + 1, j):
         q = rows[k]
-        if is_data[q] and left[q] >= e:
-            x = k
-            break
-    if x < 0:
-        return False
-    xs = np.int64(left[rows[x]])
-    xe = xs + np.int64(length[rows[x]])
+        if is_data[q]:
+            qs = np.int64(left[q])
+            qe = qs + np.int64(length[q])
+            known = k0 >= 0 and _covers(
+                k0, ack[rows[k0]], qs, qe, sack_start, sack_left, sack_right
+            )
+            if xe < 0 and qs >= reach and not known:
+                xs, xe = qs, qe
+            reach = max(reach, int(qe))
+    acks_of_s = 1 if k0 >= 0 and ack[rows[k0]] == s else 0
     sacked = False
-    for k in range(i + 1, rows.size):
+    for k in range(i + 1, min(rows.size, j + LOOKAHEAD_EVENTS)):
         q = rows[k]
         if group[q] != g:
             break
         if is_data[q]:
             continue
-        sacked |= sack_start[k + 1] > sack_start[k]
+        has_sack = sack_start[k + 1] > sack_start[k]
+        sacked |= has_sack
         first = _covers(k, ack[q], s, e, sack_start, sack_left, sack_right)
+        if highest and not first and ack[q] == s and not has_sack:
+            acks_of_s += 1
+            if acks_of_s >= 2:
+                return UNTOLD if overtaken else RESENT_UNACKED
+        if xe < 0:
+            if first:
+                return UNTOLD
+            continue
         new = _covers(k, ack[q], xs, xe, sack_start, sack_left, sack_right)
         if first:
-            return sacked or (not new and xs == e)
+            return ACKED if sacked or (not new and xs == e) else UNTOLD
         if new:
-            return False
-    return False
+            return UNTOLD if overtaken else RESENT_UNACKED
+    return UNTOLD
 
 
 @jit
@@ -144,14 +239,15 @@ def _scan(
     left: np.ndarray,
     length: np.ndarray,
     ack: np.ndarray,
+    overtaken: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """For each data event, the verdict of the ACKs after it, and whether it came in already
     acknowledged (a duplicate). Event i is row rows[i] of the columns (group, is_data, left,
-    length, ack), the events sorted by (group, capture order); ACK event j owns SACK blocks
-    sack_start[j]:sack_start[j + 1]."""
+    length, ack, overtaken), the events sorted by (group, capture order); ACK event j owns SACK
+    blocks sack_start[j]:sack_start[j + 1]."""
     n = rows.size
     verdict = np.full(n, -1, dtype=np.int8)
     duplicate = np.zeros(n, dtype=np.bool_)
@@ -160,33 +256,47 @@ def _scan(
     # never be re-sent, so its scan visits the ACK events alone: a capture of one direction
     # (a tap on one side, no ACKs), whose scan would otherwise run to the end for every
     # arrival, stays linear.
+    # And whether an ACK event after it carries SACK blocks: without one no duplicate can be
+    # reported (a D-SACK), and that count is not looked for.
     next_ack = np.full(n, n, dtype=np.int64)
     least_left_after = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    sack_after = np.zeros(n, dtype=np.bool_)
     following_ack = n
     least = np.iinfo(np.int64).max
+    sacks_later = False
     for i in range(n - 1, -1, -1):
         if i == n - 1 or group[rows[i]] != group[rows[i + 1]]:
             following_ack = n
             least = np.iinfo(np.int64).max
+            sacks_later = False
         next_ack[i] = following_ack
         least_left_after[i] = least
+        sack_after[i] = sacks_later
         if is_data[rows[i]]:
             if left[rows[i]] < least:
                 least = left[rows[i]]
         else:
             following_ack = i
+            sacks_later |= sack_start[i + 1] > sack_start[i]
     acked_so_far = np.int64(-(1 << 62))
+    last_ack = -1  # the group's last ACK event so far
+    reach = np.int64(-(1 << 62))  # the highest byte the group's arrivals so far reached
     for i in range(n):
         r = rows[i]
         if i == 0 or group[r] != group[rows[i - 1]]:
             acked_so_far = np.int64(-(1 << 62))
+            last_ack = -1
+            reach = np.int64(-(1 << 62))
         if not is_data[r]:
             if ack[r] > acked_so_far:
                 acked_so_far = np.int64(ack[r])
+            last_ack = i
             continue
         s = np.int64(left[r])
         e = s + np.int64(length[r])
         duplicate[i] = e <= acked_so_far
+        reach_before = reach
+        reach = max(reach, e)
         v = NEVER_ACKED
         # How far from s later copies have re-sent this arrival's bytes, in order: a sender
         # that resends a super-segment (TSO, GRO at the receiver) resends it in pieces.
@@ -195,28 +305,20 @@ def _scan(
         # can decide.
         acks_only = least_left_after[i] > s
         j = next_ack[i] if acks_only else i + 1
-        while j < n and group[rows[j]] == group[r]:
+        stop = i + LOOKAHEAD_EVENTS if acks_only else n
+        while j < min(n, stop) and group[rows[j]] == group[r]:
             q = rows[j]
             if is_data[q]:
                 if left[q] <= resent_to and left[q] + np.int64(length[q]) > resent_to:
                     resent_to = left[q] + np.int64(length[q])
                 if resent_to >= e:
-                    # Re-sent whole before any ACK covered it: dropped, unless the ACK that
-                    # answers the last copy reports it a duplicate (a D-SACK, RFC 2883): the
-                    # host had kept the first copy and only held its ACK back.
-                    v = RESENT_UNACKED
-                    k = j + 1
-                    while k < n and group[rows[k]] == group[r] and is_data[rows[k]]:
-                        k += 1
-                    if (
-                        k < n
-                        and group[rows[k]] == group[r]
-                        and _dsack_overlaps(
-                            k, ack[rows[k]], s, e, sack_start, sack_left, sack_right
-                        )
-                    ) or _kept_before_next(
+                    # Re-sent whole before any ACK covered it: kept if the host reports
+                    # every copy a duplicate (a D-SACK, RFC 2883: it had kept the first and
+                    # only held its ACK back); else the order of its ACKs tells, or not.
+                    if sack_after[i] and _duplicates_reported(
                         i,
                         j,
+                        reach_before,
                         s,
                         e,
                         rows,
@@ -230,6 +332,25 @@ def _scan(
                         sack_right,
                     ):
                         v = ACKED
+                    else:
+                        v = _host_order(
+                            i,
+                            j,
+                            last_ack,
+                            reach_before,
+                            overtaken[r],
+                            s,
+                            e,
+                            rows,
+                            group,
+                            is_data,
+                            left,
+                            length,
+                            ack,
+                            sack_start,
+                            sack_left,
+                            sack_right,
+                        )
                     break
             elif _covers(j, ack[q], s, e, sack_start, sack_left, sack_right):
                 v = ACKED
@@ -255,6 +376,7 @@ def _scan_rows(
     left: np.ndarray,
     length: np.ndarray,
     ack: np.ndarray,
+    overtaken: np.ndarray,
     sack_owner: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
@@ -268,6 +390,7 @@ def _scan_rows(
         left,
         length,
         ack,
+        overtaken,
         _sack_starts(sack_owner, rows.size),
         sack_left.astype(np.int64, copy=False),
         sack_right.astype(np.int64, copy=False),
@@ -283,13 +406,16 @@ def receiver_verdicts(
     sack_owner: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
+    overtaken: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per event of the receiver's capture (sorted by group, then capture order): the verdict
-    (ACKED, RESENT_UNACKED, NEVER_ACKED; -1 for ACK events) and whether a data arrival was
-    already acknowledged when it came (a duplicate).
+    (ACKED, RESENT_UNACKED, NEVER_ACKED, UNTOLD; -1 for ACK events) and whether a data arrival
+    was already acknowledged when it came (a duplicate).
 
     Data events carry their byte range [left, right); ACK events the receiver's cumulative ACK
     in `ack`. SACK blocks belong to the ACK event at index `sack_owner` (sorted ascending).
+    `overtaken` marks the data events that a segment sent after them reached first (None:
+    none).
     """
     left = left.astype(np.int64)
     return _scan_rows(
@@ -299,6 +425,7 @@ def receiver_verdicts(
         left,
         right.astype(np.int64) - left,
         ack.astype(np.int64),
+        np.zeros(group.size, dtype=np.bool_) if overtaken is None else overtaken.astype(np.bool_),
         sack_owner,
         sack_left,
         sack_right,
@@ -379,10 +506,47 @@ def _owners(
     return out
 
 
+@jit
+def _overtaken_rows(
+    n_arrive: int, s_row: np.ndarray, r_row: np.ndarray, s_ts: np.ndarray, r_cd: np.ndarray
+) -> np.ndarray:  # pragma: no cover - numba
+    """Per row of the arriving capture, whether a packet its connection's direction sent after
+    it (by the leaving capture's times of the pairs (s_row, r_row)) arrived before it."""
+    sent = np.full(n_arrive, np.iinfo(np.int64).max, dtype=np.int64)
+    for k in range(s_row.size):
+        r = r_row[k]
+        if 0 <= r < n_arrive and 0 <= s_row[k] < s_ts.size and s_ts[s_row[k]] < sent[r]:
+            sent[r] = s_ts[s_row[k]]
+    n_cd = 0
+    for r in range(n_arrive):
+        n_cd = max(n_cd, r_cd[r] + 1)
+    latest = np.full(n_cd, np.iinfo(np.int64).min, dtype=np.int64)
+    out = np.zeros(n_arrive, dtype=np.bool_)
+    for r in range(n_arrive):
+        c = r_cd[r]
+        if c < 0 or sent[r] == np.iinfo(np.int64).max:
+            continue
+        out[r] = latest[c] > sent[r]
+        latest[c] = max(latest[c], sent[r])
+    return out
+
+
+def overtaken_rows(leave: Side, arrive: Side, found: Found) -> np.ndarray:
+    """Per row of the arriving capture, whether a segment of its direction that the sender sent
+    after it reached the arriving capture point first (reordering on the way)."""
+    return _overtaken_rows(
+        arrive.rows, found.s_row, found.r_row, leave.ts_ns, arrive.cd.astype(np.int64)
+    )
+
+
 def receiver_scan(
-    receiver: Connections, pairs: pd.DataFrame, data_dir_s: np.ndarray
+    receiver: Connections,
+    pairs: pd.DataFrame,
+    data_dir_s: np.ndarray,
+    overtaken: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per receiver packet row: the ACK verdict (-1 where not a data arrival) and duplicate flag.
+    `overtaken`: per receiver row, whether a segment sent after it arrived first (None: none).
 
     Only connections that carried data in the judged direction are scanned: elsewhere no row
     is a data arrival, and an ACK event has no verdict of its own."""
@@ -435,6 +599,7 @@ def receiver_scan(
         seq,
         pk.column("payload_bytes").to_numpy(),
         ack,
+        np.zeros(n, dtype=np.bool_) if overtaken is None else overtaken,
         owner[by_owner],
         left[by_owner],
         right[by_owner],
@@ -515,8 +680,9 @@ def _first_arrivals(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """Per transmission (leave row rows[t]), from the pairs (s_row, r_row) of a transmission
     with an arrival (an `arr` row): its first arrival's row (the earliest, the first pair of
-    equal times; -1: none), whether all its bytes arrived, whether its host dropped a piece
-    (RESENT_UNACKED) and whether every piece came in a duplicate."""
+    equal times; -1: none), whether all its bytes arrived, what its host did with its pieces
+    (2: dropped one, RESENT_UNACKED; 1: its ACKs cannot tell of one, UNTOLD; 0: neither) and
+    whether every piece came in a duplicate."""
     n_tx = rows.size
     tx_of = np.full(n_leave, -1, dtype=np.int64)
     for t in range(n_tx):
@@ -527,7 +693,7 @@ def _first_arrivals(
     first = np.full(n_tx, -1, dtype=np.int64)
     first_ts = np.zeros(n_tx, dtype=np.int64)
     got = np.zeros(n_tx, dtype=np.int64)
-    dropped = np.zeros(n_tx, dtype=np.bool_)
+    dropped = np.zeros(n_tx, dtype=np.uint8)
     dup = np.ones(n_tx, dtype=np.bool_)
     for k in range(s_row.size):
         s = s_row[k]
@@ -540,7 +706,9 @@ def _first_arrivals(
             first_ts[t] = r_ts[r]
         got[t] += min(np.int64(s_len[s]), np.int64(r_len[r]))
         if verdict[r] == RESENT_UNACKED:
-            dropped[t] = True
+            dropped[t] = 2
+        elif verdict[r] == UNTOLD and dropped[t] == 0:
+            dropped[t] = 1
         if not duplicate[r]:
             dup[t] = False
     whole = np.empty(n_tx, dtype=np.bool_)
@@ -826,7 +994,8 @@ def transmission_fates(
     fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
     fate[reordered] = _CODE["reordered"]
     fate[whole & dup] = _CODE["duplicate"]
-    fate[whole & dropped] = _CODE["receiver_drop"]
+    fate[whole & (dropped == 1)] = _CODE["receiver_untold"]
+    fate[whole & (dropped == 2)] = _CODE["receiver_drop"]
     fate[~whole] = _CODE["network_drop"]
     fate[gap] = _CODE["receiver_capture_gap"]
     del reordered, whole, dup, dropped, gap

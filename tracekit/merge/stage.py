@@ -17,7 +17,7 @@ from tracekit.core.groups import as_slice
 from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
-from tracekit.merge.fate import data_rows, receiver_scan, transmission_fates
+from tracekit.merge.fate import data_rows, overtaken_rows, receiver_scan, transmission_fates
 from tracekit.merge.match import (
     BYTES,
     ConnectionMatch,
@@ -207,7 +207,7 @@ def merge(
     # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
     r_found = np.zeros(n_r, dtype=bool)
     r_found[r_row] = True
-    verdict, duplicate = receiver_scan(receiver, pairs, data_dir_s)
+    verdict, duplicate = receiver_scan(receiver, pairs, data_dir_s, overtaken_rows(snd, rcv, found))
     columns, sender_fate, receiver_fate = transmission_fates(
         leave=snd,
         arrive=rcv,
@@ -559,7 +559,9 @@ def _returning_fates(
     swapped = pairs.rename(columns={"conn_s": "conn_r", "conn_r": "conn_s"})
     back_r = np.zeros(receiver.table.num_rows, dtype=np.int64)
     back_r[pairs["conn_r"].to_numpy()] = back[pairs["conn_s"].to_numpy()] ^ pairs["flip"].to_numpy()
-    verdict, duplicate = receiver_scan(sender, swapped, back_r)
+    verdict, duplicate = receiver_scan(
+        sender, swapped, back_r, overtaken_rows(rcv, snd, found.swapped())
+    )
     s_found = np.zeros(snd.rows, dtype=bool)
     s_found[found.s_row] = True
     columns, fate_at_receiver, fate_at_sender = transmission_fates(
