@@ -160,7 +160,7 @@ def test_counts_equal_tsharks(carried: Path) -> None:
 IP_TUNNELS = {
     *("ipip", "ipv6_in_ipv4", "gre", "gre_key_sequence_checksum", "gre_ethernet", "vxlan"),
     *("geneve", "gtp_u", "vxlan_in_gre", "erspan_ii", "erspan_iii", "erspan_iii_platform"),
-    *("wccp", "wccp_no_redirect_header", "gre_aruba", "gre_in_udp"),
+    *("wccp", "wccp_no_redirect_header", "gre_aruba", "gre_in_udp", "ayiya"),
 }
 
 
@@ -221,13 +221,18 @@ def _nested(depth: int) -> Packet:
         # WCCP's redirect header, then a frame cut inside the IPv4 header.
         lambda: bytes(_outer(GRE(proto=0x883E) / Raw(b"\x05\x59\x00\x48")))
         + bytes(_tcp(0))[:12],
+        # AYIYA whose opcode is not forward (a heartbeat), and one whose identity (2**15
+        # bytes) runs past the packet.
+        lambda: bytes(_outer(_udp(5072) / Raw(encap.AYIYA[:2] + b"\x10" + encap.AYIYA[3:])))
+        + bytes(_tcp(0)),
+        lambda: bytes(_outer(_udp(5072) / Raw(b"\xf1" + encap.AYIYA[1:]) / _tcp(0))),
         # L2TP version 3, whose data header's layout the session's configuration says.
         lambda: bytes(_outer(_udp(1701) / Raw(b"\x00\x03\x00\x00" + b"\x00" * 4) / _tcp(0))),
     ],
     ids=[
         *("gre_cut", "geneve_options_past_end", "gtp_zero_extension", "too_deep"),
         *("vxlan_no_vni", "l2tp_offset_past_end", "l2tp_control", "gre_in_udp_cut", "wccp_cut"),
-        "l2tp_version_3",
+        *("ayiya_heartbeat", "ayiya_identity_past_end", "l2tp_version_3"),
     ],
 )  # fmt: skip
 def test_a_damaged_or_deep_tunnel_is_not_tcp(build: Callable[[], bytes], tmp_path: Path) -> None:
@@ -342,6 +347,29 @@ def test_an_nflog_record_without_a_packet_is_counted_by_its_reason(
     frame: bytes, reason: str, tmp_path: Path
 ) -> None:
     path = _nflog_pcap(tmp_path / "nflog.pcap", False, [frame, frame])
+    assert read_capture(path).stats.skipped == {reason: 2}
+    if shutil.which("tshark"):
+        assert _tshark(path) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        # The link header was stripped, and the protocol word says neither IP nor MPLS.
+        (b"MGC\x02" + b"\x09\x00\x00\x00" + bytes(_tcp(0)), "non_ip"),
+        # Not Juniper's magic.
+        (b"MGX\x00" + bytes(_eth() / _tcp(0)), "bad_header"),
+        # Extensions said to run past the frame.
+        (b"MGC\x80\x01\x00" + bytes(_eth() / _tcp(0))[:40], "short_frame"),
+        # Cut inside the extensions' length.
+        (b"MGC\x80\x00", "short_frame"),
+    ],
+    ids=["no_l2_unknown_protocol", "bad_magic", "extensions_past_end", "cut"],
+)
+def test_a_juniper_record_without_an_ethernet_frame_is_counted_by_its_reason(
+    frame: bytes, reason: str, tmp_path: Path
+) -> None:
+    path = _pcap(tmp_path / "juniper.pcap", 178, [frame, frame])
     assert read_capture(path).stats.skipped == {reason: 2}
     if shutil.which("tshark"):
         assert _tshark(path) == (0, 0)
@@ -487,7 +515,8 @@ import numpy as np
 from tracekit.capture import decode
 rng = np.random.default_rng(7)
 cases = [(decode.IPPROTO_GRE, None), (17, decode.PORT_VXLAN), (17, decode.PORT_GENEVE),
-         (17, decode.PORT_GTP_U), (17, decode.PORT_L2TP), (17, decode.PORT_GRE_IN_UDP)]
+         (17, decode.PORT_GTP_U), (17, decode.PORT_L2TP), (17, decode.PORT_GRE_IN_UDP),
+         (17, decode.PORT_AYIYA)]
 for proto, port in cases:
     for n in range(0, 48):
         for _ in range(64):
@@ -496,6 +525,8 @@ for proto, port in cases:
                 b[2], b[3] = port >> 8, port & 0xFF
             if port == decode.PORT_GTP_U and n >= 10:
                 b[8], b[9] = 0x30 | rng.integers(0, 8), 255
+            if port == decode.PORT_AYIYA and n >= 12:
+                b[10], b[11] = (b[10] & 0xF0) | decode.AYIYA_FORWARD, rng.choice([4, 41])
             if port == decode.PORT_L2TP and n >= 10:
                 b[8], b[9] = rng.integers(0, 256) & 0x7F, 2  # a version 2 data message
             gre = 8 if port == decode.PORT_GRE_IN_UDP else 0 if port is None else -1
@@ -527,9 +558,15 @@ for n in range(0, 96):
             decode._link_payload(b, n, 0, n)
             decode._link_payload(b, 1500, 0, n)
         decode._nflog(b, 0, n)
+        if n >= 4:  # Juniper's magic, then any flags
+            b[0], b[1], b[2] = 0x4D, 0x47, 0x43
+        decode._juniper(b, 0, n)
         if n >= 8:  # a payload TLV at once, little- or big-endian, of any length
             b[4:8] = [b[4], b[5], 9, 0] if n % 2 else [b[4], b[5], 0, 9]
             decode._nflog(b, 0, n)
+        if n >= 4:  # Juniper's magic, then any flags
+            b[0], b[1], b[2] = 0x4D, 0x47, 0x43
+        decode._juniper(b, 0, n)
         decode._ppp_protocol(b, 0, n)
         decode._ppp_frame(b, 0, n)
         decode._cisco_hdlc(b, 0, n)

@@ -34,6 +34,7 @@ LINK_LOOP = 108  # OpenBSD loopback: address family in network byte order
 LINK_SLL = 113  # Linux cooked capture v1, 16-byte header
 LINK_ARCNET_LINUX = 129  # ARCNET as Linux captures it: a 2-byte offset after the addresses
 LINK_MPLS = 219  # the frame starts with an MPLS label stack
+LINK_JUNIPER_ETHER = 178  # a Juniper router's capture of an Ethernet port: see `_juniper`
 LINK_NFLOG = 239  # Linux NFLOG (`tcpdump -i nflog`): see `_nflog`
 # IP over InfiniBand as Linux captures it: 40 bytes of link addresses (Wireshark shows the last
 # 20, the destination's hardware address), then RFC 4391's 4-byte header (an Ethernet type and
@@ -62,6 +63,7 @@ KNOWN_LINK_TYPES = frozenset(
         LINK_LOOP,
         LINK_SLL,
         LINK_MPLS,
+        LINK_JUNIPER_ETHER,
         LINK_NFLOG,
         LINK_IPOIB,
         LINK_IPV4,
@@ -126,6 +128,14 @@ WLAN_AMSDU = 0x80  # the QoS control's A-MSDU present bit: subframes, not one LL
 # LLC/SNAP (RFC 1042): AA AA 03, then an OUI and an Ethernet type. The OUI is zero, or
 # Cisco's 00-00-F8 (RFC 1042's "bridge tunnel" usage), which Wireshark reads alike.
 SNAP_BYTES = 8
+# Juniper's capture header (tcpdump's print-juniper.c, Wireshark's packet-juniper.c): the magic
+# "MGC", a flags byte, and with its extension flag a 2-byte length of extension TLVs that
+# follow; then the frame, unless the no-L2 flag says the link header was stripped: a 4-byte
+# protocol (little-endian, as Wireshark reads it) then says what follows, IPv4 (2, or 3 from
+# MPLS), IPv6 (6, or 7 from MPLS) or an MPLS label stack (4, 5, 8).
+JUNIPER_MAGIC = 0x4D4743
+JUNIPER_FLAG_NO_L2 = 0x02
+JUNIPER_FLAG_EXT = 0x80
 # NFLOG (tcpdump.org/linktypes/LINKTYPE_NFLOG.html): address family, version and resource id
 # (4 bytes), then TLVs of a 2-byte length (counting its own 4 header bytes), a 2-byte type
 # (the top bit a flag) and a value padded to 4 bytes; the packet is the payload TLV's value.
@@ -156,6 +166,11 @@ PORT_GTP_U = 2152
 PORT_L2TP = 1701
 # GRE in UDP (RFC 8086 3): the GRE header right after UDP's; Wireshark reads the port either way.
 PORT_GRE_IN_UDP = 4754
+# AYIYA, "anything in anything" (draft-massar-v6ops-ayiya 5): an 8-byte header, an identity of
+# 2**IDLen bytes and a signature of SigLen 4-byte words; a forward message (opcode 1) then
+# carries the packet its next header names.
+PORT_AYIYA = 5072
+AYIYA_FORWARD = 1
 # GRE protocol types of what Wireshark reads: WCCP version 2's redirected IPv4 packets, behind a
 # 4-byte redirect header unless an IPv4 header starts right away (WCCP version 1 and the
 # Cisco draft's "no redirect header" mode); and Aruba's access points' 802.11 frames, without
@@ -860,6 +875,32 @@ def _u16le(b: np.ndarray, p: Any) -> Any:
     return np.int64(_at(b, p)) | (np.int64(_at(b, p + 1)) << 8)
 
 
+def _juniper(b: np.ndarray, q: Any, end: Any) -> Any:
+    """A Juniper Ethernet record at q: what `_link_payload` finds after its capture header."""
+    if end - q < 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    if (_u16(b, q) << 8) | np.int64(_at(b, q + 2)) != JUNIPER_MAGIC:
+        return 0, q, SKIP_BAD_HEADER, UNLIMITED
+    flags = _at(b, q + 3)
+    h = q + 4
+    if flags & JUNIPER_FLAG_EXT:
+        if end - h < 2:
+            return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+        h += 2 + _u16(b, h)
+    if not flags & JUNIPER_FLAG_NO_L2:
+        return _ethernet(b, h, end)
+    if end - h < 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    protocol = _u16le(b, h) | (_u16le(b, h + 2) << 16)
+    if protocol in (2, 3):
+        return 4, h + 4, KEPT, UNLIMITED
+    if protocol in (6, 7):
+        return 6, h + 4, KEPT, UNLIMITED
+    if protocol in (4, 5, 8):
+        return _link_payload(b, ETHERTYPE_MPLS, h + 4, end)
+    return 0, h + 4, KEPT, UNLIMITED
+
+
 def _nflog(b: np.ndarray, q: Any, end: Any) -> Any:
     """An NFLOG record at q: what `_link_payload` finds (IP version 4 or 6, or 0; the packet's
     offset; KEPT, SKIP_SHORT_FRAME or SKIP_BAD_HEADER; the payload TLV's length as the most
@@ -1001,6 +1042,18 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
     if PORT_GRE_IN_UDP in (dport, _u16(b, l4)):
         inner, start = _gre(b, h, stop)
         return (inner, start) if inner != 0 else (0, l4)
+    if PORT_AYIYA in (dport, _u16(b, l4)):
+        if _at(b, h + 2) & 0x0F != AYIYA_FORWARD:
+            return 0, l4
+        following = _at(b, h + 3)
+        start = h + 8 + (np.int64(1) << (_at(b, h) >> 4)) + np.int64(_at(b, h + 1) >> 4) * 4
+        if start >= stop:
+            return 0, l4
+        if following == IPPROTO_IPIP:
+            return 4, start
+        if following == IPPROTO_IPV6:
+            return 6, start
+        return 0, l4
     if dport == PORT_VXLAN:
         # The I flag says the VNI is valid (RFC 7348 5); the frame follows the 8-byte header.
         if _at(b, h) & 0x08:
@@ -1399,6 +1452,11 @@ def decode_records(
                     reason[i] = SKIP_NON_IP
                     continue
             version, q, skip, cap = _wlan(buf, q, end)
+            if skip != KEPT:
+                reason[i] = skip
+                continue
+        elif link == LINK_JUNIPER_ETHER:
+            version, q, skip, cap = _juniper(buf, off, end)
             if skip != KEPT:
                 reason[i] = skip
                 continue
@@ -1802,7 +1860,8 @@ bind(
     ("decode_records", "_rehash"),
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
-        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_nflog", "_wlan"),
+        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
+        *("_nflog", "_wlan"),
         *("_gre", "_tunnel", "_skipped"),
         *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
