@@ -27,8 +27,9 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   captured bytes), bad_header (a header that does not fit in its IP packet or frame, a malformed
   IPv4 option, a fragment without data or longer than its frame), bad_timestamp (a pcapng time,
   if_tsoffset included, outside the int64 nanoseconds of 1677-2262), unknown_link_type (a pcapng
-  interface of a link type not read here), encrypted (IPsec ESP), and the fragments of datagrams
-  never completed: fragment_incomplete, fragment_timeout, fragment_evicted.
+  interface of a link type not read here), encrypted (IPsec ESP), compressed (IPComp), and the
+  fragments of datagrams never completed: fragment_incomplete, fragment_timeout,
+  fragment_evicted.
 - A capture cut off mid-record is read up to the cut, with `stats.truncated_tail` and a warning;
   corruption raises CaptureError (the line between them: tracekit.capture.reader).
 - Files are opened read-only. Uncompressed files are walked in place through bounded read-only

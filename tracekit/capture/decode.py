@@ -152,12 +152,13 @@ PPP_MPLS = 0x0281
 PPP_MPLS_MC = 0x0283
 PPP_CARRIES_MPLS = 2
 # IP protocol numbers of the tunnels decoded: IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213), GRE
-# (RFC 2784, RFC 2890); and of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
+# (RFC 2784, RFC 2890); of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
 IPPROTO_IPIP = 4
 IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
 IPPROTO_ESP = 50
 IPPROTO_AH = 51
+IPPROTO_COMP = 108  # IPComp (RFC 3173): the payload is compressed (DEFLATE, LZS)
 # UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281),
 # L2TP (RFC 2661: version 2, which carries PPP).
 PORT_VXLAN = 4789
@@ -208,6 +209,7 @@ SKIP_ENCRYPTED = 8  # IPsec ESP: the transport header is encrypted
 SKIP_FRAGMENT_INCOMPLETE = 9  # its datagram still lacked bytes at the end of the capture
 SKIP_FRAGMENT_TIMEOUT = 10  # ... or past its timeout (IPV4/IPV6_FRAGMENT_TIMEOUT_NS)
 SKIP_FRAGMENT_EVICTED = 11  # its datagram was evicted from the full fragment table
+SKIP_COMPRESSED = 12  # IPComp: the transport header is compressed
 SKIP_REASONS = (
     "kept",
     "non_ip",
@@ -221,6 +223,7 @@ SKIP_REASONS = (
     "fragment_incomplete",
     "fragment_timeout",
     "fragment_evicted",
+    "compressed",
 )
 
 # IPv4 options that carry a source route, RFC 791 3.1: loose (LSRR) and strict (SSRR).
@@ -1698,6 +1701,9 @@ def decode_records(
             udp_head_len[i] = head_len
         elif proto == IPPROTO_ESP:
             reason[i] = SKIP_ENCRYPTED
+            continue
+        elif proto == IPPROTO_COMP:
+            reason[i] = SKIP_COMPRESSED
             continue
         else:
             reason[i] = SKIP_NOT_TCP_UDP
