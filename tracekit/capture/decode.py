@@ -1410,26 +1410,15 @@ def decode_records(
         q = off
         version = 0
         cap = UNLIMITED
+        skip = KEPT
         if link == LINK_ETHERNET:
             version, q, skip, cap = _ethernet(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_MPLS:
             version, q, skip, cap = _link_payload(buf, ETHERTYPE_MPLS, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_C_HDLC:
             version, q, skip, cap = _cisco_hdlc(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link in (LINK_PPP, LINK_PPP_HDLC):
             version, q, skip, cap = _ppp_frame(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_FDDI:
             # Frame control and two addresses (13 bytes), then LLC/SNAP: AA AA 03, an OUI of
             # zero, and an Ethernet type (RFC 1390).
@@ -1455,33 +1444,18 @@ def decode_records(
                     reason[i] = SKIP_NON_IP
                     continue
             version, q, skip, cap = _wlan(buf, q, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_JUNIPER_ETHER:
             version, q, skip, cap = _juniper(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_NFLOG:
             version, q, skip, cap = _nflog(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_IPOIB:
             if end - off < IPOIB_HEADER_BYTES:
                 reason[i] = SKIP_SHORT_FRAME
                 continue
             ethertype = _u16(buf, off + IPOIB_HEADER_BYTES - 4)
             version, q, skip, cap = _link_payload(buf, ethertype, off + IPOIB_HEADER_BYTES, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link in (LINK_ARCNET_BSD, LINK_ARCNET_LINUX):
             version, q, skip = _arcnet(buf, off, end, link == LINK_ARCNET_LINUX)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link in (LINK_SLL, LINK_SLL2):
             hdr = 16 if link == LINK_SLL else 20
             if end - off < hdr:
@@ -1527,6 +1501,9 @@ def decode_records(
                 version = 6
         else:  # an interface whose link type the reader does not know (pcapng IDB)
             reason[i] = SKIP_UNKNOWN_LINK_TYPE
+            continue
+        if skip != KEPT:
+            reason[i] = skip
             continue
         if version == 0:
             reason[i] = SKIP_NON_IP
