@@ -190,7 +190,8 @@ INNER_ETHERNET = 1
 INNER_MPLS = 2
 INNER_PPP = 3
 INNER_WLAN = 5  # an 802.11 frame (not 4 or 6, which mean IP)
-# The bytes an IP packet may hold when no link-layer length limits it (only PPPoE's does).
+# The bytes an IP packet may hold when no link-layer length limits it (a PPPoE length, an 802.3
+# length or an NFLOG payload TLV's does).
 UNLIMITED = 1 << 62
 
 # Why a record was not kept; index into SKIP_REASONS (0 means kept).
@@ -1049,7 +1050,8 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         if _at(b, h + 2) & 0x0F != AYIYA_FORWARD:
             return 0, l4
         following = _at(b, h + 3)
-        start = h + 8 + (np.int64(1) << (_at(b, h) >> 4)) + np.int64(_at(b, h + 1) >> 4) * 4
+        identity = np.int64(1) << np.int64(_at(b, h) >> 4)
+        start = h + 8 + identity + np.int64(_at(b, h + 1) >> 4) * 4
         if start >= stop:
             return 0, l4
         if following == IPPROTO_IPIP:
@@ -1453,7 +1455,9 @@ def decode_records(
                 reason[i] = SKIP_SHORT_FRAME
                 continue
             ethertype = _u16(buf, off + IPOIB_HEADER_BYTES - 4)
-            version, q, skip, cap = _link_payload(buf, ethertype, off + IPOIB_HEADER_BYTES, end)
+            q = off + IPOIB_HEADER_BYTES
+            if ethertype > ETHERNET_MAX_LENGTH:  # an Ethernet type; never an 802.3 length here
+                version, q, skip, cap = _link_payload(buf, ethertype, q, end)
         elif link in (LINK_ARCNET_BSD, LINK_ARCNET_LINUX):
             version, q, skip = _arcnet(buf, off, end, link == LINK_ARCNET_LINUX)
         elif link in (LINK_SLL, LINK_SLL2):
