@@ -59,7 +59,7 @@ LINK_LAYERS |= {"ipv6.hopopts", "ipv6.routing", "ipv6.dstopts", "ipv6.fraghdr", 
 LINK_LAYERS |= {"ieee8021ad", "etag", "vntag", "mpls", "pwethheuristic", "pwethcw", "pwethnocw"}
 LINK_LAYERS |= {"pppoes", "ppp", "chdlc", "fddi", "llc", "ah", "gre", "erspan", "udp", "vxlan"}
 LINK_LAYERS |= {"geneve", "gtp", "l2tp", "cfp", "arcnet", "wlan", "wlan_radio", "radiotap", "ppi"}
-LINK_LAYERS |= {"ieee8021ah", "nflog", "ipoib"}
+LINK_LAYERS |= {"ieee8021ah", "nflog", "ipoib", "juniper", "ayiya"}
 # capinfos -M -E names of the link types tracekit reads ("per-packet": pcapng with several).
 TRACEKIT_ENCAPS_M = {
     "ether",
@@ -81,6 +81,7 @@ TRACEKIT_ENCAPS_M = {
     "ppi",
     "nflog",
     "ip-ib",
+    "juniper-ether",
 }
 TRACEKIT_ENCAPS_M.add("per-packet")
 
