@@ -4,6 +4,8 @@
     python bench/corpus.py out.json --recheck [--json new.json]   # the files that did not pass
     python bench/corpus.py out.json --summary
     python bench/corpus.py extract --out bench/data/corpus NAME=GITDIR [NAME=GITDIR ...]
+    PYTHONPATH=TREE python bench/corpus.py readings OUT.jsonl DIR [DIR ...]
+    python bench/corpus.py changed BEFORE.jsonl AFTER.jsonl
 
 The first form checks every capture under DIR the way a user would: `tracekit flows --json`
 against a tshark fields export (packets and payload bytes per direction per connection), then
@@ -13,6 +15,12 @@ when the counts differ, the cause the script can tell from tshark's dissection.
 
 The second form copies the captures out of bare git directories (public projects' test
 captures) into OUT/NAME/<path with / replaced by __>.
+
+The last two tell which files a change to the reader touches: `readings` reads every capture
+under the folders in process with the tracekit it imports (choose the tree with PYTHONPATH) and
+writes one line per file: its connections' counts and its skipped frames by reason, or the
+error; `changed` prints the files whose lines differ between two such runs. Only those can
+change verdict, so only those (and a sample of the rest) need the first form again.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ LINK_LAYERS |= {"ipv6.hopopts", "ipv6.routing", "ipv6.dstopts", "ipv6.fraghdr", 
 LINK_LAYERS |= {"ieee8021ad", "etag", "vntag", "mpls", "pwethheuristic", "pwethcw", "pwethnocw"}
 LINK_LAYERS |= {"pppoes", "ppp", "chdlc", "fddi", "llc", "ah", "gre", "erspan", "udp", "vxlan"}
 LINK_LAYERS |= {"geneve", "gtp", "l2tp", "cfp", "arcnet", "wlan", "wlan_radio", "radiotap", "ppi"}
+LINK_LAYERS |= {"ieee8021ah", "nflog", "ipoib", "juniper", "ayiya"}
 # capinfos -M -E names of the link types tracekit reads ("per-packet": pcapng with several).
 TRACEKIT_ENCAPS_M = {
     "ether",
@@ -70,6 +79,9 @@ TRACEKIT_ENCAPS_M = {
     "ieee-802-11",
     "ieee-802-11-radiotap",
     "ppi",
+    "nflog",
+    "ip-ib",
+    "juniper-ether",
 }
 TRACEKIT_ENCAPS_M.add("per-packet")
 
@@ -136,6 +148,43 @@ def extract(out: Path, specs: list[str]) -> None:
         cat.stdin.close()
         cat.wait()
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+# --- readings: what the reader makes of each file, to find those a change touches -------------
+
+
+def readings(out: Path, folders: list[Path]) -> None:
+    """One JSON line per capture under `folders`: connections' counts and skipped frames."""
+    from tracekit.capture import read_capture  # the tree under test, chosen by PYTHONPATH
+    from tracekit.connections import build_connections
+
+    def overtime(*_: Any) -> None:
+        raise TimeoutError("over 60 s")
+
+    signal.signal(signal.SIGALRM, overtime)
+    columns = ("proto", "a", "b", "packets_a2b", "packets_b2a", "bytes_a2b", "bytes_b2a")
+    with out.open("w") as f:
+        for path in sorted(p for folder in folders for p in folder.rglob("*") if p.is_file()):
+            signal.alarm(60)
+            try:
+                capture = read_capture(path)
+                table = build_connections(capture).table
+                rows = sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+                line: dict[str, Any] = {"rows": rows, "skipped": capture.stats.skipped}
+            except Exception as error:  # every failure is a reading to compare
+                line = {"error": f"{type(error).__name__}: {error}"}
+            finally:
+                signal.alarm(0)
+            f.write(json.dumps({"file": str(path), **line}) + "\n")
+
+
+def changed(before: Path, after: Path) -> None:
+    """Print the files whose readings differ between two `readings` runs."""
+    old = {d["file"]: d for d in map(json.loads, before.read_text().splitlines())}
+    new = {d["file"]: d for d in map(json.loads, after.read_text().splitlines())}
+    for name in sorted(old.keys() | new.keys()):
+        if old.get(name) != new.get(name):
+            print(name)
 
 
 # --- running one command with a time limit and a memory cap -----------------------------------
@@ -794,6 +843,12 @@ def main() -> None:
         parser.add_argument("specs", nargs="+", metavar="NAME=GITDIR")
         opts = parser.parse_args(sys.argv[2:])
         extract(opts.out, opts.specs)
+        return
+    if sys.argv[1:2] == ["readings"]:
+        readings(Path(sys.argv[2]), [Path(a) for a in sys.argv[3:]])
+        return
+    if sys.argv[1:2] == ["changed"]:
+        changed(Path(sys.argv[2]), Path(sys.argv[3]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dir", type=Path, help="folder of captures, searched recursively")

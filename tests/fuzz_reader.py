@@ -59,6 +59,7 @@ SEEDS = (
     "zoo_zstd.pcapng",
     "encap_carried.pcap",
     "encap_damaged.pcap",
+    "encap_links.pcapng",
 )
 # Values that sit on the reader's limits: lengths around 0, 256 KiB, the snaplen, 2**31, 2**32.
 EDGE_VALUES = (0, 1, 3, 4, 11, 12, 16, 20, 28, 32, 96, 128, 262144, 262145, 2**31, 2**32 - 1)

@@ -266,6 +266,20 @@ def test_require_tcp_accepts_tcp_and_refuses_udp_only(tmp_path: Path) -> None:
     assert str(info.value) == f"{path}: no TCP packets in {len(udp_only)} frames"
 
 
+def test_a_capture_whose_only_tcp_headers_are_malformed_is_refused_naming_them(
+    tmp_path: Path,
+) -> None:
+    # A data offset of 60 bytes in a 40-byte IPv4 payload (a fuzzer's or a damaged frame):
+    # tshark marks each one malformed; a receiving stack drops it (RFC 9293 3.1).
+    head = IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=1, dport=2, dataofs=15)
+    frames = [(craft.ts_ns(i), craft.link_raw(bytes(head) + b"\0" * 20)) for i in range(2)]
+    path = tmp_path / "malformed.pcap"
+    path.write_bytes(craft.pcap_bytes(frames, 101))
+    with pytest.raises(CaptureError) as info:
+        require_tcp(read_capture(path))
+    assert str(info.value) == f"{path}: no TCP packets in 2 frames (frames skipped: 2 bad_header)"
+
+
 def test_progress_reaches_the_file_size() -> None:
     calls: list[tuple[int, int]] = []
     path = CRAFTED / "zoo.pcapng"

@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from scapy.contrib.mpls import MPLS
 from scapy.layers.inet import GRE, IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.ipsec import ESP
-from scapy.layers.l2 import Ether
+from scapy.layers.l2 import Dot3, Ether
 from scapy.layers.l2tp import L2TP
 from scapy.layers.ppp import PPP, PPPoE
 from scapy.layers.vxlan import VXLAN
@@ -160,6 +161,7 @@ def test_counts_equal_tsharks(carried: Path) -> None:
 IP_TUNNELS = {
     *("ipip", "ipv6_in_ipv4", "gre", "gre_key_sequence_checksum", "gre_ethernet", "vxlan"),
     *("geneve", "gtp_u", "vxlan_in_gre", "erspan_ii", "erspan_iii", "erspan_iii_platform"),
+    *("wccp", "wccp_no_redirect_header", "gre_aruba", "gre_in_udp", "ayiya"),
 }
 
 
@@ -214,12 +216,24 @@ def _nested(depth: int) -> Packet:
         lambda: bytes(_outer(_udp(1701) / L2TP(hdr="offset", offset=4000) / PPP() / _tcp(0))),
         # An L2TP control message (T bit): no PPP frame follows.
         lambda: bytes(_outer(_udp(1701) / L2TP(hdr="control+length+sequence") / PPP() / _tcp(0))),
+        # GRE in UDP whose header says checksum, key and sequence number follow, cut after 6
+        # of their 12 bytes.
+        lambda: bytes(_outer(_udp(4754) / Raw(b"\xb0\x00\x08\x00" + b"\x00" * 6))),
+        # WCCP's redirect header, then a frame cut inside the IPv4 header.
+        lambda: bytes(_outer(GRE(proto=0x883E) / Raw(b"\x05\x59\x00\x48")))
+        + bytes(_tcp(0))[:12],
+        # AYIYA whose opcode is not forward (a heartbeat), and one whose identity (2**15
+        # bytes) runs past the packet.
+        lambda: bytes(_outer(_udp(5072) / Raw(encap.AYIYA[:2] + b"\x10" + encap.AYIYA[3:])))
+        + bytes(_tcp(0)),
+        lambda: bytes(_outer(_udp(5072) / Raw(b"\xf1" + encap.AYIYA[1:]) / _tcp(0))),
         # L2TP version 3, whose data header's layout the session's configuration says.
         lambda: bytes(_outer(_udp(1701) / Raw(b"\x00\x03\x00\x00" + b"\x00" * 4) / _tcp(0))),
     ],
     ids=[
         *("gre_cut", "geneve_options_past_end", "gtp_zero_extension", "too_deep"),
-        *("vxlan_no_vni", "l2tp_offset_past_end", "l2tp_control", "l2tp_version_3"),
+        *("vxlan_no_vni", "l2tp_offset_past_end", "l2tp_control", "gre_in_udp_cut", "wccp_cut"),
+        *("ayiya_heartbeat", "ayiya_identity_past_end", "l2tp_version_3"),
     ],
 )  # fmt: skip
 def test_a_damaged_or_deep_tunnel_is_not_tcp(build: Callable[[], bytes], tmp_path: Path) -> None:
@@ -266,6 +280,102 @@ def test_a_damaged_encapsulation_is_read_without_inventing_tcp(name: str, tmp_pa
         assert _tshark(path) == (0, 0)
 
 
+def _nflog_pcap(path: Path, big: bool, frames: list[bytes]) -> Path:
+    """A pcap of NFLOG records in the byte order its TLVs are written in (libpcap swaps them
+    with the file's, so a big-endian host's file holds big-endian TLVs)."""
+    order = ">" if big else "<"
+    with path.open("wb") as f:
+        f.write(struct.pack(order + "IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 239))
+        for k, frame in enumerate(frames):
+            f.write(struct.pack(order + "IIII", 1, k * 1000, len(frame), len(frame)) + frame)
+    return path
+
+
+def _nflog_frame(packet: bytes, big: bool, family: int = 2, hardware: int = 0) -> bytes:
+    tlv = struct.Struct(">HH" if big else "<HH")
+    # The packet header TLV: hardware protocol (network byte order), hook, padding.
+    prefix = tlv.pack(8, 1) + struct.pack(">HBB", hardware, 3, 0)
+    payload = tlv.pack(4 + len(packet), 9) + packet + b"\x00" * (-len(packet) % 4)
+    return bytes([family, 0, 0, 42]) + prefix + payload
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["little_endian", "big_endian"])
+def test_nflog_is_read_in_its_files_byte_order(big: bool, tmp_path: Path) -> None:
+    # IPv4 and IPv6 (Linux's AF_INET6 is 10), each segment 3 bytes off a 4-byte boundary so
+    # that the payload TLV is padded after the packet.
+    v6 = (
+        IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / TCP(sport=40001, dport=80, flags="A", seq=1)
+        / Raw(b"y" * (PAYLOAD + 1))
+    )
+    frames = [_nflog_frame(bytes(_tcp(i)), big) for i in range(SEGMENTS - 1)]
+    # A bridge family's record: its hardware protocol says what the packet is.
+    frames += [_nflog_frame(bytes(_tcp(SEGMENTS - 1)), big, family=7, hardware=0x0800)]
+    frames += [_nflog_frame(bytes(v6), big, family=10)]
+    path = _nflog_pcap(tmp_path / "nflog.pcap", big, frames)
+    conns = build_connections(read_capture(path)).table
+    packets, sizes = conns.column("packets_a2b").to_pylist(), conns.column("bytes_a2b").to_pylist()
+    assert sorted(zip(packets, sizes, strict=True)) == [
+        (1, PAYLOAD + 1),
+        (SEGMENTS, SEGMENTS * PAYLOAD),
+    ]
+    if shutil.which("tshark"):
+        assert _counts(path) == _tshark(path)
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        # A TLV shorter than its own 4-byte header: the walk cannot go on.
+        (b"\x02\x00\x00\x2a" + b"\x02\x00\x01\x00" + b"\x00" * 40, "bad_header"),
+        # No payload TLV (logged without the packet): nothing to read.
+        (b"\x02\x00\x00\x2a" + b"\x08\x00\x01\x00\x08\x00\x03\x00", "non_ip"),
+        # A family neither IPv4 nor IPv6 (AF_BRIDGE), no hardware protocol.
+        (_nflog_frame(bytes(_tcp(0)), False, family=7), "non_ip"),
+        # An IPv4 family whose hardware protocol says ARP.
+        (_nflog_frame(bytes(_tcp(0)), False, hardware=0x0806), "non_ip"),
+        # Cut inside the first TLV's header.
+        (b"\x02\x00\x00\x2a\x08\x00", "short_frame"),
+        # A payload TLV that says 24 bytes: the IPv4 header fits, TCP's does not.
+        (b"\x02\x00\x00\x2a" + struct.pack("<HH", 24, 9) + bytes(_tcp(0)), "bad_header"),
+    ],
+    ids=[
+        *("tlv_under_4_bytes", "no_payload", "bridge_family", "arp_hardware", "cut"),
+        "payload_tlv_short",
+    ],
+)
+def test_an_nflog_record_without_a_packet_is_counted_by_its_reason(
+    frame: bytes, reason: str, tmp_path: Path
+) -> None:
+    path = _nflog_pcap(tmp_path / "nflog.pcap", False, [frame, frame])
+    assert read_capture(path).stats.skipped == {reason: 2}
+    if shutil.which("tshark"):
+        assert _tshark(path) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        # The link header was stripped, and the protocol word says neither IP nor MPLS.
+        (b"MGC\x02" + b"\x09\x00\x00\x00" + bytes(_tcp(0)), "non_ip"),
+        # Not Juniper's magic.
+        (b"MGX\x00" + bytes(_eth() / _tcp(0)), "bad_header"),
+        # Extensions said to run past the frame.
+        (b"MGC\x80\x01\x00" + bytes(_eth() / _tcp(0))[:40], "short_frame"),
+        # Cut inside the extensions' length.
+        (b"MGC\x80\x00", "short_frame"),
+    ],
+    ids=["no_l2_unknown_protocol", "bad_magic", "extensions_past_end", "cut"],
+)
+def test_a_juniper_record_without_an_ethernet_frame_is_counted_by_its_reason(
+    frame: bytes, reason: str, tmp_path: Path
+) -> None:
+    path = _pcap(tmp_path / "juniper.pcap", 178, [frame, frame])
+    assert read_capture(path).stats.skipped == {reason: 2}
+    if shutil.which("tshark"):
+        assert _tshark(path) == (0, 0)
+
+
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
@@ -275,12 +385,28 @@ def test_a_damaged_encapsulation_is_read_without_inventing_tcp(name: str, tmp_pa
         ("mpls_unknown_payload", "non_ip"),
         ("pppoe_length_short", "bad_header"),
         ("ah_past_end", "bad_header"),
+        ("llc_spanning_tree", "non_ip"),
+        ("llc_snap_cut", "short_frame"),
+        ("pbb_cut", "short_frame"),
     ],
 )
 def test_a_frame_without_readable_tcp_is_counted_by_its_reason(
     name: str, reason: str, tmp_path: Path
 ) -> None:
     assert _skipped([encap.DAMAGED[name]()], tmp_path)[1] == {reason: 1}
+
+
+@pytest.mark.parametrize("version", [4, 6])
+def test_ipcomp_is_compressed(version: int, tmp_path: Path) -> None:
+    # IPComp (RFC 3173 2.1): next header, flags, the CPI (2, DEFLATE), then the segment in raw
+    # DEFLATE (RFC 2394). tshark inflates it; the compiled reader does not, and says so.
+    deflate = zlib.compressobj(wbits=-15)
+    data = deflate.compress(bytes(_tcp(0)[TCP])) + deflate.flush()
+    outer = IP(src="10.9.0.1", dst="10.9.0.2", proto=108)
+    if version == 6:
+        outer = IPv6(src="2001:db8::1", dst="2001:db8::2", nh=108)
+    frame = _eth() / outer / Raw(b"\x06\x00\x00\x02" + data)
+    assert _skipped([bytes(frame)], tmp_path)[1] == {"compressed": 1}
 
 
 def test_esp_over_ipv6_is_encrypted(tmp_path: Path) -> None:
@@ -298,6 +424,25 @@ def test_a_short_pppoe_length_cuts_the_packet(length: int, tmp_path: Path) -> No
     ]
     path = _pcap(tmp_path / "pppoe.pcap", 1, frames)
     assert _counts(path) == (SEGMENTS, SEGMENTS * (length - 2 - 40))
+    if shutil.which("tshark"):
+        assert _counts(path) == _tshark(path)
+
+
+def test_an_802_3_length_ends_the_packet_before_the_padding(tmp_path: Path) -> None:
+    # The IPv4 header claims 5 bytes past the 802.3 length; the frame's last 5 bytes are
+    # padding after that length, so the segment holds 1 byte (Wireshark reads it so).
+    frames = [
+        bytes(
+            Dot3(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", len=8 + 40 + 1)
+            / encap.llc_snap()
+            / IP(src="10.9.0.1", dst="10.9.0.2", len=40 + 6)
+            / TCP(sport=40000, dport=80, flags="A", seq=1000 + i)
+            / Raw(b"x" + b"\0" * 5)
+        )
+        for i in range(SEGMENTS)
+    ]
+    path = _pcap(tmp_path / "llc.pcap", 1, frames)
+    assert _counts(path) == (SEGMENTS, SEGMENTS)
     if shutil.which("tshark"):
         assert _counts(path) == _tshark(path)
 
@@ -384,7 +529,8 @@ import numpy as np
 from tracekit.capture import decode
 rng = np.random.default_rng(7)
 cases = [(decode.IPPROTO_GRE, None), (17, decode.PORT_VXLAN), (17, decode.PORT_GENEVE),
-         (17, decode.PORT_GTP_U), (17, decode.PORT_L2TP)]
+         (17, decode.PORT_GTP_U), (17, decode.PORT_L2TP), (17, decode.PORT_GRE_IN_UDP),
+         (17, decode.PORT_AYIYA)]
 for proto, port in cases:
     for n in range(0, 48):
         for _ in range(64):
@@ -393,9 +539,18 @@ for proto, port in cases:
                 b[2], b[3] = port >> 8, port & 0xFF
             if port == decode.PORT_GTP_U and n >= 10:
                 b[8], b[9] = 0x30 | rng.integers(0, 8), 255
+            if port == decode.PORT_AYIYA and n >= 12:
+                b[10], b[11] = (b[10] & 0xF0) | decode.AYIYA_FORWARD, rng.choice([4, 41])
             if port == decode.PORT_L2TP and n >= 10:
                 b[8], b[9] = rng.integers(0, 256) & 0x7F, 2  # a version 2 data message
+            gre = 8 if port == decode.PORT_GRE_IN_UDP else 0 if port is None else -1
+            if gre >= 0 and n >= gre + 4:  # version 0, and a protocol type that is followed
+                b[gre] &= 0xB0
+                b[gre + 1] = 0
+                kind = rng.choice([0x883E, 0x8200, 0x8370, 0x88BE, 0x22EB, 0x6558, 0x8847])
+                b[gre + 2], b[gre + 3] = kind >> 8, kind & 0xFF
             decode._tunnel(b, proto, 0, n, n)
+            decode._gre(b, 0, n)
 # The IP headers and their extensions, and the link layers a tunnel may carry, likewise.
 for n in range(0, 96):
     for _ in range(64):
@@ -409,8 +564,23 @@ for n in range(0, 96):
             decode._extensions(b, 6, proto, 0, n, n)
             decode._extensions(b, 4, proto, 0, n, n)
         decode._ethernet(b, 0, n)
-        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD, 0x893F, 0x8926, 0x8903):
+        for ethertype in (0x8100, 0x88A8, 0x8847, 0x8864, 0x0800, 0x86DD, 0x893F, 0x8926, 0x8903,
+                          0x88E7, 0, 8, 46, 1500):
             decode._link_payload(b, ethertype, 0, n)
+        if n >= 3:  # LLC/SNAP after an 802.3 length
+            b[0], b[1], b[2] = 0xAA, 0xAA, 0x03
+            decode._link_payload(b, n, 0, n)
+            decode._link_payload(b, 1500, 0, n)
+        decode._nflog(b, 0, n)
+        if n >= 4:  # Juniper's magic, then any flags
+            b[0], b[1], b[2] = 0x4D, 0x47, 0x43
+        decode._juniper(b, 0, n)
+        if n >= 8:  # a payload TLV at once, little- or big-endian, of any length
+            b[4:8] = [b[4], b[5], 9, 0] if n % 2 else [b[4], b[5], 0, 9]
+            decode._nflog(b, 0, n)
+        if n >= 4:  # Juniper's magic, then any flags
+            b[0], b[1], b[2] = 0x4D, 0x47, 0x43
+        decode._juniper(b, 0, n)
         decode._ppp_protocol(b, 0, n)
         decode._ppp_frame(b, 0, n)
         decode._cisco_hdlc(b, 0, n)

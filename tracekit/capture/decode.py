@@ -34,6 +34,13 @@ LINK_LOOP = 108  # OpenBSD loopback: address family in network byte order
 LINK_SLL = 113  # Linux cooked capture v1, 16-byte header
 LINK_ARCNET_LINUX = 129  # ARCNET as Linux captures it: a 2-byte offset after the addresses
 LINK_MPLS = 219  # the frame starts with an MPLS label stack
+LINK_JUNIPER_ETHER = 178  # a Juniper router's capture of an Ethernet port: see `_juniper`
+LINK_NFLOG = 239  # Linux NFLOG (`tcpdump -i nflog`): see `_nflog`
+# IP over InfiniBand as Linux captures it: 40 bytes of link addresses (Wireshark shows the last
+# 20, the destination's hardware address), then RFC 4391's 4-byte header (an Ethernet type and
+# 2 reserved bytes), as tcpdump's print-ipoib.c reads it.
+LINK_IPOIB = 242
+IPOIB_HEADER_BYTES = 44
 LINK_IPV4 = 228
 LINK_IPV6 = 229
 LINK_SLL2 = 276  # Linux cooked capture v2, 20-byte header
@@ -56,6 +63,9 @@ KNOWN_LINK_TYPES = frozenset(
         LINK_LOOP,
         LINK_SLL,
         LINK_MPLS,
+        LINK_JUNIPER_ETHER,
+        LINK_NFLOG,
+        LINK_IPOIB,
         LINK_IPV4,
         LINK_IPV6,
         LINK_SLL2,
@@ -89,6 +99,11 @@ ETHERTYPE_VNTAG = 0x8926
 # Cisco FabricPath: after its type, the FTag and TTL (2 bytes), then the whole Ethernet frame
 # the edge switch took in (its addresses, tags and type).
 ETHERTYPE_FABRICPATH = 0x8903
+# IEEE 802.1ah provider backbone bridging: after its type, the 4-byte I-tag (priority, flags,
+# service id), then the customer's addresses and the type of what follows.
+ETHERTYPE_PBB = 0x88E7
+# An Ethernet type field of at most this is an IEEE 802.3 length: 802.2 LLC follows.
+ETHERNET_MAX_LENGTH = 1500
 # Cisco HDLC's address byte, unicast and multicast: a frame of the PPP link types that starts
 # with one is Cisco HDLC (Wireshark's PPP dissector hands it on so).
 CHDLC_UNICAST = 0x0F
@@ -110,6 +125,25 @@ WLAN_TO_FROM_DS = 0x03
 WLAN_PROTECTED = 0x40
 WLAN_ORDER = 0x80
 WLAN_AMSDU = 0x80  # the QoS control's A-MSDU present bit: subframes, not one LLC packet
+# LLC/SNAP (RFC 1042): AA AA 03, then an OUI and an Ethernet type. The OUI is zero, or
+# Cisco's 00-00-F8 (RFC 1042's "bridge tunnel" usage), which Wireshark reads alike.
+SNAP_BYTES = 8
+# Juniper's capture header (tcpdump's print-juniper.c, Wireshark's packet-juniper.c): the magic
+# "MGC", a flags byte, and with its extension flag a 2-byte length of extension TLVs that
+# follow; then the frame, unless the no-L2 flag says the link header was stripped: a 4-byte
+# protocol (little-endian, as Wireshark reads it) then says what follows, IPv4 (2, or 3 from
+# MPLS), IPv6 (6, or 7 from MPLS) or an MPLS label stack (4, 5, 8).
+JUNIPER_MAGIC = 0x4D4743
+JUNIPER_FLAG_NO_L2 = 0x02
+JUNIPER_FLAG_EXT = 0x80
+# NFLOG (tcpdump.org/linktypes/LINKTYPE_NFLOG.html): address family, version and resource id
+# (4 bytes), then TLVs of a 2-byte length (counting its own 4 header bytes), a 2-byte type
+# (the top bit a flag) and a value padded to 4 bytes; the packet is the payload TLV's value.
+NFLOG_HEADER_BYTES = 4
+NFULA_PACKET_HDR = 1  # its value starts with the hardware protocol (an Ethernet type)
+NFULA_PAYLOAD = 9
+AF_INET = 2
+AF_INET6_LINUX = 10
 # PPP's protocol numbers for IPv4 and IPv6 (RFC 1332, RFC 5072), MPLS unicast and multicast
 # (RFC 3032 4.3), and what `_ppp_protocol` says for the MPLS ones in place of an IP version.
 PPP_IPV4 = 0x0021
@@ -118,18 +152,34 @@ PPP_MPLS = 0x0281
 PPP_MPLS_MC = 0x0283
 PPP_CARRIES_MPLS = 2
 # IP protocol numbers of the tunnels decoded: IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213), GRE
-# (RFC 2784, RFC 2890); and of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
+# (RFC 2784, RFC 2890); of IPsec: ESP's payload is encrypted (RFC 4303), AH's is not (RFC 4302).
 IPPROTO_IPIP = 4
 IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
 IPPROTO_ESP = 50
 IPPROTO_AH = 51
+IPPROTO_COMP = 108  # IPComp (RFC 3173): the payload is compressed (DEFLATE, LZS)
 # UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281),
 # L2TP (RFC 2661: version 2, which carries PPP).
 PORT_VXLAN = 4789
 PORT_GENEVE = 6081
 PORT_GTP_U = 2152
 PORT_L2TP = 1701
+# GRE in UDP (RFC 8086 3): the GRE header right after UDP's; Wireshark reads the port either way.
+PORT_GRE_IN_UDP = 4754
+# AYIYA, "anything in anything" (draft-massar-v6ops-ayiya 5): an 8-byte header, an identity of
+# 2**IDLen bytes and a signature of SigLen 4-byte words; a forward message (opcode 1) then
+# carries the packet its next header names.
+PORT_AYIYA = 5072
+AYIYA_FORWARD = 1
+# GRE protocol types of what Wireshark reads: WCCP version 2's redirected IPv4 packets, behind a
+# 4-byte redirect header unless an IPv4 header starts right away (WCCP version 1 and the
+# Cisco draft's "no redirect header" mode); and Aruba's access points' 802.11 frames, without
+# their FCS, one protocol type every 16 from 0x8200 to 0x8370 (Wireshark's GRE_ARUBA_*).
+GRE_WCCP = 0x883E
+WCCP_REDIRECT_BYTES = 4
+GRE_ARUBA_FIRST = 0x8200
+GRE_ARUBA_LAST = 0x8370
 # Tunnels in tunnels followed at most this deep: real stacks nest two or three (GTP in GRE in
 # IP), and a crafted chain of headers gets no more of the decoder's time than this.
 MAX_TUNNEL_DEPTH = 4
@@ -139,7 +189,9 @@ INNER_NONE = 0
 INNER_ETHERNET = 1
 INNER_MPLS = 2
 INNER_PPP = 3
-# The bytes an IP packet may hold when no link-layer length limits it (only PPPoE's does).
+INNER_WLAN = 5  # an 802.11 frame (not 4 or 6, which mean IP)
+# The bytes an IP packet may hold when no link-layer length limits it (a PPPoE length, an 802.3
+# length or an NFLOG payload TLV's does).
 UNLIMITED = 1 << 62
 
 # Why a record was not kept; index into SKIP_REASONS (0 means kept).
@@ -158,6 +210,7 @@ SKIP_ENCRYPTED = 8  # IPsec ESP: the transport header is encrypted
 SKIP_FRAGMENT_INCOMPLETE = 9  # its datagram still lacked bytes at the end of the capture
 SKIP_FRAGMENT_TIMEOUT = 10  # ... or past its timeout (IPV4/IPV6_FRAGMENT_TIMEOUT_NS)
 SKIP_FRAGMENT_EVICTED = 11  # its datagram was evicted from the full fragment table
+SKIP_COMPRESSED = 12  # IPComp: the transport header is compressed
 SKIP_REASONS = (
     "kept",
     "non_ip",
@@ -171,6 +224,7 @@ SKIP_REASONS = (
     "fragment_incomplete",
     "fragment_timeout",
     "fragment_evicted",
+    "compressed",
 )
 
 # IPv4 options that carry a source route, RFC 791 3.1: loose (LSRR) and strict (SSRR).
@@ -650,13 +704,14 @@ def _walked(ethertype: Any) -> Any:
         ETHERTYPE_ETAG,
         ETHERTYPE_VNTAG,
         ETHERTYPE_FABRICPATH,
+        ETHERTYPE_PBB,
     )
 
 
 def _tag_bytes(ethertype: Any) -> Any:
     """The bytes a tag of this Ethernet type takes after the type, the next type being its last
-    two (0: not a tag): a VLAN tag, an E-tag, a VN-tag, or FabricPath's header and the frame's
-    own addresses."""
+    two (0: not a tag): a VLAN tag, an E-tag, a VN-tag, or FabricPath's or 802.1ah's header and
+    the customer frame's own addresses."""
     if ethertype in (ETHERTYPE_VLAN, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD):
         return 4
     if ethertype == ETHERTYPE_ETAG:
@@ -665,15 +720,19 @@ def _tag_bytes(ethertype: Any) -> Any:
         return 6
     if ethertype == ETHERTYPE_FABRICPATH:
         return 16
+    if ethertype == ETHERTYPE_PBB:
+        return 18
     return 0
 
 
 def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
     """The packet an Ethernet type at q announces, through VLAN tags, E-tags, VN-tags, Cisco
-    FabricPath, MPLS label stacks (and the Ethernet pseudowires they carry) and PPPoE sessions:
-    (IP version 4 or 6, or 0; its header's offset; KEPT or SKIP_SHORT_FRAME; the most bytes the
-    IP packet may hold, which only a PPPoE length limits). Every step takes at least 4 bytes of
-    the frame, so the walk ends within it."""
+    FabricPath, 802.1ah, MPLS label stacks (and the Ethernet pseudowires they carry), 802.3
+    lengths with LLC/SNAP, and PPPoE sessions: (IP version 4 or 6, or 0; its header's offset;
+    KEPT or SKIP_SHORT_FRAME; the most bytes the IP packet may hold, which only an 802.3 or
+    PPPoE length limits). Every step takes at least 4 bytes of the frame, so the walk ends
+    within it."""
+    stop = UNLIMITED  # where an 802.3 length ends the frame's data
     while True:
         size = _tag_bytes(ethertype)
         if size:
@@ -696,9 +755,9 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
                 return 0, q, SKIP_SHORT_FRAME, UNLIMITED
             nibble = _at(b, q) >> 4
             if nibble == 4:
-                return 4, q, KEPT, UNLIMITED
+                return 4, q, KEPT, stop - q
             if nibble == 6:
-                return 6, q, KEPT, UNLIMITED
+                return 6, q, KEPT, stop - q
             if nibble != 0:
                 return 0, q, KEPT, UNLIMITED
             # An Ethernet pseudowire, with a 4-byte control word (RFC 4448 4.6, whose first
@@ -725,11 +784,24 @@ def _link_payload(b: np.ndarray, ethertype: Any, q: Any, end: Any) -> Any:
             version, p, skip = _ppp_protocol(b, q + 6, end)
             if version == PPP_CARRIES_MPLS:  # not followed here: the walk is one level deep
                 version = 0
-            return version, p, skip, length - (p - (q + 6))
+            return version, p, skip, min(stop - p, length - (p - (q + 6)))
+        elif ethertype <= ETHERNET_MAX_LENGTH:
+            # An IEEE 802.3 length: 802.2 LLC follows, and IP only behind SNAP. The length
+            # counts the LLC data; bytes after it are padding (Wireshark reads them so), and a
+            # length past the frame is read to the frame's end.
+            if end - q < 3 or _at(b, q) != 0xAA or _at(b, q + 1) != 0xAA or _at(b, q + 2) != 0x03:
+                return 0, q, KEPT, UNLIMITED
+            if end - q < SNAP_BYTES:
+                return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+            if _at(b, q + 3) != 0 or _at(b, q + 4) != 0 or _at(b, q + 5) not in (0x00, 0xF8):
+                return 0, q, KEPT, UNLIMITED
+            stop = min(stop, q + ethertype)
+            ethertype = _u16(b, q + 6)
+            q += SNAP_BYTES
         elif ethertype == ETHERTYPE_IPV4:
-            return 4, q, KEPT, UNLIMITED
+            return 4, q, KEPT, stop - q
         elif ethertype == ETHERTYPE_IPV6:
-            return 6, q, KEPT, UNLIMITED
+            return 6, q, KEPT, stop - q
         else:
             return 0, q, KEPT, UNLIMITED
 
@@ -807,6 +879,69 @@ def _u16le(b: np.ndarray, p: Any) -> Any:
     return np.int64(_at(b, p)) | (np.int64(_at(b, p + 1)) << 8)
 
 
+def _juniper(b: np.ndarray, q: Any, end: Any) -> Any:
+    """A Juniper Ethernet record at q: what `_link_payload` finds after its capture header."""
+    if end - q < 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    if (_u16(b, q) << 8) | np.int64(_at(b, q + 2)) != JUNIPER_MAGIC:
+        return 0, q, SKIP_BAD_HEADER, UNLIMITED
+    flags = _at(b, q + 3)
+    h = q + 4
+    if flags & JUNIPER_FLAG_EXT:
+        if end - h < 2:
+            return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+        h += 2 + _u16(b, h)
+    if not flags & JUNIPER_FLAG_NO_L2:
+        return _ethernet(b, h, end)
+    if end - h < 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    protocol = _u16le(b, h) | (_u16le(b, h + 2) << 16)
+    if protocol in (2, 3):
+        return 4, h + 4, KEPT, UNLIMITED
+    if protocol in (6, 7):
+        return 6, h + 4, KEPT, UNLIMITED
+    if protocol in (4, 5, 8):
+        return _link_payload(b, ETHERTYPE_MPLS, h + 4, end)
+    return 0, h + 4, KEPT, UNLIMITED
+
+
+def _nflog(b: np.ndarray, q: Any, end: Any) -> Any:
+    """An NFLOG record at q: what `_link_payload` finds (IP version 4 or 6, or 0; the packet's
+    offset; KEPT, SKIP_SHORT_FRAME or SKIP_BAD_HEADER; the payload TLV's length as the most
+    the packet may hold). The packet's protocol is the packet header TLV's hardware protocol,
+    an Ethernet type, when it is set, else the record's address family (Wireshark reads it so).
+
+    The TLVs' length and type are in the capturing host's byte order (libpcap swaps them with
+    the file's). Every type defined is under 256, so the first TLV's type, read both ways,
+    tells the order: read in the wrong one it is a multiple of 256."""
+    if end - q < NFLOG_HEADER_BYTES + 4:
+        return 0, q, SKIP_SHORT_FRAME, UNLIMITED
+    family = _at(b, q)
+    t = q + NFLOG_HEADER_BYTES
+    little = (_u16le(b, t + 2) & 0x7FFF) < 256
+    hardware = np.int64(0)
+    packet = np.int64(-1)
+    size = np.int64(0)
+    while end - t >= 4:
+        length = _u16le(b, t) if little else _u16(b, t)
+        kind = (_u16le(b, t + 2) if little else _u16(b, t + 2)) & 0x7FFF
+        if length < 4:  # a TLV shorter than its own header: Wireshark stops there too
+            return 0, t, SKIP_BAD_HEADER, UNLIMITED
+        if kind == NFULA_PACKET_HDR and length >= 6 and end - t >= 6:
+            hardware = _u16(b, t + 4)  # network byte order, as the kernel writes it
+        elif kind == NFULA_PAYLOAD:
+            packet = t + 4
+            size = length - 4
+        t += (length + 3) & ~3
+    if packet < 0:
+        return 0, t, KEPT, UNLIMITED
+    if hardware == ETHERTYPE_IPV4 or (hardware == 0 and family == AF_INET):
+        return 4, packet, KEPT, size
+    if hardware == ETHERTYPE_IPV6 or (hardware == 0 and family == AF_INET6_LINUX):
+        return 6, packet, KEPT, size
+    return 0, packet, KEPT, UNLIMITED
+
+
 def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
     """An 802.11 frame at q: what `_link_payload` finds after its LLC/SNAP header; a frame that
     is not an unencrypted data frame with one packet in it is not IP."""
@@ -836,47 +971,59 @@ def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
     return _link_payload(b, _u16(b, h + 6), h + 8, end)
 
 
+def _gre(b: np.ndarray, g: Any, stop: Any) -> Any:
+    """The packet a GRE header at g carries, as `_tunnel` gives it; (0, g) when it is not
+    followed. The header and what follows it must lie before stop."""
+    if stop - g < 4:
+        return 0, g
+    flags = _u16(b, g)
+    # Version 0 without routing (RFC 2784; RFC 1701's routing is obsolete): checksum, key and
+    # sequence number add 4 bytes each (RFC 2890). Version 1 is PPTP's PPP.
+    if flags & 0x4007:
+        return 0, g
+    hlen = 4 + 4 * ((flags >> 15) & 1) + 4 * ((flags >> 13) & 1) + 4 * ((flags >> 12) & 1)
+    ptype = _u16(b, g + 2)
+    if ptype == ETHERTYPE_ERSPAN_II:
+        hlen += 8  # ERSPAN type II's own header, then the mirrored frame
+    elif ptype == ETHERTYPE_ERSPAN_III:
+        e = g + hlen
+        if e + ERSPAN_III_BYTES > stop:
+            return 0, g
+        if (_at(b, e + 10) >> 2) & 0x1F != 0:  # FT: only mirrored Ethernet frames
+            return 0, g
+        hlen += ERSPAN_III_BYTES
+        if _at(b, e + 11) & 1:  # O: the platform-specific subheader follows
+            hlen += ERSPAN_III_PLATFORM_BYTES
+    elif ptype == GRE_WCCP and g + hlen < stop and _at(b, g + hlen) >> 4 != 4:
+        hlen += WCCP_REDIRECT_BYTES
+    if g + hlen >= stop:
+        return 0, g
+    if ptype in (ETHERTYPE_IPV4, GRE_WCCP):
+        return 4, g + hlen
+    if ptype == ETHERTYPE_IPV6:
+        return 6, g + hlen
+    if ptype in (ETHERTYPE_TEB, ETHERTYPE_ERSPAN_II, ETHERTYPE_ERSPAN_III):
+        return INNER_ETHERNET, g + hlen
+    if ptype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):  # RFC 4023
+        return INNER_MPLS, g + hlen
+    if GRE_ARUBA_FIRST <= ptype <= GRE_ARUBA_LAST and ptype & 0x0F == 0:
+        return INNER_WLAN, g + hlen
+    return 0, g
+
+
 def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
     """The packet a tunnel header at l4 carries: (what: INNER_NONE, INNER_ETHERNET, INNER_MPLS,
-    or 4 or 6 for IP; where it starts). Only tunnels whose header is whole in the captured bytes
-    and in the outer payload are followed; anything else is what it was (a GRE or UDP packet)."""
+    INNER_PPP, INNER_WLAN, or 4 or 6 for IP; where it starts). Only tunnels whose header is
+    whole in the captured bytes and in the outer payload are followed; anything else is what it
+    was (a GRE or UDP packet)."""
     stop = min(end, l4 + l4len)
     if proto == IPPROTO_IPIP:
         return 4, l4
     if proto == IPPROTO_IPV6:
         return 6, l4
     if proto == IPPROTO_GRE:
-        if stop - l4 < 4:
-            return 0, l4
-        flags = _u16(b, l4)
-        # Version 0 without routing (RFC 2784; RFC 1701's routing is obsolete): checksum, key
-        # and sequence number add 4 bytes each (RFC 2890). Version 1 is PPTP's PPP.
-        if flags & 0x4007:
-            return 0, l4
-        hlen = 4 + 4 * ((flags >> 15) & 1) + 4 * ((flags >> 13) & 1) + 4 * ((flags >> 12) & 1)
-        ptype = _u16(b, l4 + 2)
-        if ptype == ETHERTYPE_ERSPAN_II:
-            hlen += 8  # ERSPAN type II's own header, then the mirrored frame
-        elif ptype == ETHERTYPE_ERSPAN_III:
-            e = l4 + hlen
-            if e + ERSPAN_III_BYTES > stop:
-                return 0, l4
-            if (_at(b, e + 10) >> 2) & 0x1F != 0:  # FT: only mirrored Ethernet frames
-                return 0, l4
-            hlen += ERSPAN_III_BYTES
-            if _at(b, e + 11) & 1:  # O: the platform-specific subheader follows
-                hlen += ERSPAN_III_PLATFORM_BYTES
-        if l4 + hlen >= stop:
-            return 0, l4
-        if ptype == ETHERTYPE_IPV4:
-            return 4, l4 + hlen
-        if ptype == ETHERTYPE_IPV6:
-            return 6, l4 + hlen
-        if ptype in (ETHERTYPE_TEB, ETHERTYPE_ERSPAN_II, ETHERTYPE_ERSPAN_III):
-            return INNER_ETHERNET, l4 + hlen
-        if ptype in (ETHERTYPE_MPLS, ETHERTYPE_MPLS_MC):  # RFC 4023
-            return INNER_MPLS, l4 + hlen
-        return 0, l4
+        inner, start = _gre(b, l4, stop)
+        return (inner, start) if inner != 0 else (0, l4)
     if proto != 17 or stop - l4 < 16:
         return 0, l4
     dport = _u16(b, l4 + 2)
@@ -896,6 +1043,22 @@ def _tunnel(b: np.ndarray, proto: Any, l4: Any, l4len: Any, end: Any) -> Any:
         if start >= stop:
             return 0, l4
         return INNER_PPP, start
+    if PORT_GRE_IN_UDP in (dport, _u16(b, l4)):
+        inner, start = _gre(b, h, stop)
+        return (inner, start) if inner != 0 else (0, l4)
+    if PORT_AYIYA in (dport, _u16(b, l4)):
+        if _at(b, h + 2) & 0x0F != AYIYA_FORWARD:
+            return 0, l4
+        following = _at(b, h + 3)
+        identity = np.int64(1) << np.int64(_at(b, h) >> 4)
+        start = h + 8 + identity + np.int64(_at(b, h + 1) >> 4) * 4
+        if start >= stop:
+            return 0, l4
+        if following == IPPROTO_IPIP:
+            return 4, start
+        if following == IPPROTO_IPV6:
+            return 6, start
+        return 0, l4
     if dport == PORT_VXLAN:
         # The I flag says the VNI is valid (RFC 7348 5); the frame follows the 8-byte header.
         if _at(b, h) & 0x08:
@@ -1249,26 +1412,15 @@ def decode_records(
         q = off
         version = 0
         cap = UNLIMITED
+        skip = KEPT
         if link == LINK_ETHERNET:
             version, q, skip, cap = _ethernet(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_MPLS:
             version, q, skip, cap = _link_payload(buf, ETHERTYPE_MPLS, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_C_HDLC:
             version, q, skip, cap = _cisco_hdlc(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link in (LINK_PPP, LINK_PPP_HDLC):
             version, q, skip, cap = _ppp_frame(buf, off, end)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link == LINK_FDDI:
             # Frame control and two addresses (13 bytes), then LLC/SNAP: AA AA 03, an OUI of
             # zero, and an Ethernet type (RFC 1390).
@@ -1294,14 +1446,20 @@ def decode_records(
                     reason[i] = SKIP_NON_IP
                     continue
             version, q, skip, cap = _wlan(buf, q, end)
-            if skip != KEPT:
-                reason[i] = skip
+        elif link == LINK_JUNIPER_ETHER:
+            version, q, skip, cap = _juniper(buf, off, end)
+        elif link == LINK_NFLOG:
+            version, q, skip, cap = _nflog(buf, off, end)
+        elif link == LINK_IPOIB:
+            if end - off < IPOIB_HEADER_BYTES:
+                reason[i] = SKIP_SHORT_FRAME
                 continue
+            ethertype = _u16(buf, off + IPOIB_HEADER_BYTES - 4)
+            q = off + IPOIB_HEADER_BYTES
+            if ethertype > ETHERNET_MAX_LENGTH:  # an Ethernet type; never an 802.3 length here
+                version, q, skip, cap = _link_payload(buf, ethertype, q, end)
         elif link in (LINK_ARCNET_BSD, LINK_ARCNET_LINUX):
             version, q, skip = _arcnet(buf, off, end, link == LINK_ARCNET_LINUX)
-            if skip != KEPT:
-                reason[i] = skip
-                continue
         elif link in (LINK_SLL, LINK_SLL2):
             hdr = 16 if link == LINK_SLL else 20
             if end - off < hdr:
@@ -1347,6 +1505,9 @@ def decode_records(
                 version = 6
         else:  # an interface whose link type the reader does not know (pcapng IDB)
             reason[i] = SKIP_UNKNOWN_LINK_TYPE
+            continue
+        if skip != KEPT:
+            reason[i] = skip
             continue
         if version == 0:
             reason[i] = SKIP_NON_IP
@@ -1418,6 +1579,8 @@ def decode_records(
                 version, nq, skip, cap = _ppp_frame(b, nq, limit)
             elif inner == INNER_MPLS:
                 version, nq, skip, cap = _link_payload(b, ETHERTYPE_MPLS, nq, limit)
+            elif inner == INNER_WLAN:
+                version, nq, skip, cap = _wlan(b, nq, limit)
             else:
                 version = inner
             if skip != KEPT:
@@ -1519,6 +1682,9 @@ def decode_records(
             udp_head_len[i] = head_len
         elif proto == IPPROTO_ESP:
             reason[i] = SKIP_ENCRYPTED
+            continue
+        elif proto == IPPROTO_COMP:
+            reason[i] = SKIP_COMPRESSED
             continue
         else:
             reason[i] = SKIP_NOT_TCP_UDP
@@ -1681,8 +1847,9 @@ bind(
     ("decode_records", "_rehash"),
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
-        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_wlan"),
-        *("_tunnel", "_skipped"),
+        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
+        *("_nflog", "_wlan"),
+        *("_gre", "_tunnel", "_skipped"),
         *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",

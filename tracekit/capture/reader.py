@@ -152,8 +152,11 @@ def require_tcp(capture: Capture) -> None:
 
 
 def no_tcp_error(capture: Capture) -> CaptureError:
-    """The error for a capture without TCP, where the command needs TCP."""
-    return CaptureError(capture.path, f"no TCP packets in {capture.stats.frames} frames")
+    """The error for a capture without TCP, where the command needs TCP; it names what the
+    reader skipped, so that a file whose only TCP headers are malformed says so."""
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(capture.stats.skipped.items()) if n)
+    why = f" (frames skipped: {skipped})" if skipped else ""
+    return CaptureError(capture.path, f"no TCP packets in {capture.stats.frames} frames{why}")
 
 
 class _Reader:
