@@ -197,6 +197,7 @@ def render(report: Report, budget: Budget = Budget()) -> str:
         notes="".join(f"<p>{_text(n)}</p>" for n in (*report.notes, note)),
         data=_script_json(payload),
         plotly=COMPILE_HINT + _script_code(_asset(PLOTLY_JS)),
+        start=_START_PLOTLY,
         app=_script_code(_asset("report.js")),
         later="\n".join(later),
     )
@@ -743,6 +744,18 @@ def _findings_table(findings: Table) -> str:
     )
 
 
+# plotly.js comes first in the body, as text, and this starts it from a blob: URL at once: the
+# browser compiles it off the main thread (COMPILE_HINT) while the parser reads the rest of the
+# page; report.js, after the data, waits on `window.tracekitPlotly`.
+_START_PLOTLY = """window.tracekitPlotly = new Promise(function (resolve, reject) {
+  var script = document.createElement("script");
+  script.onload = function () { resolve(performance.now()); };
+  script.onerror = function () { reject(new Error("plotly.js did not start")); };
+  script.src = URL.createObjectURL(new Blob(
+    [document.getElementById("tk-plotly").textContent], { type: "text/javascript" }));
+  document.head.appendChild(script);
+});"""
+
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -754,6 +767,8 @@ _PAGE = """<!DOCTYPE html>
 <style>{css}</style>
 </head>
 <body>
+<script type="text/plain" id="tk-plotly">{plotly}</script>
+<script>{start}</script>
 <header>{header}</header>
 <main>
 {front}
@@ -762,7 +777,6 @@ _PAGE = """<!DOCTYPE html>
 </main>
 <footer>{notes}</footer>
 <script type="application/json" id="tk-data">{data}</script>
-<script type="text/plain" id="tk-plotly">{plotly}</script>
 <script>{app}</script>
 {later}
 </body>

@@ -13,17 +13,10 @@
   window.tracekitStatus = status;
   window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
 
-  // plotly.js comes as text and starts from a blob: URL: the browser compiles it off the main
-  // thread while this script decodes the first plots' points and the parser reads on. Every
-  // drawing waits for it (the queue below starts with it).
-  var plotlyReady = new Promise(function (resolve, reject) {
-    var script = document.createElement("script");
-    script.onload = function () { status.plotlyMs = performance.now(); resolve(); };
-    script.onerror = function () { reject(new Error("plotly.js did not start")); };
-    script.src = URL.createObjectURL(new Blob(
-      [document.getElementById("tk-plotly").textContent], { type: "text/javascript" }));
-    document.head.appendChild(script);
-  });
+  // plotly.js was started from the top of the page (html.py): the browser compiles it off the
+  // main thread while the parser reads on and this script decodes the first plots' points.
+  // Every drawing waits for it (the queue below starts with it).
+  var plotlyReady = window.tracekitPlotly.then(function (ms) { status.plotlyMs = ms; });
 
   var data = JSON.parse(document.getElementById("tk-data").textContent);
   status.parsedMs = performance.now();
