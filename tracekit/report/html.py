@@ -609,9 +609,22 @@ def _front(report: Report, overview_figure: str) -> str:
     population of a capture of many connections, then the findings by severity (info folded)."""
     parts = []
     if report.verdicts:
+        judged = [v for v in report.verdicts if v.judged]
+        unjudged = [v for v in report.verdicts if not v.judged]
+        line = ""
+        if unjudged:
+            # Many short connections would otherwise fill the first screen with the same card.
+            names = ", ".join(_conn_link(v.link, v.title.split(":")[0]) for v in unjudged)
+            line = (
+                f'<p class="unjudged">{"" if not judged else "And "}{len(unjudged):,} '
+                f"connection{'' if len(unjudged) == 1 else 's'} with too little data to tell "
+                f"what held {'it' if len(unjudged) == 1 else 'them'} back, and no warning: "
+                f"{names}.</p>"
+            )
         parts.append(
             '<section class="verdicts"><h2>What held each connection back</h2>'
-            + "".join(_verdict(v) for v in report.verdicts)
+            + "".join(_verdict(v) for v in judged)
+            + line
             + "</section>"
         )
     if overview_figure:
