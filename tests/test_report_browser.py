@@ -397,19 +397,31 @@ def test_scrolling_paints_every_plot_and_records_its_time(
     sender, receiver = OVERRUN / "sender.pcap", OVERRUN / "receiver.pcap"
     analysis = analyze(read_capture(sender), read_capture(receiver))
     path = write(build_report(analysis, ("s", "r")), tmp_path / "r.html")
-    scroll = """(async () => {
-      const s = window.tracekitStatus;
-      const ids = Array.from(document.querySelectorAll('details.connection[open] .plot'),
-                             d => d.id);
-      for (const id of ids) {
-        document.getElementById(id).scrollIntoView();
-        await new Promise(r => setTimeout(r, 200));
-        await s.idle();
-        await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-      }
-      return JSON.stringify([ids, s.plots, s.timings, s.paintedMs, s.errors]);
-    })()"""
-    result = browser.open(path, READY, scroll, timeout=90, scale=0.1, height=700)
+    settle = """(async () => { await new Promise(r => setTimeout(r, 200));
+      await window.tracekitStatus.idle();
+      await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+      return scrollY + innerHeight >= document.documentElement.scrollHeight - 1; })()"""
+
+    def scroll_down_with_the_wheel(page: Page) -> None:
+        # As a reader scrolls: the mouse wheel over the page, a notch at a time, each once the
+        # plots that came on screen are drawn, to the bottom.
+        for _ in range(200):
+            if page.evaluate(settle):
+                return
+            page.mouse("mouseWheel", 700, 350, deltaX=0, deltaY=300)
+        raise AssertionError("the wheel did not reach the bottom of the page")
+
+    result = browser.open(
+        path,
+        READY,
+        """JSON.stringify([Array.from(document.querySelectorAll('details.connection[open] .plot'),
+          d => d.id), ...['plots', 'timings', 'paintedMs', 'errors'].map(
+          k => window.tracekitStatus[k])])""",
+        timeout=90,
+        scale=0.1,
+        height=700,
+        actions=scroll_down_with_the_wheel,
+    )
     ids, plots, timings, painted, errors = json.loads(result.value)
     assert result.console_errors == [] and result.exceptions == [] and errors == []
     assert len(ids) >= 7 and set(plots) == set(ids) == set(painted)
