@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 
-from tests.helpers.browser import Browser, PageResult, png_pixels
+from tests.helpers.browser import Browser, Page, PageResult, png_pixels
 from tests.helpers.simulated_capture import write_pcap
 from tests.helpers.simulated_series import Scenario, simulate, simulated_report, view
 from tests.test_report_html import HOSTILE, small_report
@@ -298,13 +298,25 @@ def test_clicking_a_finding_zooms_every_plot_of_its_connection(
     first, last = min(lost), max(lost)
     start, end = finding["start_s"], finding["end_s"]
     margin = max(0.05 * (end - start), 1e-3)  # the page's margin (docs/report.md)
-    click = (
-        "(async () => { const el = Array.from(document.querySelectorAll('[data-range]'))"
+    # The finding's link in the findings list, where a reader sees it on the first screen.
+    where = (
+        "(() => { const el = Array.from(document.querySelectorAll('.finding a[data-range]'))"
         ".find(e => e.dataset.conn === '0' && e.dataset.range.split(',').map(Number)"
-        f"[0] === {start!r}); el.click(); await window.tracekitStatus.idle(); "
-        f"return {ALL_RANGES}; }})()"
+        f"[0] === {start!r}); const r = el.getBoundingClientRect(); "
+        "return [r.left + r.width / 2, r.top + r.height / 2, innerHeight]; })()"
     )
-    plots = json.loads(browser.open(out, READY, click, timeout=60, scale=0.1, height=1200).value)
+
+    def click_the_finding(page: Page) -> None:
+        x, y, screen = page.evaluate(where)
+        assert 0 < y < screen  # on the first screen, no scrolling needed
+        page.click(x, y)  # the mouse, as a reader clicks
+        page.evaluate("window.tracekitStatus.idle()")
+
+    plots = json.loads(
+        browser.open(
+            out, READY, ALL_RANGES, timeout=60, scale=0.1, height=1200, actions=click_the_finding
+        ).value
+    )
     assert len(plots) == 7  # both TSGs, throughput, RTT, flight, merged, one-way delay
     for plot_id, (x0, x1), _ in plots:
         assert x0 <= first - 1e-6 and last + 1e-6 <= x1, plot_id  # the lost ones are in view
@@ -343,18 +355,39 @@ def test_a_10_ms_zoom_draws_every_data_segment_in_it(browser: Browser, tmp_path:
         .includes(t.name)).reduce((n, t) => n + Array.from(t.x).filter(
           (x, i) => i % window.tracekitStatus.segmentStride === 0 && x >= a && x <= b).length,
           0)"""
-    probe = f"""(async () => {{
-      const s = window.tracekitStatus, tsg = document.getElementById('plot-0-0-sender');
-      const count = {count};
-      const whole = count(tsg, -1e9, 1e9);
-      await Plotly.relayout(tsg, {{'xaxis.range': [{a!r}, {b!r}]}});
-      await s.idle();
-      return [whole, count(tsg, {a!r}, {b!r}),
+    # Where time t is on the screen (CSS pixels), at the middle of the plot's height.
+    at = """((t) => { const d = document.getElementById('plot-0-0-sender');
+      const r = d.getBoundingClientRect(), size = d._fullLayout._size;
+      return [r.left + size.l + d._fullLayout.xaxis.l2p(t), r.top + size.t + size.h / 2]; })"""
+    zoomed: list[float] = []
+
+    def drag_to_the_window(page: Page) -> None:
+        whole = page.evaluate(f"({count})(document.getElementById('plot-0-0-sender'), -1e9, 1e9)")
+        zoomed.append(whole)
+        # As a reader would: a drag around the window at the full view (a few pixels cannot
+        # hold 10 ms of it), then a drag from the window's start to its end.
+        for x0, x1 in ((a - 0.1, b + 0.1), (a, b)):
+            (px0, py), (px1, _) = page.evaluate(f"{at}({x0!r})"), page.evaluate(f"{at}({x1!r})")
+            page.drag(px0, py, px1, py)
+            page.evaluate("window.tracekitStatus.idle()")
+
+    probe = f"""(() => {{
+      const tsg = document.getElementById('plot-0-0-sender');
+      const [x0, x1] = tsg._fullLayout.xaxis.range.map(Number);
+      // Segments within 2 us of an edge are left out of both counts: the page draws times to
+      // the microsecond, so one there may fall either side.
+      const a = x0 + 2e-6, b = x1 - 2e-6;
+      return [x0, x1, ({count})(tsg, a, b),
               document.getElementById('plot-0-0-sender-note').textContent];
     }})()"""
-    whole, drawn, note = browser.open(path, READY, probe, scale=0.1).value
-    assert whole < len(times)  # the full view is thinned ...
-    assert drawn == expected  # ... and the zoom shows every segment tshark counts there
+    x0, x1, drawn, note = browser.open(
+        path, READY, probe, scale=0.1, height=1400, actions=drag_to_the_window
+    ).value
+    assert zoomed[0] < len(times)  # the full view is thinned ...
+    assert abs((x1 - x0) - (b - a)) < 0.002  # the drag's window: 10 ms to a few pixels
+    in_view = int(((times >= x0 + 2e-6) & (times <= x1 - 2e-6)).sum())
+    assert in_view > 50
+    assert drawn == in_view  # ... and the zoom shows every segment tshark counts there
     assert note == "Every point in view is drawn."
 
 
@@ -364,19 +397,31 @@ def test_scrolling_paints_every_plot_and_records_its_time(
     sender, receiver = OVERRUN / "sender.pcap", OVERRUN / "receiver.pcap"
     analysis = analyze(read_capture(sender), read_capture(receiver))
     path = write(build_report(analysis, ("s", "r")), tmp_path / "r.html")
-    scroll = """(async () => {
-      const s = window.tracekitStatus;
-      const ids = Array.from(document.querySelectorAll('details.connection[open] .plot'),
-                             d => d.id);
-      for (const id of ids) {
-        document.getElementById(id).scrollIntoView();
-        await new Promise(r => setTimeout(r, 200));
-        await s.idle();
-        await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-      }
-      return JSON.stringify([ids, s.plots, s.timings, s.paintedMs, s.errors]);
-    })()"""
-    result = browser.open(path, READY, scroll, timeout=90, scale=0.1, height=700)
+    settle = """(async () => { await new Promise(r => setTimeout(r, 200));
+      await window.tracekitStatus.idle();
+      await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+      return scrollY + innerHeight >= document.documentElement.scrollHeight - 1; })()"""
+
+    def scroll_down_with_the_wheel(page: Page) -> None:
+        # As a reader scrolls: the mouse wheel over the page, a notch at a time, each once the
+        # plots that came on screen are drawn, to the bottom.
+        for _ in range(200):
+            if page.evaluate(settle):
+                return
+            page.mouse("mouseWheel", 700, 350, deltaX=0, deltaY=300)
+        raise AssertionError("the wheel did not reach the bottom of the page")
+
+    result = browser.open(
+        path,
+        READY,
+        """JSON.stringify([Array.from(document.querySelectorAll('details.connection[open] .plot'),
+          d => d.id), ...['plots', 'timings', 'paintedMs', 'errors'].map(
+          k => window.tracekitStatus[k])])""",
+        timeout=90,
+        scale=0.1,
+        height=700,
+        actions=scroll_down_with_the_wheel,
+    )
     ids, plots, timings, painted, errors = json.loads(result.value)
     assert result.console_errors == [] and result.exceptions == [] and errors == []
     assert len(ids) >= 7 and set(plots) == set(ids) == set(painted)

@@ -222,6 +222,14 @@ def test_many_connections_get_a_population_summary(tmp_path: Path) -> None:
     page = render(report)
     # The population comes before the folded connections table.
     assert page.index('class="population"') < page.index('class="connections-table"')
+    # The troubled transfer has a verdict card; the one-segment connections, which carry too
+    # little to judge and found nothing, share one line above the population instead of a
+    # card each, so the first screen reaches the population.
+    cards = re.findall(r'<div class="verdict [^"]*"><p class="who">(.*?)</p>', page)
+    assert len(cards) == 1 and f"{CLIENT}:40000" in cards[0]
+    (line,) = re.findall(r'<p class="unjudged">(.*?)</p>', page)
+    assert line.startswith(f"And {len(sizes)} connections with too little data")
+    assert page.index('class="unjudged"') < page.index('class="population"')
 
 
 def test_a_hostile_name_in_a_verdict_is_escaped(tmp_path: Path) -> None:
@@ -232,7 +240,7 @@ def test_a_hostile_name_in_a_verdict_is_escaped(tmp_path: Path) -> None:
     page = render(report)
     assert "<script>alert(1)" not in page
     assert "&lt;script&gt;alert(1)&lt;!--" in page
-    assert page.count("</script>") == 3
+    assert page.count("</script>") == 4
 
 
 # --- in a real browser ------------------------------------------------------------------------
@@ -307,6 +315,7 @@ def test_a_multi_connection_report_shows_the_overview_busiest_first(
             overview: window.tracekitStatus.plots['plot-overview'],
             stacked: document.getElementById('plot-overview').data.filter(t => t.stackgroup).length,
             verdicts: Array.from(document.querySelectorAll('.verdict .who'), v => v.innerText),
+            unjudged: Array.from(document.querySelectorAll('.unjudged'), v => v.innerText),
             sections: Array.from(
               document.querySelectorAll('details.connection[id^="conn-"] summary'),
               s => s.innerText),
@@ -326,6 +335,10 @@ def test_a_multi_connection_report_shows_the_overview_busiest_first(
     assert seen["overview"] >= len(busiest) + 1  # the stacked connections and their sum
     for got, (a, b) in zip(seen["sections"], busiest, strict=True):
         assert f"{a} -> {b}" in got
-    for got, (a, b) in zip(seen["verdicts"], busiest, strict=True):
+    # The three lab transfers have a card each, busiest first; the control connection's 37
+    # bytes are too little to judge, and it is named in one line after them.
+    for got, (a, b) in zip(seen["verdicts"], busiest[:-1], strict=True):
         assert f"{a} -> {b}" in got
+    (line,) = seen["unjudged"]
+    assert line.startswith("And 1 connection with too little data to tell what held it back")
     assert seen["overviewTop"] < seen["tableTop"]

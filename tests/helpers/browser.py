@@ -11,11 +11,12 @@ from tracekit.report.chromium import (
     CHROMIUM,
     FLAGS,
     Browser,
+    Page,
     PageResult,
     chromium_available,
 )
 
-__all__ = ["CHROMIUM", "FLAGS", "Browser", "PageResult", "chromium_available", "png_pixels"]
+__all__ = ["CHROMIUM", "FLAGS", "Browser", "Page", "PageResult", "chromium_available", "png_pixels"]
 
 
 def png_pixels(png: bytes) -> tuple[int, int, bytes]:

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,54 @@ class PageResult:
     requests: list[str] = field(default_factory=list)
     value: Any = None
     screenshot_png: bytes = b""
+
+
+class Page:
+    """An open page, for a caller's actions between its load and its value: scripts, and the
+    mouse as a person uses it (the events go through the browser's input pipeline, so the page
+    sees trusted events at the pointer's place, as from a real mouse)."""
+
+    def __init__(self, browser: Browser, session: str) -> None:
+        self._browser = browser
+        self._session = session
+
+    def evaluate(self, expression: str, timeout: float = 30) -> Any:
+        """The value of `expression` (a promise is awaited)."""
+        out = self._browser.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            self._session,
+            timeout=timeout,
+        )
+        if "exceptionDetails" in out:
+            raise RuntimeError(f"evaluating failed: {out['exceptionDetails']}")
+        return out["result"].get("value")
+
+    def mouse(self, kind: str, x: float, y: float, **extra: Any) -> None:
+        """One mouse event at (x, y) CSS pixels of the viewport: mouseMoved, mousePressed,
+        mouseReleased or mouseWheel (with deltaY)."""
+        params = {"type": kind, "x": x, "y": y, **extra}
+        if kind in ("mousePressed", "mouseReleased"):
+            params.setdefault("button", "left")
+            params.setdefault("clickCount", 1)
+        if kind == "mouseMoved" and extra.get("buttons"):
+            params.setdefault("button", "left")
+        self._browser.call("Input.dispatchMouseEvent", params, self._session)
+
+    def click(self, x: float, y: float) -> None:
+        """A left click at (x, y): the pointer moves there, presses and releases."""
+        self.mouse("mouseMoved", x, y)
+        self.mouse("mousePressed", x, y)
+        self.mouse("mouseReleased", x, y)
+
+    def drag(self, x0: float, y0: float, x1: float, y1: float, steps: int = 8) -> None:
+        """A left-button drag from (x0, y0) to (x1, y1) in `steps` moves."""
+        self.mouse("mouseMoved", x0, y0)
+        self.mouse("mousePressed", x0, y0)
+        for k in range(1, steps + 1):
+            f = k / steps
+            self.mouse("mouseMoved", x0 + (x1 - x0) * f, y0 + (y1 - y0) * f, buttons=1)
+        self.mouse("mouseReleased", x1, y1)
 
 
 class Browser:
@@ -174,6 +223,7 @@ class Browser:
         height: int | None = None,
         color_scheme: str | None = None,
         media: str | None = None,
+        actions: Callable[[Page], None] | None = None,
     ) -> PageResult:
         """Load a file, wait until `ready_expression` is truthy, evaluate `value_expression`.
 
@@ -183,7 +233,8 @@ class Browser:
         viewport, the whole page or the element `clip_selector` names, scaled by `scale` (a
         small one keeps decoding it cheap). `color_scheme` ("light" or "dark") emulates the
         user's `prefers-color-scheme` and `media` ("print") the CSS media type; `timeout` bounds the
-        evaluation too.
+        evaluation too. `actions`, given the page once it is ready, does what a person would
+        (clicks, drags) before the value is evaluated.
         """
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
@@ -218,6 +269,8 @@ class Browser:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"page not ready after {timeout} s: {ready_expression}")
             time.sleep(0.05)
+        if actions is not None:
+            actions(Page(self, session))
         evaluated = self.call(
             "Runtime.evaluate",
             {"expression": value_expression, "returnByValue": True, "awaitPromise": True},

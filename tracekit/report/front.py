@@ -98,6 +98,7 @@ def verdict_views(
                 change=v.change,
                 severity=v.severity.value,
                 link=view_of.get(conn),
+                judged=bool(v.held_back) or v.severity.rank >= Severity.WARNING.rank,
             )
         )
     return tuple(out)

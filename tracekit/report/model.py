@@ -229,6 +229,9 @@ class Verdict:
     change: str | None
     severity: str = "info"
     link: int | None = None
+    # False when nothing tells what held it back and no finding is a warning or an error:
+    # the page then names it in one line with the others alike, not in a card of its own.
+    judged: bool = True
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,10 @@
   window.tracekitStatus = status;
   window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
 
-  // plotly.js comes as text and starts from a blob: URL: the browser compiles it off the main
-  // thread while this script decodes the first plots' points and the parser reads on. Every
-  // drawing waits for it (the queue below starts with it).
-  var plotlyReady = new Promise(function (resolve, reject) {
-    var script = document.createElement("script");
-    script.onload = function () { status.plotlyMs = performance.now(); resolve(); };
-    script.onerror = function () { reject(new Error("plotly.js did not start")); };
-    script.src = URL.createObjectURL(new Blob(
-      [document.getElementById("tk-plotly").textContent], { type: "text/javascript" }));
-    document.head.appendChild(script);
-  });
+  // plotly.js was started from the top of the page (html.py): the browser compiles it off the
+  // main thread while the parser reads on and this script decodes the first plots' points.
+  // Every drawing waits for it (the queue below starts with it).
+  var plotlyReady = window.tracekitPlotly.then(function (ms) { status.plotlyMs = ms; });
 
   var data = JSON.parse(document.getElementById("tk-data").textContent);
   status.parsedMs = performance.now();
@@ -314,7 +307,8 @@
     }
     var yr = yFixed || yRange;
     var perPx = { x: (x1 - x0) / area.w, y: yr ? (yr[1] - yr[0]) / area.h : 0 };
-    var out = picks.map(function (k) { return plotlyTrace(k.t, k.tr, k.idx, k.name, perPx); });
+    var out = [];
+    picks.forEach(function (k) { out.push.apply(out, plotlyTrace(k.t, k.tr, k.idx, k.name, perPx)); });
     var note = notes.length
       ? "Thinned to the view's budget (each time slice's first, last, lowest and highest point): "
         + notes.join("; ") + ". Zoom in to see every one."
@@ -328,7 +322,50 @@
   var TICK_PX = 6, SEGMENT_STRIDE = 17;
   status.segmentStride = SEGMENT_STRIDE;
 
-  // `perPx`: the view's data units per CSS pixel of the plot area, {x, y}.
+  // Marker symbols as outlines in CSS pixels around the point (y up), each a closed polygon
+  // followed by a gap (NaN); a ring's inner polygon winds the other way, so it is a hole.
+  function ngon(k, r, clockwise) {
+    var xs = [], ys = [];
+    for (var i = 0; i < k; i++) {
+      var a = 2 * Math.PI * (clockwise ? -i : i) / k;
+      xs.push(r * Math.cos(a)); ys.push(r * Math.sin(a));
+    }
+    xs.push(NaN); ys.push(NaN);
+    return { x: xs, y: ys };
+  }
+  function bar(angle, half, halfWidth) {  // a thin rectangle through the point
+    var c = Math.cos(angle), s = Math.sin(angle), xs = [], ys = [];
+    [[1, 1], [1, -1], [-1, -1], [-1, 1]].forEach(function (q) {
+      xs.push(q[0] * half * c - q[1] * halfWidth * s);
+      ys.push(q[0] * half * s + q[1] * halfWidth * c);
+    });
+    xs.push(NaN); ys.push(NaN);
+    return { x: xs, y: ys };
+  }
+  function join(parts) {
+    return { x: [].concat.apply([], parts.map(function (q) { return q.x; })),
+             y: [].concat.apply([], parts.map(function (q) { return q.y; })) };
+  }
+  function polygon(points) {
+    return { x: points.map(function (q) { return q[0]; }).concat([NaN]),
+             y: points.map(function (q) { return q[1]; }).concat([NaN]) };
+  }
+  // Sized as plotly draws a size-7 marker with its 1.2 px outline.
+  var SYMBOLS = {
+    "circle": ngon(12, 4.1, false),
+    "circle-open": join([ngon(12, 4.1, false), ngon(12, 2.9, true)]),
+    "square": polygon([[-4.1, -4.1], [4.1, -4.1], [4.1, 4.1], [-4.1, 4.1]]),
+    "diamond": polygon([[0, -5.4], [5.4, 0], [0, 5.4], [-5.4, 0]]),
+    "triangle-up": polygon([[0, 5.2], [4.9, -3.3], [-4.9, -3.3]]),
+    "triangle-down": polygon([[0, -5.2], [-4.9, 3.3], [4.9, 3.3]]),
+    "x": join([bar(Math.PI / 4, 5.2, 1.5), bar(-Math.PI / 4, 5.2, 1.5)]),
+    "x-thin": join([bar(Math.PI / 4, 4.6, 0.8), bar(-Math.PI / 4, 4.6, 0.8)]),
+    "cross": join([bar(0, 5.2, 1.9), bar(Math.PI / 2, 5.2, 1.9)]),
+  };
+  status.markerStride = function (symbol) { return (SYMBOLS[symbol] || SYMBOLS.circle).x.length; };
+
+  // `perPx`: the view's data units per CSS pixel of the plot area, {x, y}. A trace of the model
+  // is one plotly trace, or two for markers (below).
   function plotlyTrace(t, tr, idx, name, perPx) {
     var n = idx.length, x = new Float64Array(n), y = new Float64Array(n);
     for (var i = 0; i < n; i++) { x[i] = tr.x[idx[i]]; y[i] = tr.y[idx[i]]; }
@@ -376,10 +413,38 @@
     } else if (t.kind === "line") {
       out.mode = "lines"; out.line = line;
     } else {
-      out.mode = "markers";
-      out.marker = { color: t.color, symbol: t.symbol, size: 7, line: { color: t.color, width: 1.2 } };
+      // Every marker of the trace is one filled SVG path too, its symbol's outline sized in
+      // pixels: plotly draws and styles each marker as an element of its own, which made most
+      // of a marker-heavy plot's drawing time. An empty trace of the same legend group shows
+      // the symbol in the legend (a click there hides both).
+      var shape = SYMBOLS[t.symbol] || SYMBOLS.circle, L = shape.x.length;
+      var mx = new Float64Array(L * n), my = new Float64Array(L * n);
+      for (var p2 = 0; p2 < n; p2++) {
+        for (var v = 0; v < L; v++) {
+          mx[L * p2 + v] = x[p2] + shape.x[v] * perPx.x;
+          my[L * p2 + v] = y[p2] + shape.y[v] * perPx.y;
+        }
+      }
+      var group = "markers: " + t.name;
+      out.x = mx; out.y = my; out.mode = "none"; out.fill = "toself"; out.fillcolor = t.color;
+      out.hoveron = "points"; out.connectgaps = false; out.showlegend = false;
+      out.legendgroup = group;
+      if (hover) {
+        var mh = new Array(L * n);
+        for (var p3 = 0; p3 < n; p3++) {
+          for (var w2 = 0; w2 < L; w2++) mh[L * p3 + w2] = shape.x[w2] === shape.x[w2] ? hover[p3] : "";
+        }
+        out.hovertext = mh;
+      }
+      // (Empty when the view holds none: plotly leaves an empty trace out of the legend.)
+      var key = { name: name, type: "scatter", x: n ? [null] : [], y: n ? [null] : [],
+                  mode: "markers",
+                  visible: out.visible, legendgroup: group, hoverinfo: "skip",
+                  marker: { color: t.color, symbol: t.symbol, size: 7,
+                            line: { color: t.color, width: 1.2 } } };
+      return [out, key];
     }
-    return out;
+    return [out];
   }
 
   // ---- findings' time ranges: outlined, faintly filled, below the data, named in the legend --
