@@ -165,6 +165,14 @@ def test_the_worst_finding_is_the_most_severe_and_then_the_earliest() -> None:
     assert v.change == "do early"
     calm = verdicts([verdict, f("note", Severity.INFO, 0.5)])[3]
     assert calm.change == "do rate_limit_cause"  # nothing worse: the verdict's advice
+    # Where the application held the transfer, a loss did not set its rate: the verdict's
+    # advice first; an error still outranks it.
+    app = Finding(
+        "rate_limit_cause", Severity.INFO, 3, "a2b", 0.0, 1.0,
+        {"limit_class": "application"}, "s", "e", "do rate_limit_cause",
+    )  # fmt: skip
+    assert verdicts([app, f("early", Severity.WARNING, 1.0)])[3].change == "do rate_limit_cause"
+    assert verdicts([app, f("broken", Severity.ERROR, 1.0)])[3].change == "do broken"
     graver = f("rate_limit_cause", Severity.WARNING, 0.0)
     assert verdicts([graver, f("early", Severity.WARNING, 1.0)])[3].change == "do rate_limit_cause"
     assert evidence_value("rate_bps", 26_400_000.0) == "26.4 Mbit/s"

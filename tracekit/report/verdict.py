@@ -18,6 +18,18 @@ from tracekit.findings import Finding, Severity
 # The finding that says what held a direction back: the verdict's first line.
 VERDICT_KIND = "rate_limit_cause"
 
+# The class of rate_limit_cause (its `limit_class`) that a finding's cause belongs to, where it
+# is not the network's: a window the receiver kept small or shut, a sender's own cap.
+_RECEIVE_WINDOW_KINDS = frozenset({"window_limited", "window_oscillation", "zero_window_stall"})
+
+
+def _cause_class(f: Finding) -> str:
+    """The verdict's class of what a finding says held the transfer."""
+    if f.kind in _RECEIVE_WINDOW_KINDS:
+        return "application" if f.evidence.get("limited_by") == "sender" else "receive_window"
+    return "network"
+
+
 # A list evidence value shows this many items; the rest are counted.
 _LIST_ITEMS = 8
 
@@ -36,21 +48,28 @@ class ConnectionVerdict:
     @property
     def change(self) -> str | None:
         """The one change to make. A warning or error outranks the verdict when it is more
-        severe: an overrun or a drop is the thing to fix, even on a path whose verdict says
-        the transfer ran as fast as the path allowed. Otherwise the advice of the verdict of the
-        direction that moved the most data per second; without a verdict (too short a
-        transfer), the worst finding's."""
+        severe and of the class that held the transfer: an overrun or a drop is the thing to
+        fix, even on a path whose verdict says the transfer ran as fast as the path allowed,
+        and a window too small is said with the window it needs. Where the application or the
+        receive window held the transfer most of the time, the network's losses did not set
+        its rate, and the verdict's advice comes first (an error still outranks it). Otherwise
+        the advice of the verdict of the direction that moved the most data per second; without
+        a verdict (too short a transfer), the worst finding's."""
         main = (
             max(self.held_back, key=lambda f: _number(f.evidence.get("rate_bps", 0.0)))
             if self.held_back
             else None
         )
         worst = self.worst
-        if worst is not None and (
-            main is None
-            or (worst.severity is not Severity.INFO and worst.severity.rank > main.severity.rank)
-        ):
+        if worst is not None and main is None:
             return worst.advice
+        if worst is not None and main is not None:
+            held = main.evidence.get("limit_class", "network")
+            graver = (
+                worst.severity is not Severity.INFO and worst.severity.rank > main.severity.rank
+            )
+            if graver and (held == _cause_class(worst) or worst.severity is Severity.ERROR):
+                return worst.advice
         return main.advice if main is not None else None
 
     @property
