@@ -42,6 +42,18 @@ def vantage(
 
     With a `selection`, the series are built of its packets only (`select`). With `series`
     False they are not built at all (`Series.empty`, at the capture's time origin)."""
+    # Handed over, not lent (`connections`).
+    handed = [capture]
+    del capture
+    conns = connections(handed.pop(), udp_layout, selection)
+    return Vantage(connections=conns, series=build_series(conns) if series else no_series(conns))
+
+
+def connections(
+    capture: Capture, udp_layout: Layout | None = None, selection: Selection | None = None
+) -> Connections:
+    """The connections of one capture, which must hold TCP or a numbered UDP stream, and fit
+    (`require_room`); with a `selection`, only its packets (`select`)."""
     # Handed over, not lent: with no reference left here, build_connections frees the reader's
     # columns it replaces as it goes (when the caller let the capture go too, as analyze does).
     handed = [capture]
@@ -57,9 +69,12 @@ def vantage(
             "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
         )
     require_room(conns, tcp_packets=int(np.count_nonzero(proto == PROTO_TCP)))
-    if not series:
-        return Vantage(connections=conns, series=replace(Series.empty(), t0_ns=conns.t0_ns))
-    return Vantage(connections=conns, series=build_series(conns))
+    return conns
+
+
+def no_series(conns: Connections) -> Series:
+    """Series with no rows, at the capture's time origin: for a view no output draws."""
+    return replace(Series.empty(), t0_ns=conns.t0_ns)
 
 
 # What the series, the merge and the detectors take per TCP packet of a capture, beyond the
@@ -146,25 +161,25 @@ def analyze(
     captures = [receiver, sender]
     del sender, receiver
     selection = selection or Selection()
-    snd = vantage(cast(Capture, captures.pop()), udp_layout, selection)
-    rcv = (
-        vantage(cast(Capture, captures.pop()), udp_layout, series=receiver_series)
+    snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection)
+    rcv_conns = (
+        connections(cast(Capture, captures.pop()), udp_layout)
         if captures[-1] is not None
         else None
     )
-    merged = merge(snd.connections, rcv.connections, addr_map) if rcv is not None else None
-    streams = tuple(
-        udp_streams(
-            snd.connections,
-            rcv.connections if rcv is not None else None,
-            udp_layout,
-            dict(addr_map or {}),
-        )
-    )
-    if rcv is not None:
-        # The merge and the UDP streams have read the receiver's packets; only its connections
-        # table and series are read from here on (the report's receiver TSG).
-        rcv = rcv.without_packets()
+    # The merge reads the connections and packets, never the series: run first, its working
+    # memory is let go before the series are built, which then reuse it.
+    merged = merge(snd_conns, rcv_conns, addr_map) if rcv_conns is not None else None
+    streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
+    snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
+    rcv = None
+    if rcv_conns is not None:
+        rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
+        # The merge and the UDP streams have read the receiver's packets, and its series are
+        # built: only its connections table and series are read from here on (the report's
+        # receiver TSG).
+        rcv = Vantage(connections=rcv_conns, series=rcv_series).without_packets()
+    del snd_conns, rcv_conns
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
         packets=snd.connections.packets,
