@@ -163,9 +163,7 @@ def analyze(
     selection = selection or Selection()
     snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection)
     rcv_conns = (
-        connections(cast(Capture, captures.pop()), udp_layout)
-        if captures[-1] is not None
-        else None
+        connections(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
     )
     # The merge reads the connections and packets, never the series: run first, its working
     # memory is let go before the series are built, which then reuse it.
