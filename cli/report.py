@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from tracekit.cli import common
+from tracekit.cli.memory import give_back
 
 from tracekit.core.paths import printable
 from tracekit.errors import TracekitError
@@ -127,8 +128,9 @@ def report(
     analysis = analysis.without_packets()
     built = build_report(analysis, inputs, config)
     findings = len(analysis.findings)
-    # What the page needs is in `built`; the encoding reuses the analysis's memory.
+    # What the page needs is in `built`: the analysis's memory goes before the encoding.
     del analysis
+    give_back()
     if output is not None:
         with common.writing(output):
             path = write(built, output)

@@ -141,6 +141,7 @@ def analyze(
     udp_layout: Layout | None = None,
     selection: Selection | None = None,
     receiver_series: bool = True,
+    after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
 
@@ -154,22 +155,29 @@ def analyze(
     The merge and the detectors read the receiver's packets, never its series: only views of
     the receiver's capture (the report's receiver TSG, exports, the notebook API) do. With
     `receiver_series` False they are not built, and `Analysis.receiver` holds empty ones; on a
-    big pair that is the memory of a second copy of the data segments.
+    big pair that is the memory of a second copy of the data segments. `after_stage` is called
+    after each stage, once its working memory is let go (a command returns it to the system
+    there: `cli/memory.py`).
     """
+    done = after_stage or _nothing
     # Each capture is handed on and dropped here, so its replaced columns can be freed.
     # mypy does not narrow a list's items: the casts say what the order and the test ensure.
     captures = [receiver, sender]
     del sender, receiver
     selection = selection or Selection()
     snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection)
+    done()
     rcv_conns = (
         connections(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
     )
+    done()
     # The merge reads the connections and packets, never the series: run first, its working
     # memory is let go before the series are built, which then reuse it.
     merged = merge(snd_conns, rcv_conns, addr_map) if rcv_conns is not None else None
+    done()
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
     snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
+    done()
     rcv = None
     if rcv_conns is not None:
         rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
@@ -178,6 +186,7 @@ def analyze(
         # receiver TSG).
         rcv = Vantage(connections=rcv_conns, series=rcv_series).without_packets()
     del snd_conns, rcv_conns
+    done()
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
         packets=snd.connections.packets,
@@ -186,6 +195,7 @@ def analyze(
         udp=streams,
     )
     findings = run_detectors(ctx, configs=configs)
+    done()
     if not selection.everything:
         # The receiver's capture is whole: what the merge found in it alone (ACKs lost before
         # the window, say) may lie outside the selection.
@@ -198,6 +208,10 @@ def analyze(
         udp=streams,
         selection=selection,
     )
+
+
+def _nothing() -> None:
+    """No step between stages."""
 
 
 def _inside(finding: Finding, selection: Selection) -> bool:
@@ -220,6 +234,7 @@ def analyze_files(
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
     selection: Selection | None = None,
     receiver_series: bool = True,
+    after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
     commands, check, batch and the tests alike.
@@ -227,8 +242,9 @@ def analyze_files(
     Both paths are checked to be regular files before either is read (a FIFO would block). Each
     reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
-    `selection` limits the analysis to one connection or a time window, and
-    `receiver_series` False leaves the receiver's series unbuilt (`analyze`).
+    `selection` limits the analysis to one connection or a time window,
+    `receiver_series` False leaves the receiver's series unbuilt, and `after_stage` is called
+    after each stage (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
@@ -243,6 +259,7 @@ def analyze_files(
         udp_layout=udp_layout,
         selection=selection,
         receiver_series=receiver_series,
+        after_stage=after_stage,
     )
 
 
