@@ -172,7 +172,7 @@ def analyze(
     )
     done()
     # The merge reads the connections and packets, never the series: run first, its working
-    # memory is let go before the series are built, which then reuse it.
+    # memory and the series are never held at once.
     merged = merge(snd_conns, rcv_conns, addr_map) if rcv_conns is not None else None
     done()
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
