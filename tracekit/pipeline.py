@@ -89,14 +89,23 @@ def require_room(conns: Connections, tcp_packets: int, room: int | None = None) 
     """Refuse, in one line and before the series are built, a capture whose analysis cannot
     fit in the memory this process can still take (`core.memory.available_bytes`, or `room`),
     rather than leave it to the kernel's out-of-memory killer."""
-    need = tcp_packets * ANALYSIS_BYTES_PER_PACKET
     if room is None:
         room = available_bytes()
+    _refuse_unless_room(conns.capture.path, tcp_packets, room)
+
+
+def _refuse_unless_room(
+    path: Path, tcp_packets: int, room: int | None, so_far: bool = False
+) -> None:
+    need = tcp_packets * ANALYSIS_BYTES_PER_PACKET
     if room is None or need <= room:
         return
+    packets = (
+        f"first {tcp_packets:,} TCP packets already" if so_far else f"{tcp_packets:,} TCP packets"
+    )
     raise CaptureError(
-        conns.capture.path,
-        f"its {tcp_packets:,} TCP packets need at least {units.size(need)} more memory to analyse, "
+        path,
+        f"its {packets} need at least {units.size(need)} more memory to analyse, "
         f"and {units.size(room)} is left (the machine's available memory or this "
         "process's memory limit): analyse one connection or a time window (--connection, "
         "--from/--to) or split the capture (editcap -c)",
@@ -249,8 +258,11 @@ def analyze_files(
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
         require_regular_file(path)
-    # Handed over as they are read, as `analyze` asks: no reference stays here.
-    read = [_read(path, on_warning, progress) for path in paths]
+    # Handed over as they are read, as `analyze` asks: no reference stays here. Each read
+    # stops, in one line, once its TCP packets so far already need more memory than is left
+    # (`require_room`); with a selection, only the selected packets count, known later.
+    whole = selection is None or selection.everything
+    read = [_read(path, on_warning, progress, whole) for path in paths]
     return analyze(
         read.pop(0),
         read.pop() if read else None,
@@ -267,9 +279,13 @@ def _read(
     path: Path,
     on_warning: Callable[[str], None] | None,
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None,
+    check_room: bool,
 ) -> Capture:
+    def room_for(tcp_packets: int) -> None:
+        _refuse_unless_room(path, tcp_packets, available_bytes(), so_far=True)
+
     with progress(path) if progress is not None else nullcontext() as update:
-        capture = read_capture(path, progress=update)
+        capture = read_capture(path, progress=update, tcp_read=room_for if check_room else None)
     if on_warning is not None:
         for warning in capture.stats.warnings:
             on_warning(f"{printable(path)}: {warning}")
