@@ -170,7 +170,7 @@ def test_a_memory_limit_too_small_is_one_line_and_exit_2_not_a_kill(tmp_path: Pa
         assert small.returncode == 2, small.stderr[-500:]
         (line,) = small.stderr.splitlines()
         # Refused once its packets so far could not fit, or after its connections.
-        assert line.startswith(f"{capture}: its ") and "TCP packets" in line
+        assert f"{capture}: its " in line and "TCP packets" in line
         assert "need at least" in line
         assert small.stdout == ""
         roomy = run(4096)
