@@ -245,6 +245,8 @@ def run_analysis(
     `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
     or a time window; `receiver_series` False skips the receiver's series, for a command that
     draws nothing of the receiver's capture (`analyze_files`)."""
+    from tracekit.cli.memory import give_back
+
     from tracekit.merge.udpstream import Layout
     from tracekit.pipeline import analyze_files
 
@@ -258,6 +260,7 @@ def run_analysis(
         progress=progress,
         selection=selection,
         receiver_series=receiver_series,
+        after_stage=give_back,
     )
 
 

@@ -7,6 +7,11 @@ them first (measured here: 0.26 s per GB reused, up to 3 s per GB fresh). With m
 heap never trimmed, a freed array's pages serve the next one as they are. The peak is the same;
 the memory is given back when the command exits.
 
+Kept for ever, though, the heap holds every stage's working memory on top of what the stages
+after it keep, and a stage's freed arrays are reused only where the next one's fit in them: so
+between stages (`give_back`, which the pipeline calls once a stage has let its working memory
+go) the heap's free pages go back to the system, and within a stage they are reused as they are.
+
 This is the command's choice, made once in `main` for the commands that run the analysis stages
 (not ingest and flows, which read once and free little): the library never changes process state.
 """
@@ -14,7 +19,9 @@ This is the command's choice, made once in `main` for the commands that run the 
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
+from collections.abc import Callable
 
 # glibc's malloc.h parameter numbers.
 M_TRIM_THRESHOLD = -1
@@ -35,3 +42,23 @@ def retain_freed_memory() -> bool:
     mallopt.restype = ctypes.c_int
     # mallopt returns 1 on success; musl's stub returns 0 and changes nothing.
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+
+
+def give_back() -> None:
+    """Return the heap's free pages to the system (glibc's malloc_trim): a no-op elsewhere."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # glibc's; musl has none
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return trim

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from tracekit.cli import common
+from tracekit.cli.memory import give_back
 
 from tracekit.core.paths import printable
 from tracekit.errors import TracekitError
@@ -122,11 +123,18 @@ def report(
     common.require_merge(analysis, capture, receiver)
     # As the page names them: a file name may hold bytes no UTF-8 page can.
     inputs = tuple(printable(p) for p in (capture, receiver) if p is not None)
+    # The page draws from the series, the merge and the tables, never the packets: on a big
+    # capture those are tens of megabytes the plots' arrays can reuse.
+    analysis = analysis.without_packets()
     built = build_report(analysis, inputs, config)
+    findings = len(analysis.findings)
+    # What the page needs is in `built`: the analysis's memory goes before the encoding.
+    del analysis
+    give_back()
     if output is not None:
         with common.writing(output):
             path = write(built, output)
-        click.echo(f"{printable(path)}: {len(analysis.findings)} findings", err=True)
+        click.echo(f"{printable(path)}: {findings} findings", err=True)
     if folders:
         # One browser draws both formats; a failure to write names the first folder.
         with common.writing(next(iter(folders.values()))):

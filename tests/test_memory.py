@@ -5,17 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.simulated_capture import write_pcap
 from tests.helpers.simulated_series import Scenario, simulate, view
+from tracekit import pipeline
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.core.memory import available_bytes
 from tracekit.errors import CaptureError
-from tracekit.pipeline import ANALYSIS_BYTES_PER_PACKET, require_room
+from tracekit.pipeline import ANALYSIS_BYTES_PER_PACKET, analyze_files, require_room
 
 LAB = Path(__file__).resolve().parent.parent / "fixtures" / "captures"
 MiB = 1 << 20
@@ -80,6 +82,54 @@ def test_a_capture_is_refused_only_where_its_analysis_cannot_fit() -> None:
     assert f"{packets:,} TCP packets" in message and "--connection" in message
 
 
+def test_a_read_is_told_its_tcp_packets_chunk_by_chunk() -> None:
+    path = LAB / "slow_start_overrun" / "sender.pcap"
+    told: list[int] = []
+    capture = read_capture(path, records_per_call=1000, tcp_read=told.append)
+    proto = capture.packets.column("proto").to_numpy()
+    assert len(told) > 1 and told == sorted(told)
+    assert told[-1] == int((proto == 6).sum()) == capture.packets.num_rows
+
+
+def test_a_capture_that_cannot_fit_is_refused_while_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The reader's table grows as it reads: once the packets read so far already need more than
+    # is left, the read stops there, before the rest of the file and before the connections.
+    def never(*_: object) -> None:
+        raise AssertionError("the connections were built")
+
+    monkeypatch.setattr(pipeline, "available_bytes", lambda: ANALYSIS_BYTES_PER_PACKET * 1500)
+    monkeypatch.setattr(pipeline, "build_connections", never)
+    monkeypatch.setattr(pipeline, "read_capture", _small_chunks(pipeline.read_capture))
+    path = LAB / "slow_start_overrun" / "sender.pcap"
+    with pytest.raises(CaptureError) as refused:
+        analyze_files(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(str(path))
+    assert "its first 2,000 TCP packets already need at least" in message
+
+
+def test_a_selection_is_not_refused_for_the_whole_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One connection or a time window is what a capture too big for memory is cut down to:
+    # while it is read, the packets outside it do not count.
+    from tracekit.analysis import Selection
+
+    path = LAB / "slow_start_overrun" / "sender.pcap"
+    whole = analyze_files(path)
+    monkeypatch.setattr(pipeline, "available_bytes", lambda: ANALYSIS_BYTES_PER_PACKET * 1500)
+    window = analyze_files(path, selection=Selection(to_s=0.001))
+    assert window.sender.connections.packets.num_rows < 1500
+    assert whole.sender.connections.packets.num_rows > 2000
+
+
+def _small_chunks(read: Callable[..., object]) -> Callable[..., object]:
+    def reading(*args: object, **kwargs: object) -> object:
+        return read(*args, records_per_call=1000, **kwargs)
+
+    return reading
+
+
 MEMORY_CGROUP = Path("/sys/fs/cgroup/memory")
 
 
@@ -119,7 +169,9 @@ def test_a_memory_limit_too_small_is_one_line_and_exit_2_not_a_kill(tmp_path: Pa
         small = run(230)
         assert small.returncode == 2, small.stderr[-500:]
         (line,) = small.stderr.splitlines()
-        assert f"{capture}: its {frames:,} TCP packets need at least" in line
+        # Refused once its packets so far could not fit, or after its connections.
+        assert f"{capture}: its " in line and "TCP packets" in line
+        assert "need at least" in line
         assert small.stdout == ""
         roomy = run(4096)
         assert roomy.returncode == 0, roomy.stderr[-500:]

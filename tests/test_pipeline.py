@@ -120,3 +120,21 @@ def test_without_the_receivers_series_the_merge_and_findings_are_the_same() -> N
     assert [f.to_dict() for f in lean.findings] == [f.to_dict() for f in full.findings]
     assert lean.receiver.series.segments.empty and lean.receiver.series.acks.empty
     assert lean.receiver.series.t0_ns == lean.receiver.connections.t0_ns > 0
+
+
+def test_after_stage_runs_between_the_stages_and_changes_nothing() -> None:
+    # The hook a command trims its heap with (cli/memory.py): after each capture's connections,
+    # the merge, each capture's series and the detectors; the analysis is the same without it.
+    folder = LAB / "receiver_drops"
+    calls: list[int] = []
+    hooked = analyze_files(
+        folder / "sender.pcap", folder / "receiver.pcap", after_stage=lambda: calls.append(1)
+    )
+    plain = analyze_files(folder / "sender.pcap", folder / "receiver.pcap")
+    assert len(calls) == 6
+    assert [f.to_dict() for f in hooked.findings] == [f.to_dict() for f in plain.findings]
+    assert hooked.merge is not None and plain.merge is not None
+    assert hooked.merge.counts() == plain.merge.counts()
+    alone: list[int] = []
+    analyze_files(folder / "sender.pcap", after_stage=lambda: alone.append(1))
+    assert len(alone) == 6  # the same steps, the receiver's with nothing to do

@@ -95,6 +95,15 @@ class Analysis:
     # The part of the sender's capture analysed (tracekit.pipeline.analyze).
     selection: Selection = Selection()
 
+    def without_packets(self) -> Analysis:
+        """This analysis with the sender's packet table let go (`Vantage.without_packets`):
+        its connections table, series, merge and findings stay, all a report draws from. With a
+        selection the packets say which connections it kept (`connection_table`), so they stay.
+        """
+        if not self.selection.everything:
+            return self
+        return dataclasses.replace(self, sender=self.sender.without_packets())
+
     def connection_table(self) -> pa.Table:
         """The sender's connections table, only the rows the selection kept: with a connection
         or a time window, those with a packet in it. Each row describes its whole connection."""

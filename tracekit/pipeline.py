@@ -42,6 +42,18 @@ def vantage(
 
     With a `selection`, the series are built of its packets only (`select`). With `series`
     False they are not built at all (`Series.empty`, at the capture's time origin)."""
+    # Handed over, not lent (`connections`).
+    handed = [capture]
+    del capture
+    conns = connections(handed.pop(), udp_layout, selection)
+    return Vantage(connections=conns, series=build_series(conns) if series else no_series(conns))
+
+
+def connections(
+    capture: Capture, udp_layout: Layout | None = None, selection: Selection | None = None
+) -> Connections:
+    """The connections of one capture, which must hold TCP or a numbered UDP stream, and fit
+    (`require_room`); with a `selection`, only its packets (`select`)."""
     # Handed over, not lent: with no reference left here, build_connections frees the reader's
     # columns it replaces as it goes (when the caller let the capture go too, as analyze does).
     handed = [capture]
@@ -57,9 +69,12 @@ def vantage(
             "(a stream numbered elsewhere: --udp-seq-offset, --udp-seq-width)",
         )
     require_room(conns, tcp_packets=int(np.count_nonzero(proto == PROTO_TCP)))
-    if not series:
-        return Vantage(connections=conns, series=replace(Series.empty(), t0_ns=conns.t0_ns))
-    return Vantage(connections=conns, series=build_series(conns))
+    return conns
+
+
+def no_series(conns: Connections) -> Series:
+    """Series with no rows, at the capture's time origin: for a view no output draws."""
+    return replace(Series.empty(), t0_ns=conns.t0_ns)
 
 
 # What the series, the merge and the detectors take per TCP packet of a capture, beyond the
@@ -74,14 +89,23 @@ def require_room(conns: Connections, tcp_packets: int, room: int | None = None) 
     """Refuse, in one line and before the series are built, a capture whose analysis cannot
     fit in the memory this process can still take (`core.memory.available_bytes`, or `room`),
     rather than leave it to the kernel's out-of-memory killer."""
-    need = tcp_packets * ANALYSIS_BYTES_PER_PACKET
     if room is None:
         room = available_bytes()
+    _refuse_unless_room(conns.capture.path, tcp_packets, room)
+
+
+def _refuse_unless_room(
+    path: Path, tcp_packets: int, room: int | None, so_far: bool = False
+) -> None:
+    need = tcp_packets * ANALYSIS_BYTES_PER_PACKET
     if room is None or need <= room:
         return
+    packets = (
+        f"first {tcp_packets:,} TCP packets already" if so_far else f"{tcp_packets:,} TCP packets"
+    )
     raise CaptureError(
-        conns.capture.path,
-        f"its {tcp_packets:,} TCP packets need at least {units.size(need)} more memory to analyse, "
+        path,
+        f"its {packets} need at least {units.size(need)} more memory to analyse, "
         f"and {units.size(room)} is left (the machine's available memory or this "
         "process's memory limit): analyse one connection or a time window (--connection, "
         "--from/--to) or split the capture (editcap -c)",
@@ -126,6 +150,7 @@ def analyze(
     udp_layout: Layout | None = None,
     selection: Selection | None = None,
     receiver_series: bool = True,
+    after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
 
@@ -139,32 +164,38 @@ def analyze(
     The merge and the detectors read the receiver's packets, never its series: only views of
     the receiver's capture (the report's receiver TSG, exports, the notebook API) do. With
     `receiver_series` False they are not built, and `Analysis.receiver` holds empty ones; on a
-    big pair that is the memory of a second copy of the data segments.
+    big pair that is the memory of a second copy of the data segments. `after_stage` is called
+    after each stage, once its working memory is let go (a command returns it to the system
+    there: `cli/memory.py`).
     """
+    done = after_stage or _nothing
     # Each capture is handed on and dropped here, so its replaced columns can be freed.
     # mypy does not narrow a list's items: the casts say what the order and the test ensure.
     captures = [receiver, sender]
     del sender, receiver
     selection = selection or Selection()
-    snd = vantage(cast(Capture, captures.pop()), udp_layout, selection)
-    rcv = (
-        vantage(cast(Capture, captures.pop()), udp_layout, series=receiver_series)
-        if captures[-1] is not None
-        else None
+    snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection)
+    done()
+    rcv_conns = (
+        connections(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
     )
-    merged = merge(snd.connections, rcv.connections, addr_map) if rcv is not None else None
-    streams = tuple(
-        udp_streams(
-            snd.connections,
-            rcv.connections if rcv is not None else None,
-            udp_layout,
-            dict(addr_map or {}),
-        )
-    )
-    if rcv is not None:
-        # The merge and the UDP streams have read the receiver's packets; only its connections
-        # table and series are read from here on (the report's receiver TSG).
-        rcv = rcv.without_packets()
+    done()
+    # The merge reads the connections and packets, never the series: run first, its working
+    # memory and the series are never held at once.
+    merged = merge(snd_conns, rcv_conns, addr_map) if rcv_conns is not None else None
+    done()
+    streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
+    snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
+    done()
+    rcv = None
+    if rcv_conns is not None:
+        rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
+        # The merge and the UDP streams have read the receiver's packets, and its series are
+        # built: only its connections table and series are read from here on (the report's
+        # receiver TSG).
+        rcv = Vantage(connections=rcv_conns, series=rcv_series).without_packets()
+    del snd_conns, rcv_conns
+    done()
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
         packets=snd.connections.packets,
@@ -173,6 +204,7 @@ def analyze(
         udp=streams,
     )
     findings = run_detectors(ctx, configs=configs)
+    done()
     if not selection.everything:
         # The receiver's capture is whole: what the merge found in it alone (ACKs lost before
         # the window, say) may lie outside the selection.
@@ -185,6 +217,10 @@ def analyze(
         udp=streams,
         selection=selection,
     )
+
+
+def _nothing() -> None:
+    """No step between stages."""
 
 
 def _inside(finding: Finding, selection: Selection) -> bool:
@@ -207,6 +243,7 @@ def analyze_files(
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
     selection: Selection | None = None,
     receiver_series: bool = True,
+    after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
     commands, check, batch and the tests alike.
@@ -214,14 +251,18 @@ def analyze_files(
     Both paths are checked to be regular files before either is read (a FIFO would block). Each
     reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
-    `selection` limits the analysis to one connection or a time window, and
-    `receiver_series` False leaves the receiver's series unbuilt (`analyze`).
+    `selection` limits the analysis to one connection or a time window,
+    `receiver_series` False leaves the receiver's series unbuilt, and `after_stage` is called
+    after each stage (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
         require_regular_file(path)
-    # Handed over as they are read, as `analyze` asks: no reference stays here.
-    read = [_read(path, on_warning, progress) for path in paths]
+    # Handed over as they are read, as `analyze` asks: no reference stays here. Each read
+    # stops, in one line, once its TCP packets so far already need more memory than is left
+    # (`require_room`); with a selection, only the selected packets count, known later.
+    whole = selection is None or selection.everything
+    read = [_read(path, on_warning, progress, whole) for path in paths]
     return analyze(
         read.pop(0),
         read.pop() if read else None,
@@ -230,6 +271,7 @@ def analyze_files(
         udp_layout=udp_layout,
         selection=selection,
         receiver_series=receiver_series,
+        after_stage=after_stage,
     )
 
 
@@ -237,9 +279,13 @@ def _read(
     path: Path,
     on_warning: Callable[[str], None] | None,
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None,
+    check_room: bool,
 ) -> Capture:
+    def room_for(tcp_packets: int) -> None:
+        _refuse_unless_room(path, tcp_packets, available_bytes(), so_far=True)
+
     with progress(path) if progress is not None else nullcontext() as update:
-        capture = read_capture(path, progress=update)
+        capture = read_capture(path, progress=update, tcp_read=room_for if check_room else None)
     if on_warning is not None:
         for warning in capture.stats.warnings:
             on_warning(f"{printable(path)}: {warning}")

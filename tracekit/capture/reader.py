@@ -112,17 +112,22 @@ def read_capture(
     *,
     progress: Callable[[int, int], None] | None = None,
     records_per_call: int = RECORDS_PER_CALL,
+    tcp_read: Callable[[int], None] | None = None,
 ) -> Capture:
     """Read a capture into the declared packet, flow, SACK and UDP tables.
 
     Raises CaptureError for a file that cannot be read as a capture (see the module docstring for
     where a cut tail ends and corruption begins). `progress(bytes_done, bytes_total)` is called
-    after each chunk, in bytes of the file on disk. The tables do not depend on
-    `records_per_call`, the records walked and decoded per kernel call.
+    after each chunk, in bytes of the file on disk; `tcp_read(packets)` after each chunk of the
+    packet table, with the TCP packets in it so far (what it raises stops the read: a caller
+    that knows the table will not fit says so before the rest is read). The tables do not
+    depend on `records_per_call`, the records walked and decoded per kernel call.
     """
     path = Path(path)
     with ByteSource(path) as source:
-        return _Reader(path, source, progress, None, records_per_call).read()
+        reader = _Reader(path, source, progress, None, records_per_call)
+        reader.tcp_read = tcp_read
+        return reader.read()
 
 
 def read_chunks(
@@ -197,6 +202,9 @@ class _Reader:
         self.known_iface = False
         self.unknown_links: list[int] = []
         self.consumer = consumer
+        # Told the TCP packets of the table after each chunk (read_capture's `tcp_read`).
+        self.tcp_read: Callable[[int], None] | None = None
+        self.tcp = 0
         self.packets = _packet_columns(_packet_capacity(source) if consumer is None else 0)
         self.sack_chunks: dict[str, list[np.ndarray]] = {"row": [], "left": [], "right": []}
         self.udp_chunks: dict[str, list[np.ndarray]] = {"row": [], "head_len": [], "head": []}
@@ -552,6 +560,9 @@ class _Reader:
             self.rows += kept_count
             return
         self.packets.append(chunk)
+        if self.tcp_read is not None:
+            self.tcp += int(np.count_nonzero(chunk["proto"] == schema.PROTO_TCP))
+            self.tcp_read(self.tcp)
 
         sack_n = chunk["sack_n"]
         carriers = np.flatnonzero(sack_n)

@@ -220,11 +220,12 @@ def _carry(
     traces thinned by halves (M4 keeps each slice's extremes and every kept point) until the
     data fits."""
     counts = [[len(t) for t in traces] for traces in plots]
+    # A plot's encoding depends on its own traces and their targets only: after a halving, the
+    # one plot it touched is encoded again, not every plot of the report.
+    encoded = [
+        _encode_plot(traces, targets, budget) for traces, targets in zip(plots, counts, strict=True)
+    ]
     while True:
-        encoded = [
-            _encode_plot(traces, targets, budget)
-            for traces, targets in zip(plots, counts, strict=True)
-        ]
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
         if sum(size for size, _ in sizes) <= budget.max_bytes:
             return encoded
@@ -239,6 +240,7 @@ def _carry(
             return encoded
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
+        encoded[pi] = _encode_plot(plots[pi], counts[pi], budget)
 
 
 def _encode_plot(
