@@ -1031,6 +1031,17 @@ def _amsdu_subframe(b: np.ndarray, base: Any, at: Any, stop: Any, end: Any) -> A
     return version, q, skip, min(cap, msdu_end - q), following
 
 
+def _amsdu_room(row: Any, records: Any, rows: Any, flows: Any, flow_rows: Any) -> Any:
+    """Whether an A-MSDU whose record's row is `row`, with `records` records left counting its
+    own, has room in the output's `rows` and the flow table's `flow_rows` (STATUS_DONE), or
+    which must grow first: every subframe may be a row and a new flow."""
+    if row + MAX_AMSDU_SUBFRAMES + (records - 1) > rows:
+        return STATUS_ROWS
+    if flows + MAX_AMSDU_SUBFRAMES > flow_rows:
+        return STATUS_GROW
+    return STATUS_DONE
+
+
 def _gre(b: np.ndarray, g: Any, stop: Any) -> Any:
     """The packet a GRE header at g carries, as `_tunnel` gives it; (0, g) when it is not
     followed. The header and what follows it must lie before stop."""
@@ -1597,10 +1608,9 @@ def decode_records(
         sub_depth = 0
         subframes = 0
         if version == WLAN_CARRIES_AMSDU:
-            if nrow + (MAX_AMSDU_SUBFRAMES - 1) + (count - r - 1) > reason.shape[0]:
-                return r, w, STATUS_ROWS
-            if flow_count[0] + MAX_AMSDU_SUBFRAMES > flow_keys.shape[0]:
-                return r, w, STATUS_GROW
+            status = _amsdu_room(w, count - r, reason.shape[0], flow_count[0], flow_keys.shape[0])
+            if status != STATUS_DONE:
+                return r, w, status
             sub_at = q
             sub_base = q
             sub_stop = off + origlen
@@ -1651,8 +1661,9 @@ def decode_records(
                 outer_version = version
                 outer_src_hi, outer_src_lo = src_hi, src_lo
                 outer_dst_hi, outer_dst_lo = dst_hi, dst_lo
-            # Fragments are put together, and tunnels followed: the packet a tunnel carries is the
-            # one to count (tshark dissects it so); its room is what the outer packet's payload held.
+            # Fragments are put together, and tunnels followed: the packet a tunnel carries is
+            # the one to count (tshark dissects it so); its room is what the outer packet's
+            # payload held.
             while True:
                 if skip == SKIP_IP_FRAGMENT:
                     if n_done > MAX_TUNNEL_DEPTH:  # a fragment in every layer's reassembled data
@@ -1716,10 +1727,11 @@ def decode_records(
                         if n_done or subframes:
                             version = 0
                         else:
-                            if nrow + (MAX_AMSDU_SUBFRAMES - 1) + (count - r - 1) > reason.shape[0]:
-                                return r, w, STATUS_ROWS
-                            if flow_count[0] + MAX_AMSDU_SUBFRAMES > flow_keys.shape[0]:
-                                return r, w, STATUS_GROW
+                            status = _amsdu_room(
+                                w, count - r, reason.shape[0], flow_count[0], flow_keys.shape[0]
+                            )
+                            if status != STATUS_DONE:
+                                return r, w, status
                             sub_at = nq
                             sub_base = nq
                             sub_stop = l4 + l4len
@@ -2014,7 +2026,7 @@ bind(
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
         *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
-        *("_nflog", "_wlan", "_amsdu_subframe"),
+        *("_nflog", "_wlan", "_amsdu_subframe", "_amsdu_room"),
         *("_gre", "_tunnel", "_skipped"),
         *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
