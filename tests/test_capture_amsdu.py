@@ -132,6 +132,31 @@ def test_hostile_subframes_are_read_without_harm(tmp_path: Path) -> None:
     check_one((CRAFTED / "amsdu_hostile.pcap").read_bytes(), tmp_path)
 
 
+@pytest.mark.parametrize("name", sorted(amsdu.hostile_frames()))
+def test_each_hostile_frame_alone(name: str, tmp_path: Path) -> None:
+    # Alone in its file, each frame's rows (grown for its subframes) make a chunk of their own.
+    frame = amsdu.hostile_frames()[name]
+    check_one(_write(tmp_path / "x.pcap", amsdu.LINKTYPE_RADIOTAP, [frame]).read_bytes(), tmp_path)
+
+
+def test_a_fragment_in_a_subframe_is_skipped(tmp_path: Path) -> None:
+    # An IP fragment in a subframe is not put together (the fragment table and the skipped
+    # counts hold frames, and an A-MSDU frame holds many packets): it is skipped, and the
+    # segment beside it kept.
+    whole = amsdu.segment(41105, 0)
+    first = bytes(whole)[: 20 + 48]
+    piece = bytearray(first)
+    piece[2:4] = struct.pack(">H", len(first))
+    piece[6:8] = struct.pack(">H", 0x2000)  # more fragments, offset 0
+    frame = bytes(amsdu.RadioTap()) + amsdu.qos_data(
+        amsdu.amsdu([amsdu.subframe(bytes(piece)), amsdu.subframe(bytes(amsdu.segment(41106, 0)))])
+    )
+    path = _write(tmp_path / "fragment.pcap", amsdu.LINKTYPE_RADIOTAP, [frame, frame])
+    capture = read_capture(path)
+    assert capture.packets.num_rows == 2 and capture.stats.skipped == {}
+    check_one(path.read_bytes(), tmp_path)
+
+
 def test_rows_and_flows_grow_for_many_subframes(tmp_path: Path) -> None:
     # Records of A-MSDUs of 400 connections' segments each: more rows than records in every
     # chunk, and more flows than the flow table starts with (1,024), both grown between records.

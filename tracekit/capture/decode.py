@@ -1669,6 +1669,10 @@ def decode_records(
                     if n_done > MAX_TUNNEL_DEPTH:  # a fragment in every layer's reassembled data
                         skip = SKIP_BAD_HEADER
                         break
+                    # A fragment in an A-MSDU's subframe is not put together: the fragment
+                    # table and the skipped counts hold frames, and a frame holds many of these.
+                    if subframes:
+                        break
                     slot = _fragment_add(
                         frag_keys,
                         frag_slots,

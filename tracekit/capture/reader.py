@@ -548,7 +548,8 @@ class _Reader:
         for name in _PACKET_NAMES:
             if name not in chunk:
                 values = getattr(cols, name)
-                chunk[name] = values if every else values[kept]
+                # Every row kept: the columns as they are (a view when they grew for an A-MSDU).
+                chunk[name] = values[:rows] if every else values[kept]
         if self.consumer is not None:
             self.consumer(chunk, int(self.flows.count[0]))
             self.frames += count
