@@ -1599,22 +1599,16 @@ def decode_records(
             reason[i] = SKIP_NON_IP
             continue
         # An A-MSDU's subframes, each read as a packet of its own: where the next one starts
-        # (-1: none left), the A-MSDU's start, its end and captured end, the tunnel depth of
-        # its packets, and the subframes read.
+        # (-1: none left), the A-MSDU's start (-1: no A-MSDU found), its end and captured end,
+        # the tunnel depth of its packets, and the subframes read.
         sub_at = np.int64(-1)
-        sub_base = np.int64(0)
+        sub_base = np.int64(-1)
         sub_stop = np.int64(0)
         sub_end = np.int64(0)
         sub_depth = 0
         subframes = 0
         if version == WLAN_CARRIES_AMSDU:
-            status = _amsdu_room(w, count - r, reason.shape[0], flow_count[0], flow_keys.shape[0])
-            if status != STATUS_DONE:
-                return r, w, status
-            sub_at = q
-            sub_base = q
-            sub_stop = off + origlen
-            sub_end = end
+            sub_base, sub_stop, sub_end = q, off + origlen, end
         kept = False  # whether a packet of the record has been kept
         noted = False  # whether the record's row holds a skipped packet's reason
         why = -1  # the reason of the packet just read (-1: none read yet)
@@ -1628,6 +1622,14 @@ def decode_records(
                     noted = True
                 if sub_at < 0:
                     break
+            if sub_base >= 0 and subframes == 0:
+                # Room for every subframe as a row and a new flow, before the first is read.
+                status = _amsdu_room(
+                    w, count - r, reason.shape[0], flow_count[0], flow_keys.shape[0]
+                )
+                if status != STATUS_DONE:
+                    return r, w, status
+                sub_at = sub_base
             if sub_at >= 0:
                 if n_done:
                     for d in range(n_done):
@@ -1731,15 +1733,7 @@ def decode_records(
                         if n_done or subframes:
                             version = 0
                         else:
-                            status = _amsdu_room(
-                                w, count - r, reason.shape[0], flow_count[0], flow_keys.shape[0]
-                            )
-                            if status != STATUS_DONE:
-                                return r, w, status
-                            sub_at = nq
-                            sub_base = nq
-                            sub_stop = l4 + l4len
-                            sub_end = limit
+                            sub_base, sub_stop, sub_end = nq, l4 + l4len, limit
                             sub_depth = depth + 1
                             skip = _AMSDU_FOUND
                             break
