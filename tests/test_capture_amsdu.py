@@ -186,3 +186,8 @@ def test_a_transfer_in_amsdus_is_analysed_at_both_ends(tmp_path: Path) -> None:
     assert analysis.merge is not None
     fates = analysis.merge.transmissions["fate"].tolist()
     assert len(fates) == 8 and set(fates) == {"delivered"}
+
+
+def test_the_amsdu_files_are_reproducible() -> None:
+    for name, data in amsdu.amsdu_files().items():
+        assert (CRAFTED / name).read_bytes() == data, name
