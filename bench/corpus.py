@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import ipaddress
+import itertools
 import json
 import multiprocessing
 import os
@@ -281,6 +282,24 @@ def inner_layers(protocols: str) -> tuple[list[str], str]:
     return below, family
 
 
+def segment_layers(protocols: str) -> list[list[str]]:
+    """The layers below each TCP segment of a frame: the first TCP header's, and in an 802.11
+    A-MSDU each later subframe's (behind its own LLC), which tshark dissects one after another.
+    A later TCP header that is not a subframe's (inside a TCP payload, as OpenFlow's packet-in
+    quotes one) is not a segment of its own."""
+    layers = protocols.split(":")
+    tcps = [k for k, p in enumerate(layers) if p == "tcp"]
+    if not tcps:
+        return [layers]
+    found = [layers[: tcps[0]]]
+    if "wlan" in layers[: tcps[0]]:
+        for before, at in itertools.pairwise(tcps):
+            if "llc" not in layers[before:at]:
+                break
+            found.append(layers[:at])
+    return found
+
+
 def _nth(values: str, n: int) -> str:
     """The n-th of the |-joined occurrences of a field, "" when there are fewer."""
     found = values.split("|")
@@ -320,26 +339,28 @@ def tshark_read(path: Path, timeout: float) -> Tshark:
         parts = line.split("\t")
         if len(parts) != len(TSHARK_FIELDS) or not parts[0]:
             continue
-        parts[0] = _nth(parts[0], 0)
-        stream, v4, v6, sport, dv4, dv6, dport, length, protocols = parts
+        streams_of, v4, v6, sports, dv4, dv6, dports, lengths, protocols = parts
         below, family = inner_layers(protocols)
         extra = [p for p in below if p not in LINK_LAYERS]
         if extra:
             encaps[":".join(dict.fromkeys(extra))] += 1
-        # The IP header right under the first TCP header: not an outer tunnel's, nor one that
-        # a TCP payload quotes (OpenFlow packet-in), which come before or after it.
-        nth = below.count(family) - 1
-        src, dst = (v6, dv6) if family == "ipv6" else (v4, dv4)
-        src, dst = _nth(src, nth), _nth(dst, nth)
-        sport, dport, length = _nth(sport, 0), _nth(dport, 0), _nth(length, 0)
-        try:
-            key = (norm_endpoint(f"{src}:{sport}"), norm_endpoint(f"{dst}:{dport}"))
-        except ValueError:
-            continue
-        malformed += not length
-        counts = streams[int(stream)].setdefault(key, [0, 0])
-        counts[0] += 1
-        counts[1] += int(length or 0)
+        for n, layers in enumerate(segment_layers(protocols)):
+            # The IP header right under the n-th TCP header: not an outer tunnel's, nor one
+            # that a TCP payload quotes (OpenFlow packet-in), which come before or after it.
+            family = next((p for p in reversed(layers) if p in ("ip", "ipv6")), "")
+            nth = layers.count(family) - 1
+            src, dst = (v6, dv6) if family == "ipv6" else (v4, dv4)
+            src, dst = _nth(src, nth), _nth(dst, nth)
+            sport, dport, length = _nth(sports, n), _nth(dports, n), _nth(lengths, n)
+            try:
+                key = (norm_endpoint(f"{src}:{sport}"), norm_endpoint(f"{dst}:{dport}"))
+                stream = int(_nth(streams_of, n))
+            except ValueError:
+                continue
+            malformed += not length
+            counts = streams[stream].setdefault(key, [0, 0])
+            counts[0] += 1
+            counts[1] += int(length or 0)
     run.stdout = ""
     return Tshark(run, dict(streams), encaps, malformed)
 

@@ -23,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
@@ -41,6 +42,7 @@ if __name__ == "__main__":
 
 from tracekit import schema  # noqa: E402
 from tracekit.capture import Capture, read_capture  # noqa: E402
+from tracekit.capture.decode import MAX_AMSDU_SUBFRAMES  # noqa: E402
 from tracekit.connections import build_connections  # noqa: E402
 from tracekit.connections.stream import ingest_capture  # noqa: E402
 from tracekit.connections.table_io import connections_path  # noqa: E402
@@ -60,6 +62,8 @@ SEEDS = (
     "encap_carried.pcap",
     "encap_damaged.pcap",
     "encap_links.pcapng",
+    "amsdu.pcap",
+    "amsdu_radiotap.pcap",
 )
 # Values that sit on the reader's limits: lengths around 0, 256 KiB, the snaplen, 2**31, 2**32.
 EDGE_VALUES = (0, 1, 3, 4, 11, 12, 16, 20, 28, 32, 96, 128, 262144, 262145, 2**31, 2**32 - 1)
@@ -106,14 +110,17 @@ def check_consistent(capture: Capture) -> None:
     assert capture.sack.schema == schema.arrow_schema(schema.SACK_COLUMNS)
     assert capture.udp.schema == schema.arrow_schema(schema.UDP_COLUMNS)
     n = packets.num_rows
-    assert n + sum(capture.stats.skipped.values()) == capture.stats.frames
+    frames = packets.column("frame").to_numpy()
+    # A frame is kept (one row, or an A-MSDU's row per subframe kept) or skipped for a reason.
+    kept = np.unique(frames).size
+    assert kept + sum(capture.stats.skipped.values()) == capture.stats.frames
     assert all(count > 0 for count in capture.stats.skipped.values())
     if n:
         flows = packets.column("flow")
         assert pc.min(flows).as_py() >= 0
         assert pc.max(flows).as_py() < capture.flows.num_rows
-        frames = packets.column("frame").to_numpy()
-        assert frames[0] >= 1 and (frames[1:] > frames[:-1]).all()
+        assert frames[0] >= 1 and (frames[1:] >= frames[:-1]).all()
+        assert np.bincount(frames).max() <= MAX_AMSDU_SUBFRAMES
         assert frames[-1] <= capture.stats.frames
         assert pc.sum(packets.column("sack_n")).as_py() == capture.sack.num_rows
     for table in (capture.sack, capture.udp):

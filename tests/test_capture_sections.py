@@ -66,9 +66,9 @@ def test_a_section_per_packet_is_decoded_in_full_chunks(
     calls = []
     decode = reader.decode_chunk
 
-    def counted(*args: object) -> None:
+    def counted(*args: object) -> int:
         calls.append(args[5])
-        decode(*args)  # type: ignore[arg-type]
+        return decode(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(reader, "decode_chunk", counted)
     capture = read_capture(path)

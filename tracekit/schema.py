@@ -79,7 +79,13 @@ WRAP = np.int64(1 << 32)  # the TCP sequence space, RFC 9293 3.4
 # Frames that are not TCP/UDP over IP are counted in the read statistics, not kept.
 PACKET_COLUMNS: tuple[Column, ...] = (
     Column("ts_ns", pa.int64(), "ns", "capture timestamp, nanoseconds since the Unix epoch"),
-    Column("frame", pa.uint32(), "", "frame number in the file, 1-based (tshark's frame.number)"),
+    Column(
+        "frame",
+        pa.uint32(),
+        "",
+        "frame number in the file, 1-based (tshark's frame.number; an 802.11 A-MSDU's packets "
+        "share their frame's)",
+    ),
     Column("iface", pa.uint8(), "", "pcapng interface id of the frame (0 in classic pcap)"),
     Column("flow", pa.int32(), "", "row of the flows table: the unordered 5-tuple"),
     Column("src_end", pa.uint8(), "", "which endpoint of the flow sent it: 0 or 1"),

@@ -11,7 +11,8 @@ tracekit.schema (docs/tables.md), and `ReadStats`.
   FabricPath, 802.1ah, MPLS label stacks, PPPoE sessions and 802.3 lengths with LLC/SNAP, Linux
   cooked v1 and v2, raw IP (101, 12, 14, 228, 229), BSD loopback (0), OpenBSD loopback (108), PPP
   (9, 50; carrying IP or MPLS, or Cisco HDLC), Cisco HDLC (104), FDDI (10), MPLS (219), ARCNET
-  (7, 129), 802.11 data frames (105, and behind radiotap 127 or PPI 192), Juniper Ethernet (178),
+  (7, 129), 802.11 data frames (105, and behind radiotap 127 or PPI 192; an A-MSDU's subframes
+  each a packet, its rows sharing the frame's number and time), Juniper Ethernet (178),
   NFLOG (239) and IPoIB (242); the packet inside IP-in-IP, GRE (with ERSPAN, WCCP's redirect
   header or Aruba's 802.11 frames), GRE in UDP, VXLAN, Geneve, GTP-U, AYIYA and L2TP (version 2,
   PPP) tunnels.

@@ -125,6 +125,17 @@ WLAN_TO_FROM_DS = 0x03
 WLAN_PROTECTED = 0x40
 WLAN_ORDER = 0x80
 WLAN_AMSDU = 0x80  # the QoS control's A-MSDU present bit: subframes, not one LLC packet
+# An A-MSDU (IEEE 802.11-2016 9.3.2.2.2): subframes of a 6-byte DA, a 6-byte SA and a 2-byte
+# length, then that many bytes of MSDU (LLC/SNAP and the packet), each but the last padded to
+# a multiple of 4 bytes from the A-MSDU's start. What `_wlan` says in place of an IP version
+# for a frame that holds one: the decoder then reads each subframe as a packet of its own.
+AMSDU_SUBFRAME_HEADER_BYTES = 14
+WLAN_CARRIES_AMSDU = 3
+# Subframes read from one A-MSDU, the most rows one record can give. An A-MSDU fills at most
+# one MPDU of 11,454 octets (VHT, IEEE 802.11-2016 9.2.4.7.1 and 21.2.4), and a subframe takes
+# at least 16 of them (its 14-byte header padded to 4): 716 at most, and a crafted frame of
+# more gets no more rows, flows or time than a real one.
+MAX_AMSDU_SUBFRAMES = 716
 # LLC/SNAP (RFC 1042): AA AA 03, then an OUI and an Ethernet type. The OUI is zero, or
 # Cisco's 00-00-F8 (RFC 1042's "bridge tunnel" usage), which Wireshark reads alike.
 SNAP_BYTES = 8
@@ -236,6 +247,9 @@ IP6OPT_JUMBO = 0xC2
 
 STATUS_DONE = 0
 STATUS_GROW = 1  # the flow table is full: grow it and call again from the returned record
+STATUS_ROWS = 2  # the output columns are full: grow them and call again from the returned record
+# What the tunnel walk says when it finds an A-MSDU: read its subframes, each a packet.
+_AMSDU_FOUND = 255
 
 KEY_WORDS = 5  # see FlowTable
 MIX_PRIME = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, Fibonacci hashing (Knuth 6.4)
@@ -243,8 +257,10 @@ MIX_PRIME = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, Fibonacci has
 
 @dataclass
 class Columns:
-    """Per-record output arrays of one chunk, sized for `capacity` records."""
+    """Per-row output arrays of one chunk: a row per record, and for an A-MSDU one per
+    subframe kept. `record` says which record of the chunk each row came from."""
 
+    record: np.ndarray
     reason: np.ndarray
     ip_version: np.ndarray
     proto: np.ndarray
@@ -271,6 +287,7 @@ class Columns:
         """Uninitialised arrays; the kernel writes every field of every record it decodes."""
         e = np.empty
         return cls(
+            record=e(capacity, np.int64),
             reason=e(capacity, np.uint8),
             ip_version=e(capacity, np.uint8),
             proto=e(capacity, np.uint8),
@@ -292,6 +309,18 @@ class Columns:
             udp_head_len=e(capacity, np.uint8),
             udp_head=e(capacity, np.uint64),
         )
+
+    @property
+    def capacity(self) -> int:
+        return int(self.reason.shape[0])
+
+    def grow(self, rows: int, capacity: int) -> None:
+        """Room for `capacity` rows, keeping the first `rows`."""
+        wider = Columns.empty(capacity)
+        for name, values in vars(self).items():
+            target = getattr(wider, name)
+            target[:rows] = values[:rows]
+            setattr(self, name, target)
 
 
 OUTER_WORDS = 5
@@ -943,8 +972,9 @@ def _nflog(b: np.ndarray, q: Any, end: Any) -> Any:
 
 
 def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
-    """An 802.11 frame at q: what `_link_payload` finds after its LLC/SNAP header; a frame that
-    is not an unencrypted data frame with one packet in it is not IP."""
+    """An 802.11 frame at q: what `_link_payload` finds after its LLC/SNAP header, or for an
+    A-MSDU WLAN_CARRIES_AMSDU and where its first subframe starts (`_amsdu_subframe` reads
+    them); a frame that is not an unencrypted data frame is not IP."""
     if end - q < WLAN_HEADER_BYTES:
         return 0, q, SKIP_SHORT_FRAME, UNLIMITED
     control = _at(b, q)
@@ -957,11 +987,12 @@ def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
     if control & 0x80:
         if end - h < 2:
             return 0, q, SKIP_SHORT_FRAME, UNLIMITED
-        if _at(b, h) & WLAN_AMSDU:
-            return 0, q, KEPT, UNLIMITED
+        amsdu = _at(b, h) & WLAN_AMSDU
         h += 2
         if flags & WLAN_ORDER:
             h += 4
+        if amsdu:
+            return WLAN_CARRIES_AMSDU, h, KEPT, UNLIMITED
     if end - h < 8:
         return 0, q, SKIP_SHORT_FRAME, UNLIMITED
     if _at(b, h) != 0xAA or _at(b, h + 1) != 0xAA or _at(b, h + 2) != 0x03:
@@ -969,6 +1000,46 @@ def _wlan(b: np.ndarray, q: Any, end: Any) -> Any:
     if _at(b, h + 3) != 0 or _at(b, h + 4) != 0 or _at(b, h + 5) not in (0x00, 0xF8):
         return 0, q, KEPT, UNLIMITED
     return _link_payload(b, _u16(b, h + 6), h + 8, end)
+
+
+def _amsdu_subframe(b: np.ndarray, base: Any, at: Any, stop: Any, end: Any) -> Any:
+    """The A-MSDU subframe at `at` of the A-MSDU that starts at `base` and ends at `stop` (its
+    captured bytes at `end`): what `_link_payload` finds behind its LLC/SNAP header (IP version
+    4 or 6, or 0; the packet's offset; KEPT, SKIP_SHORT_FRAME or SKIP_BAD_HEADER; the most bytes
+    the packet may hold), and where the next subframe starts (-1: none). As Wireshark reads
+    them, subframes follow while more than a subframe header's bytes remain, and one whose
+    length runs past the A-MSDU ends the walk as malformed."""
+    if at + AMSDU_SUBFRAME_HEADER_BYTES > end:
+        return 0, at, SKIP_SHORT_FRAME, UNLIMITED, np.int64(-1)
+    msdu = at + AMSDU_SUBFRAME_HEADER_BYTES
+    msdu_end = msdu + _u16(b, at + 12)
+    if msdu_end > stop:
+        return 0, at, SKIP_BAD_HEADER, UNLIMITED, np.int64(-1)
+    following = base + ((msdu_end - base + 3) & ~np.int64(3))
+    if stop - following <= AMSDU_SUBFRAME_HEADER_BYTES:
+        following = np.int64(-1)
+    limit = min(end, msdu_end)
+    if msdu_end - msdu < SNAP_BYTES:
+        return 0, msdu, KEPT, UNLIMITED, following
+    if limit - msdu < SNAP_BYTES:
+        return 0, msdu, SKIP_SHORT_FRAME, UNLIMITED, following
+    if _at(b, msdu) != 0xAA or _at(b, msdu + 1) != 0xAA or _at(b, msdu + 2) != 0x03:
+        return 0, msdu, KEPT, UNLIMITED, following
+    if _at(b, msdu + 3) != 0 or _at(b, msdu + 4) != 0 or _at(b, msdu + 5) not in (0x00, 0xF8):
+        return 0, msdu, KEPT, UNLIMITED, following
+    version, q, skip, cap = _link_payload(b, _u16(b, msdu + 6), msdu + SNAP_BYTES, limit)
+    return version, q, skip, min(cap, msdu_end - q), following
+
+
+def _amsdu_room(row: Any, records: Any, rows: Any, flows: Any, flow_rows: Any) -> Any:
+    """Whether an A-MSDU whose record's row is `row`, with `records` records left counting its
+    own, has room in the output's `rows` and the flow table's `flow_rows` (STATUS_DONE), or
+    which must grow first: every subframe may be a row and a new flow."""
+    if row + MAX_AMSDU_SUBFRAMES + (records - 1) > rows:
+        return STATUS_ROWS
+    if flows + MAX_AMSDU_SUBFRAMES > flow_rows:
+        return STATUS_GROW
+    return STATUS_DONE
 
 
 def _gre(b: np.ndarray, g: Any, stop: Any) -> Any:
@@ -1337,7 +1408,9 @@ def decode_records(
     rec_ts: np.ndarray,
     start: int,
     count: int,
+    first_row: int,
     link_by_iface: np.ndarray,
+    record_out: np.ndarray,
     reason: np.ndarray,
     ip_version: np.ndarray,
     proto_out: np.ndarray,
@@ -1371,12 +1444,18 @@ def decode_records(
     frag_buckets: np.ndarray,
     frag_free: np.ndarray,
     frag_state: np.ndarray,
-) -> tuple[int, int]:
-    """Decode records [start, count); returns (next record, STATUS_*).
+) -> tuple[int, int, int]:
+    """Decode records [start, count) into rows from `first_row` on; returns (next record, next row,
+    STATUS_*).
 
-    A skipped record gets only its `reason`; a kept one gets every field, written once. A
-    fragment goes to the fragment table (FragmentTable's arrays, frag_*): it is skipped as
+    A record gets one row, and an A-MSDU one per subframe kept (`record_out` says whose row
+    each is). A skipped record's row gets only its `reason` (for an A-MSDU none of whose
+    subframes is kept, the first one's); a kept row gets every field, written once. A fragment
+    goes to the fragment table (FragmentTable's arrays, frag_*): it is skipped as
     SKIP_IP_FRAGMENT unless it completes its datagram, whose row it then is.
+
+    Room is checked before a record is decoded, never in its middle: a row for every record
+    left, and before an A-MSDU's subframes are read, MAX_AMSDU_SUBFRAMES rows and flows.
     """
     mask = slots.shape[0] - 1
     last = -1
@@ -1388,6 +1467,7 @@ def decode_records(
     # again only after a record that read a datagram: each assignment of an array costs
     # numba's reference counting, a tenth of the decoder's time if done for every record.
     b = buf
+    nrow = first_row  # the next row to write
     for r in range(start, count):
         if n_done:
             for d in range(n_done):
@@ -1397,18 +1477,24 @@ def decode_records(
         # A record is decoded once (the fragment table keeps what it saw): room for one more
         # flow is made before it, never in its middle.
         if flow_count[0] >= flow_keys.shape[0]:
-            return r, STATUS_GROW
-        i = np.uint64(r)  # unsigned: see _at
-        ts = rec_ts[i]
+            return r, nrow, STATUS_GROW
+        if nrow + (count - r) > reason.shape[0]:
+            return r, nrow, STATUS_ROWS
+        w = nrow  # the record's row
+        i = np.uint64(w)  # unsigned: see _at
+        rec = np.uint64(r)
+        record_out[i] = r
+        nrow += 1
+        ts = rec_ts[rec]
         if ts == BAD_TS:
             reason[i] = SKIP_BAD_TIMESTAMP
             continue
-        off = np.int64(rec_off[i])
-        end = off + np.int64(rec_caplen[i])
-        origlen = np.int64(rec_origlen[i])
+        off = np.int64(rec_off[rec])
+        end = off + np.int64(rec_caplen[rec])
+        origlen = np.int64(rec_origlen[rec])
 
         # Link layer: find the network header and its version (0: not IP).
-        link = link_by_iface[rec_iface[i]]
+        link = link_by_iface[rec_iface[rec]]
         q = off
         version = 0
         cap = UNLIMITED
@@ -1512,268 +1598,346 @@ def decode_records(
         if version == 0:
             reason[i] = SKIP_NON_IP
             continue
-
-        room = min(origlen - (q - off), cap)
-        bend = end
-        header = _network(b, q, version, room, bend)
-        skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
-        ident, version, frag_off, more, frag_id = header[8:]
-        # The outermost IP header: a tunnelled flow records it (FlowTable.outer).
-        outer_version = version
-        outer_src_hi, outer_src_lo, outer_dst_hi, outer_dst_lo = src_hi, src_lo, dst_hi, dst_lo
-        # Fragments are put together, and tunnels followed: the packet a tunnel carries is the
-        # one to count (tshark dissects it so); its room is what the outer packet's payload held.
+        # An A-MSDU's subframes, each read as a packet of its own: where the next one starts
+        # (-1: none left), the A-MSDU's start (-1: no A-MSDU found), its end and captured end,
+        # the tunnel depth of its packets, and the subframes read.
+        sub_at = np.int64(-1)
+        sub_base = np.int64(-1)
+        sub_stop = np.int64(0)
+        sub_end = np.int64(0)
+        sub_depth = 0
+        subframes = 0
+        if version == WLAN_CARRIES_AMSDU:
+            sub_base, sub_stop, sub_end = q, off + origlen, end
+        kept = False  # whether a packet of the record has been kept
+        noted = False  # whether the record's row holds a skipped packet's reason
+        why = -1  # the reason of the packet just read (-1: none read yet)
         depth = 0
-        while True:
-            if skip == SKIP_IP_FRAGMENT:
-                if n_done > MAX_TUNNEL_DEPTH:  # a fragment in every layer's reassembled data
-                    skip = SKIP_BAD_HEADER
+        outer_version = 0
+        outer_src_hi = outer_src_lo = outer_dst_hi = outer_dst_lo = zero
+        while True:  # the record's packet, or its A-MSDU's, one at a time
+            if why >= 0:
+                if why != KEPT and not kept and not noted:
+                    reason[i] = why
+                    noted = True
+                if sub_at < 0:
                     break
-                slot = _fragment_add(
-                    frag_keys,
-                    frag_slots,
-                    frag_runs,
-                    frag_head,
-                    frag_owner,
-                    frag_buckets,
-                    frag_free,
-                    frag_state,
-                    b,
-                    l4,
-                    l4len,
-                    bend,
-                    version,
-                    proto,
-                    frag_id,
-                    src_hi,
-                    src_lo,
-                    dst_hi,
-                    dst_lo,
-                    frag_off,
-                    more,
-                    ts,
+            if sub_base >= 0 and subframes == 0:
+                # Room for every subframe as a row and a new flow, before the first is read.
+                status = _amsdu_room(
+                    w, count - r, reason.shape[0], flow_count[0], flow_keys.shape[0]
                 )
-                if slot == -2:
-                    skip = SKIP_BAD_HEADER
-                if slot < 0:
-                    break
-                done[n_done] = slot
-                n_done += 1
-                row = np.uint64(slot)
-                b = frag_head[row]
-                bend = frag_slots[row, F_KNOWN]
-                skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
-                    b, version, proto, np.int64(0), frag_slots[row, F_LENGTH], bend
+                if status != STATUS_DONE:
+                    return r, w, status
+                sub_at = sub_base
+            if sub_at >= 0:
+                if n_done:
+                    for d in range(n_done):
+                        _fragment_free(frag_slots, frag_free, frag_state, done[d])
+                    n_done = 0
+                    b = buf
+                version, q, skip, cap, sub_at = _amsdu_subframe(
+                    buf, sub_base, sub_at, sub_stop, sub_end
                 )
-                continue
-            if skip != KEPT or depth >= MAX_TUNNEL_DEPTH:
-                break
-            inner, nq = _tunnel(b, proto, l4, l4len, bend)
-            if inner == 0:
-                break
-            limit = min(bend, l4 + l4len)
-            cap = UNLIMITED
-            if inner == INNER_ETHERNET:
-                version, nq, skip, cap = _ethernet(b, nq, limit)
-            elif inner == INNER_PPP:
-                version, nq, skip, cap = _ppp_frame(b, nq, limit)
-            elif inner == INNER_MPLS:
-                version, nq, skip, cap = _link_payload(b, ETHERTYPE_MPLS, nq, limit)
-            elif inner == INNER_WLAN:
-                version, nq, skip, cap = _wlan(b, nq, limit)
-            else:
-                version = inner
-            if skip != KEPT:
-                break
-            if version == 0:
-                skip = SKIP_NON_IP
-                break
-            room = min(l4 + l4len - nq, cap)
-            header = _network(b, nq, version, room, bend)
+                subframes += 1
+                if subframes >= MAX_AMSDU_SUBFRAMES:
+                    sub_at = np.int64(-1)
+                depth = sub_depth
+                if skip != KEPT:
+                    why = skip
+                    continue
+                if version == 0:
+                    why = SKIP_NON_IP
+                    continue
+            # The row this packet writes: the record's, until one of its packets is kept.
+            p = np.uint64(nrow) if kept else i
+
+            room = min(origlen - (q - off), cap)
+            bend = end
+            header = _network(b, q, version, room, bend)
             skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
             ident, version, frag_off, more, frag_id = header[8:]
-            depth += 1
-        if skip != KEPT:
-            reason[i] = skip
-            continue
-
-        # Transport layer.
-        flags = 0
-        sq = 0
-        ak = 0
-        window = 0
-        bits = 0
-        mss_value = 0
-        shift = 255
-        ts_value = 0
-        ts_echo = 0
-        blocks = 0
-        if proto == 6:
-            if l4len < 20:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            if bend - l4 < 20:
-                reason[i] = SKIP_SHORT_FRAME
-                continue
-            doff = np.int64(_at(b, l4 + 12) >> 4) * 4
-            if doff < 20 or l4len < doff:
-                reason[i] = SKIP_BAD_HEADER
-                continue
-            sport = _u16(b, l4)
-            dport = _u16(b, l4 + 2)
-            sq = _u32(b, l4 + 4)
-            ak = _u32(b, l4 + 8)
-            flags = _at(b, l4 + 13)
-            window = _u16(b, l4 + 14)
-            payload = l4len - doff
-            # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
-            o = l4 + 20
-            oend = min(l4 + doff, bend)
-            if l4 + doff > bend:
-                bits |= OPT_CUT  # the snapshot length cut the header: the rest is unknown
-            while o < oend:
-                kind = _at(b, o)
-                if kind == 0:  # end of option list
-                    break
-                if kind == 1:  # no-operation
-                    o += 1
+            # The outermost IP header: a tunnelled flow records it (FlowTable.outer). The
+            # packets of an A-MSDU in a tunnel keep the tunnel's.
+            if depth == 0:
+                outer_version = version
+                outer_src_hi, outer_src_lo = src_hi, src_lo
+                outer_dst_hi, outer_dst_lo = dst_hi, dst_lo
+            # Fragments are put together, and tunnels followed: the packet a tunnel carries is
+            # the one to count (tshark dissects it so); its room is what the outer packet's
+            # payload held.
+            while True:
+                if skip == SKIP_IP_FRAGMENT:
+                    if n_done > MAX_TUNNEL_DEPTH:  # a fragment in every layer's reassembled data
+                        skip = SKIP_BAD_HEADER
+                        break
+                    # A fragment in an A-MSDU's subframe is not put together: the fragment
+                    # table and the skipped counts hold frames, and a frame holds many of these.
+                    if subframes:
+                        break
+                    slot = _fragment_add(
+                        frag_keys,
+                        frag_slots,
+                        frag_runs,
+                        frag_head,
+                        frag_owner,
+                        frag_buckets,
+                        frag_free,
+                        frag_state,
+                        b,
+                        l4,
+                        l4len,
+                        bend,
+                        version,
+                        proto,
+                        frag_id,
+                        src_hi,
+                        src_lo,
+                        dst_hi,
+                        dst_lo,
+                        frag_off,
+                        more,
+                        ts,
+                    )
+                    if slot == -2:
+                        skip = SKIP_BAD_HEADER
+                    if slot < 0:
+                        break
+                    done[n_done] = slot
+                    n_done += 1
+                    row = np.uint64(slot)
+                    b = frag_head[row]
+                    bend = frag_slots[row, F_KNOWN]
+                    skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
+                        b, version, proto, np.int64(0), frag_slots[row, F_LENGTH], bend
+                    )
                     continue
-                if o + 1 >= oend:
+                if skip != KEPT or depth >= MAX_TUNNEL_DEPTH:
                     break
-                olen = np.int64(_at(b, o + 1))
-                if olen < 2 or o + olen > oend:
+                inner, nq = _tunnel(b, proto, l4, l4len, bend)
+                if inner == 0:
                     break
-                if kind == 2 and olen == 4:
-                    mss_value = _u16(b, o + 2)
-                    bits |= 0x01
-                elif kind == 3 and olen == 3:
-                    shift = _at(b, o + 2)
-                    bits |= 0x02
-                elif kind == 4 and olen == 2:
-                    bits |= 0x04
-                elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
-                    blocks = int((olen - 2) >> 3)
-                    if blocks > 4:  # 40 option bytes hold at most 4 blocks, RFC 2018 3
-                        blocks = 4
-                    for k in range(blocks):
-                        sack[i, 2 * k] = _u32(b, o + 2 + 8 * k)
-                        sack[i, 2 * k + 1] = _u32(b, o + 6 + 8 * k)
-                    bits |= 0x10
-                elif kind == 8 and olen == 10:
-                    ts_value = _u32(b, o + 2)
-                    ts_echo = _u32(b, o + 6)
-                    bits |= 0x08
-                o += olen
-        elif proto == 17:
-            if l4len < 8:
-                reason[i] = SKIP_BAD_HEADER
+                limit = min(bend, l4 + l4len)
+                cap = UNLIMITED
+                if inner == INNER_ETHERNET:
+                    version, nq, skip, cap = _ethernet(b, nq, limit)
+                elif inner == INNER_PPP:
+                    version, nq, skip, cap = _ppp_frame(b, nq, limit)
+                elif inner == INNER_MPLS:
+                    version, nq, skip, cap = _link_payload(b, ETHERTYPE_MPLS, nq, limit)
+                elif inner == INNER_WLAN:
+                    version, nq, skip, cap = _wlan(b, nq, limit)
+                    if version == WLAN_CARRIES_AMSDU:
+                        # Read in the record's own bytes, once: an A-MSDU in a reassembled
+                        # datagram (which holds only its head) or in another's subframe is not.
+                        if n_done or subframes:
+                            version = 0
+                        else:
+                            sub_base, sub_stop, sub_end = nq, l4 + l4len, limit
+                            sub_depth = depth + 1
+                            skip = _AMSDU_FOUND
+                            break
+                else:
+                    version = inner
+                if skip != KEPT:
+                    break
+                if version == 0:
+                    skip = SKIP_NON_IP
+                    break
+                room = min(l4 + l4len - nq, cap)
+                header = _network(b, nq, version, room, bend)
+                skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
+                ident, version, frag_off, more, frag_id = header[8:]
+                depth += 1
+            if skip == _AMSDU_FOUND:
+                why = -1
                 continue
-            if bend - l4 < 8:
-                reason[i] = SKIP_SHORT_FRAME
+            if skip != KEPT:
+                why = skip
                 continue
-            sport = _u16(b, l4)
-            dport = _u16(b, l4 + 2)
-            payload = l4len - 8
-            head_len = min(8, payload, bend - (l4 + 8))
-            head = zero
-            for k in range(head_len):
-                head |= np.uint64(_at(b, l4 + 8 + k)) << np.uint64(56 - 8 * k)
-            udp_head[i] = head
-            udp_head_len[i] = head_len
-        elif proto == IPPROTO_ESP:
-            reason[i] = SKIP_ENCRYPTED
-            continue
-        elif proto == IPPROTO_COMP:
-            reason[i] = SKIP_COMPRESSED
-            continue
-        else:
-            reason[i] = SKIP_NOT_TCP_UDP
-            continue
-        reason[i] = KEPT
-        ip_version[i] = version
-        proto_out[i] = proto
-        ip_id[i] = ident
-        payload_out[i] = payload
-        tcp_flags[i] = flags
-        seq[i] = sq
-        ack[i] = ak
-        win_raw[i] = window
-        opts[i] = bits
-        mss[i] = mss_value
-        wscale[i] = shift
-        tsval[i] = ts_value
-        tsecr[i] = ts_echo
-        sack_n[i] = blocks
 
-        # Flow key: the unordered 5-tuple, lower (address, port) endpoint first; comparing the
-        # big-endian halves as integers orders the endpoints as their bytes would.
-        if src_hi < dst_hi or (
-            src_hi == dst_hi and (src_lo < dst_lo or (src_lo == dst_lo and sport <= dport))
-        ):
-            src_end[i] = 0
-            w1, w2, w3, w4 = src_hi, src_lo, dst_hi, dst_lo
-            lo_port, hi_port = sport, dport
-        else:
-            src_end[i] = 1
-            w1, w2, w3, w4 = dst_hi, dst_lo, src_hi, src_lo
-            lo_port, hi_port = dport, sport
-        w0 = (
-            (np.uint64(version) << np.uint64(56))
-            | (np.uint64(proto) << np.uint64(48))
-            | (np.uint64(lo_port) << np.uint64(16))
-            | np.uint64(hi_port)
-        )
-        # Consecutive packets mostly belong to the same flow: try the last one before hashing.
-        if (
-            last >= 0
-            and flow_keys[last, 0] == w0
-            and flow_keys[last, 1] == w1
-            and flow_keys[last, 2] == w2
-            and flow_keys[last, 3] == w3
-            and flow_keys[last, 4] == w4
-        ):
-            flow_out[i] = last
-            continue
-        h = _hash_key(w0, w1, w2, w3, w4)
-        s = np.int64(h & np.uint64(mask))
-        flow = -1
-        while slots[s] >= 0:
-            cand = slots[s]
-            if (
-                flow_hashes[cand] == h
-                and flow_keys[cand, 0] == w0
-                and flow_keys[cand, 1] == w1
-                and flow_keys[cand, 2] == w2
-                and flow_keys[cand, 3] == w3
-                and flow_keys[cand, 4] == w4
+            # Transport layer.
+            flags = 0
+            sq = 0
+            ak = 0
+            window = 0
+            bits = 0
+            mss_value = 0
+            shift = 255
+            ts_value = 0
+            ts_echo = 0
+            blocks = 0
+            if proto == 6:
+                if l4len < 20:
+                    why = SKIP_BAD_HEADER
+                    continue
+                if bend - l4 < 20:
+                    why = SKIP_SHORT_FRAME
+                    continue
+                doff = np.int64(_at(b, l4 + 12) >> 4) * 4
+                if doff < 20 or l4len < doff:
+                    why = SKIP_BAD_HEADER
+                    continue
+                sport = _u16(b, l4)
+                dport = _u16(b, l4 + 2)
+                sq = _u32(b, l4 + 4)
+                ak = _u32(b, l4 + 8)
+                flags = _at(b, l4 + 13)
+                window = _u16(b, l4 + 14)
+                payload = l4len - doff
+                # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
+                o = l4 + 20
+                oend = min(l4 + doff, bend)
+                if l4 + doff > bend:
+                    bits |= OPT_CUT  # the snapshot length cut the header: the rest is unknown
+                while o < oend:
+                    kind = _at(b, o)
+                    if kind == 0:  # end of option list
+                        break
+                    if kind == 1:  # no-operation
+                        o += 1
+                        continue
+                    if o + 1 >= oend:
+                        break
+                    olen = np.int64(_at(b, o + 1))
+                    if olen < 2 or o + olen > oend:
+                        break
+                    if kind == 2 and olen == 4:
+                        mss_value = _u16(b, o + 2)
+                        bits |= 0x01
+                    elif kind == 3 and olen == 3:
+                        shift = _at(b, o + 2)
+                        bits |= 0x02
+                    elif kind == 4 and olen == 2:
+                        bits |= 0x04
+                    elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
+                        blocks = int((olen - 2) >> 3)
+                        if blocks > 4:  # 40 option bytes hold at most 4 blocks, RFC 2018 3
+                            blocks = 4
+                        for k in range(blocks):
+                            sack[p, 2 * k] = _u32(b, o + 2 + 8 * k)
+                            sack[p, 2 * k + 1] = _u32(b, o + 6 + 8 * k)
+                        bits |= 0x10
+                    elif kind == 8 and olen == 10:
+                        ts_value = _u32(b, o + 2)
+                        ts_echo = _u32(b, o + 6)
+                        bits |= 0x08
+                    o += olen
+            elif proto == 17:
+                if l4len < 8:
+                    why = SKIP_BAD_HEADER
+                    continue
+                if bend - l4 < 8:
+                    why = SKIP_SHORT_FRAME
+                    continue
+                sport = _u16(b, l4)
+                dport = _u16(b, l4 + 2)
+                payload = l4len - 8
+                head_len = min(8, payload, bend - (l4 + 8))
+                head = zero
+                for k in range(head_len):
+                    head |= np.uint64(_at(b, l4 + 8 + k)) << np.uint64(56 - 8 * k)
+                udp_head[p] = head
+                udp_head_len[p] = head_len
+            elif proto == IPPROTO_ESP:
+                why = SKIP_ENCRYPTED
+                continue
+            elif proto == IPPROTO_COMP:
+                why = SKIP_COMPRESSED
+                continue
+            else:
+                why = SKIP_NOT_TCP_UDP
+                continue
+            reason[p] = KEPT
+            record_out[p] = r
+            if kept:
+                nrow += 1
+            kept = True
+            why = KEPT
+            ip_version[p] = version
+            proto_out[p] = proto
+            ip_id[p] = ident
+            payload_out[p] = payload
+            tcp_flags[p] = flags
+            seq[p] = sq
+            ack[p] = ak
+            win_raw[p] = window
+            opts[p] = bits
+            mss[p] = mss_value
+            wscale[p] = shift
+            tsval[p] = ts_value
+            tsecr[p] = ts_echo
+            sack_n[p] = blocks
+
+            # Flow key: the unordered 5-tuple, lower (address, port) endpoint first; comparing the
+            # big-endian halves as integers orders the endpoints as their bytes would.
+            if src_hi < dst_hi or (
+                src_hi == dst_hi and (src_lo < dst_lo or (src_lo == dst_lo and sport <= dport))
             ):
-                flow = cand
-                break
-            s = (s + 1) & mask
-        if flow < 0:
-            n = flow_count[0]
-            if n >= flow_keys.shape[0]:
-                return r, STATUS_GROW
-            flow_keys[n, 0] = w0
-            flow_keys[n, 1] = w1
-            flow_keys[n, 2] = w2
-            flow_keys[n, 3] = w3
-            flow_keys[n, 4] = w4
-            flow_hashes[n] = h
-            slots[s] = n
-            flow_count[0] = n + 1
-            flow = n
-            if depth > 0 and n < flow_outer.shape[0]:
-                flow_outer[n, 0] = np.uint64(outer_version)
-                flow_outer[n, 1] = outer_src_hi
-                flow_outer[n, 2] = outer_src_lo
-                flow_outer[n, 3] = outer_dst_hi
-                flow_outer[n, 4] = outer_dst_lo
-        last = flow
-        flow_out[i] = flow
+                src_end[p] = 0
+                w1, w2, w3, w4 = src_hi, src_lo, dst_hi, dst_lo
+                lo_port, hi_port = sport, dport
+            else:
+                src_end[p] = 1
+                w1, w2, w3, w4 = dst_hi, dst_lo, src_hi, src_lo
+                lo_port, hi_port = dport, sport
+            w0 = (
+                (np.uint64(version) << np.uint64(56))
+                | (np.uint64(proto) << np.uint64(48))
+                | (np.uint64(lo_port) << np.uint64(16))
+                | np.uint64(hi_port)
+            )
+            # Consecutive packets mostly belong to the same flow: try the last one before hashing.
+            if (
+                last >= 0
+                and flow_keys[last, 0] == w0
+                and flow_keys[last, 1] == w1
+                and flow_keys[last, 2] == w2
+                and flow_keys[last, 3] == w3
+                and flow_keys[last, 4] == w4
+            ):
+                flow_out[p] = last
+                continue
+            h = _hash_key(w0, w1, w2, w3, w4)
+            s = np.int64(h & np.uint64(mask))
+            flow = -1
+            while slots[s] >= 0:
+                cand = slots[s]
+                if (
+                    flow_hashes[cand] == h
+                    and flow_keys[cand, 0] == w0
+                    and flow_keys[cand, 1] == w1
+                    and flow_keys[cand, 2] == w2
+                    and flow_keys[cand, 3] == w3
+                    and flow_keys[cand, 4] == w4
+                ):
+                    flow = cand
+                    break
+                s = (s + 1) & mask
+            if flow < 0:
+                n = flow_count[0]
+                if n >= flow_keys.shape[0]:
+                    return r, w, STATUS_GROW
+                flow_keys[n, 0] = w0
+                flow_keys[n, 1] = w1
+                flow_keys[n, 2] = w2
+                flow_keys[n, 3] = w3
+                flow_keys[n, 4] = w4
+                flow_hashes[n] = h
+                slots[s] = n
+                flow_count[0] = n + 1
+                flow = n
+                if depth > 0 and n < flow_outer.shape[0]:
+                    flow_outer[n, 0] = np.uint64(outer_version)
+                    flow_outer[n, 1] = outer_src_hi
+                    flow_outer[n, 2] = outer_src_lo
+                    flow_outer[n, 3] = outer_dst_hi
+                    flow_outer[n, 4] = outer_dst_lo
+            last = flow
+            flow_out[p] = flow
     for d in range(n_done):
         _fragment_free(frag_slots, frag_free, frag_state, done[d])
-    return count, STATUS_DONE
+    return count, nrow, STATUS_DONE
 
 
 def decode_chunk(
@@ -1788,12 +1952,16 @@ def decode_chunk(
     cols: Columns,
     flows: FlowTable,
     fragments: FragmentTable,
-) -> None:
-    """Decode `count` records into `cols`, growing the flow table as needed; fragments go to
-    (and datagrams come out of) `fragments`."""
+) -> int:
+    """Decode `count` records into `cols`, growing it and the flow table as needed; fragments
+    go to (and datagrams come out of) `fragments`. Returns the rows written: one a record, more
+    for an A-MSDU (`cols.record` says whose each is)."""
     start = 0
+    row = 0
+    if cols.capacity < count:
+        cols.grow(0, count)
     while True:
-        start, status = decode_records(
+        start, row, status = decode_records(
             buf,
             rec_off,
             rec_caplen,
@@ -1802,7 +1970,9 @@ def decode_chunk(
             rec_ts,
             start,
             count,
+            row,
             link_by_iface,
+            cols.record,
             cols.reason,
             cols.ip_version,
             cols.proto,
@@ -1838,8 +2008,14 @@ def decode_chunk(
             fragments.state,
         )
         if status == STATUS_DONE:
-            return
-        flows.grow()
+            return row
+        if status == STATUS_ROWS:
+            # Rows for an A-MSDU's subframes and one for every record left; doubling keeps
+            # the copies few when many records hold A-MSDUs.
+            need = row + MAX_AMSDU_SUBFRAMES + (count - start)
+            cols.grow(row, max(need, 2 * cols.capacity))
+        else:
+            flows.grow()
 
 
 bind(
@@ -1848,7 +2024,7 @@ bind(
     helpers=(
         *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
         *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
-        *("_nflog", "_wlan"),
+        *("_nflog", "_wlan", "_amsdu_subframe", "_amsdu_room"),
         *("_gre", "_tunnel", "_skipped"),
         *("_extensions", "_network"),
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),

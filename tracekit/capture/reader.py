@@ -509,8 +509,8 @@ class _Reader:
 
     def _emit(self, count: int) -> None:
         """Decode `count` walked records and keep the TCP and UDP ones."""
-        cols = Columns.empty(count)
-        decode_chunk(
+        cols = Columns.empty(count)  # grown by the decoder where A-MSDUs need more rows
+        rows = decode_chunk(
             self.buf,
             self.rec_off,
             self.rec_caplen,
@@ -524,26 +524,29 @@ class _Reader:
             self.fragments,
         )
         self.last_ts = max(self.last_ts, int(self.rec_ts[:count].max()))
-        every = not np.any(cols.reason)
+        # A row per record, unless an A-MSDU gave more: then the record arrays are read
+        # through each row's record, and its frame number and time are the record's.
+        every = rows == count and not np.any(cols.reason[:rows])
         if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
             self.skipped[KEPT] += count
             kept = np.empty(0, np.int64)  # not needed: every record is kept
             kept_count = count
         else:
-            self.skipped += np.bincount(cols.reason, minlength=len(SKIP_REASONS))
-            kept = np.flatnonzero(cols.reason == 0)
+            self.skipped += np.bincount(cols.reason[:rows], minlength=len(SKIP_REASONS))
+            kept = np.flatnonzero(cols.reason[:rows] == 0)
             kept_count = kept.size
             if kept_count == 0:
                 self.frames += count
                 return
+        source = kept if rows == count else cols.record[kept]
 
         def pick(values: np.ndarray) -> np.ndarray:
-            return values[:count].copy() if every else values[kept]
+            return values[:count].copy() if every else values[source]
 
         frames = np.arange(self.frames + 1, self.frames + count + 1, dtype=np.uint32)
         chunk = {
             "ts_ns": pick(self.rec_ts),
-            "frame": frames if every else frames[kept],
+            "frame": pick(frames),
             # The walk gives each record its interface's table row; the table keeps the id it
             # has in its section, as Wireshark's frame.interface_id.
             "iface": pick(
@@ -553,7 +556,8 @@ class _Reader:
         for name in _PACKET_NAMES:
             if name not in chunk:
                 values = getattr(cols, name)
-                chunk[name] = values if every else values[kept]
+                # Every row kept: the columns as they are (a view when they grew for an A-MSDU).
+                chunk[name] = values[:rows] if every else values[kept]
         if self.consumer is not None:
             self.consumer(chunk, int(self.flows.count[0]))
             self.frames += count
