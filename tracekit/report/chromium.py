@@ -39,6 +39,11 @@ FLAGS = (
     "--disable-default-apps",
     "--mute-audio",
     "--hide-scrollbars",
+    # Every page runs its timers and animation frames as a page in front does, whichever tab
+    # the browser thinks is in front: a page measured or waited on must not be throttled.
+    "--disable-renderer-backgrounding",
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
 )
 
 
@@ -237,91 +242,101 @@ class Browser:
         (clicks, drags) before the value is evaluated.
         """
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            self.call(f"{domain}.enable", {}, session)
-        self.call(
-            "Emulation.setDeviceMetricsOverride",
-            {
-                "width": self.width,
-                "height": height or self.height,
-                "deviceScaleFactor": 1,
-                "mobile": False,
-            },
-            session,
-        )
-        if color_scheme is not None or media is not None:
-            features = [{"name": "prefers-color-scheme", "value": color_scheme or ""}]
+        try:
+            session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+                "sessionId"
+            ]
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                self.call(f"{domain}.enable", {}, session)
             self.call(
-                "Emulation.setEmulatedMedia", {"media": media or "", "features": features}, session
-            )
-        self._events.clear()
-        self.call("Page.navigate", {"url": path.resolve().as_uri()}, session)
-        deadline = time.monotonic() + timeout
-        while True:
-            ready = self.call(
-                "Runtime.evaluate", {"expression": ready_expression, "returnByValue": True}, session
-            )
-            if ready.get("result", {}).get("value"):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"page not ready after {timeout} s: {ready_expression}")
-            time.sleep(0.05)
-        if actions is not None:
-            actions(Page(self, session))
-        evaluated = self.call(
-            "Runtime.evaluate",
-            {"expression": value_expression, "returnByValue": True, "awaitPromise": True},
-            session,
-            timeout=max(timeout, 30),
-        )
-        if "exceptionDetails" in evaluated:
-            raise RuntimeError(f"evaluating the value failed: {evaluated['exceptionDetails']}")
-        value = evaluated["result"].get("value")
-        width, height = self.width, height or self.height
-        if full_page:
-            metrics = self.call("Page.getLayoutMetrics", {}, session)["cssContentSize"]
-            width, height = metrics["width"], metrics["height"]
-        clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": scale}
-        if clip_selector is not None:
-            rect = self.call(
-                "Runtime.evaluate",
+                "Emulation.setDeviceMetricsOverride",
                 {
-                    "expression": "(r => [r.x + scrollX, r.y + scrollY, r.width, r.height])"
-                    f"(document.querySelector({json.dumps(clip_selector)})"
-                    ".getBoundingClientRect())",
-                    "returnByValue": True,
+                    "width": self.width,
+                    "height": height or self.height,
+                    "deviceScaleFactor": 1,
+                    "mobile": False,
                 },
                 session,
-            )["result"]["value"]
-            clip = dict(zip(("x", "y", "width", "height"), rect, strict=True), scale=scale)
-            full_page = True
-        shot_params = {"format": "png", "clip": clip, "captureBeyondViewport": full_page}
-        shot = self.call("Page.captureScreenshot", shot_params, session)
-        result = PageResult(value=value, screenshot_png=base64.b64decode(shot["data"]))
-        for event in self._events:
-            if event.get("sessionId") != session:
-                continue
-            method, params = event.get("method"), event.get("params", {})
-            if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                result.console_errors.append(
-                    " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+            )
+            if color_scheme is not None or media is not None:
+                features = [{"name": "prefers-color-scheme", "value": color_scheme or ""}]
+                self.call(
+                    "Emulation.setEmulatedMedia",
+                    {"media": media or "", "features": features},
+                    session,
                 )
-            elif method == "Runtime.exceptionThrown":
-                details = params["exceptionDetails"]
-                result.exceptions.append(
-                    details.get("exception", {}).get("description", details.get("text", ""))
+            self._events.clear()
+            self.call("Page.navigate", {"url": path.resolve().as_uri()}, session)
+            deadline = time.monotonic() + timeout
+            while True:
+                ready = self.call(
+                    "Runtime.evaluate",
+                    {"expression": ready_expression, "returnByValue": True},
+                    session,
                 )
-            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-                result.console_errors.append(params["entry"].get("text", ""))
-            elif method == "Network.requestWillBeSent":
-                url = params["request"]["url"]
-                if not url.startswith(("file:", "data:", "blob:", "about:")):
-                    result.requests.append(url)
-        self._events.clear()
-        self.call("Target.closeTarget", {"targetId": target})
+                if ready.get("result", {}).get("value"):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"page not ready after {timeout} s: {ready_expression}")
+                time.sleep(0.05)
+            if actions is not None:
+                actions(Page(self, session))
+            evaluated = self.call(
+                "Runtime.evaluate",
+                {"expression": value_expression, "returnByValue": True, "awaitPromise": True},
+                session,
+                timeout=max(timeout, 30),
+            )
+            if "exceptionDetails" in evaluated:
+                raise RuntimeError(f"evaluating the value failed: {evaluated['exceptionDetails']}")
+            value = evaluated["result"].get("value")
+            width, height = self.width, height or self.height
+            if full_page:
+                metrics = self.call("Page.getLayoutMetrics", {}, session)["cssContentSize"]
+                width, height = metrics["width"], metrics["height"]
+            clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": scale}
+            if clip_selector is not None:
+                rect = self.call(
+                    "Runtime.evaluate",
+                    {
+                        "expression": "(r => [r.x + scrollX, r.y + scrollY, r.width, r.height])"
+                        f"(document.querySelector({json.dumps(clip_selector)})"
+                        ".getBoundingClientRect())",
+                        "returnByValue": True,
+                    },
+                    session,
+                )["result"]["value"]
+                clip = dict(zip(("x", "y", "width", "height"), rect, strict=True), scale=scale)
+                full_page = True
+            shot_params = {"format": "png", "clip": clip, "captureBeyondViewport": full_page}
+            shot = self.call("Page.captureScreenshot", shot_params, session)
+            result = PageResult(value=value, screenshot_png=base64.b64decode(shot["data"]))
+            for event in self._events:
+                if event.get("sessionId") != session:
+                    continue
+                method, params = event.get("method"), event.get("params", {})
+                if method == "Runtime.consoleAPICalled" and params.get("type") in (
+                    "error",
+                    "assert",
+                ):
+                    result.console_errors.append(
+                        " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+                    )
+                elif method == "Runtime.exceptionThrown":
+                    details = params["exceptionDetails"]
+                    result.exceptions.append(
+                        details.get("exception", {}).get("description", details.get("text", ""))
+                    )
+                elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                    result.console_errors.append(params["entry"].get("text", ""))
+                elif method == "Network.requestWillBeSent":
+                    url = params["request"]["url"]
+                    if not url.startswith(("file:", "data:", "blob:", "about:")):
+                        result.requests.append(url)
+            self._events.clear()
+        finally:
+            # Closed even when the page failed: a page left open stays in front of the next.
+            self.call("Target.closeTarget", {"targetId": target})
         return result
 
 
