@@ -67,11 +67,11 @@ CSP = (
 
 
 # What a point costs to draw, relative to a point of a line, measured in headless Chromium here
-# (plotly 3.7, SVG) when each marker and each segment was an SVG element of its own: 4,000
-# markers drew in 255 ms, 4,000 segments in 300 ms, a line of 40,000 points (plotly simplifies
-# it to the pixel grid, one element) in under 90 ms. report.js now draws every bar of a trace,
-# with its end ticks, and every marker of a trace as outlines in one filled path (4 to 26
-# points each), which costs less: these prices err on the side of drawing in time.
+# (plotly 3.7, SVG) with each marker and each segment an SVG element of its own: 4,000 markers
+# drew in 255 ms, 4,000 segments in 300 ms, a line of 40,000 points (plotly simplifies it to the
+# pixel grid, one element) in under 90 ms. report.js draws every bar of a trace, with its end
+# ticks, and every marker of a trace as outlines in one filled path (4 to 26 points each), which
+# costs less: these prices err on the side of drawing in time.
 DRAW_COST = {Kind.LINE: 1, Kind.STEP: 1, Kind.MARKERS: 9, Kind.SEGMENTS: 10}
 
 
