@@ -11,7 +11,14 @@ from tests.helpers.exchange import DELAY_S, Ack, Seg, exchange
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge
-from tracekit.merge.fate import ACKED, NEVER_ACKED, RESENT_UNACKED, UNTOLD, receiver_verdicts
+from tracekit.merge.fate import (
+    ACKED,
+    LOOKAHEAD_EVENTS,
+    NEVER_ACKED,
+    RESENT_UNACKED,
+    UNTOLD,
+    receiver_verdicts,
+)
 from tracekit.schema import FATES
 
 A = DELAY_S + 0.0005  # the receiver acknowledges half a millisecond after an arrival
@@ -149,6 +156,30 @@ def test_a_capture_of_one_direction_judges_no_arrival() -> None:
         -1,
     ]
     assert not dup.any()
+
+
+def _copy_after_dup_acks(acks: int) -> int:
+    """The verdict on data [10,20) that the host answers with `acks` ACKs of 10 (it took what
+    came after without it, RFC 5681 4.2) before its copy arrives."""
+    n = acks + 2
+    is_data = np.zeros(n, dtype=bool)
+    is_data[[0, -1]] = True
+    left = np.zeros(n, dtype=np.int64)
+    right = np.zeros(n, dtype=np.int64)
+    left[[0, -1]], right[[0, -1]] = 10, 20
+    ack = np.full(n, 10, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    verdict, _ = receiver_verdicts(
+        np.zeros(n, dtype=np.int64), is_data, left, right, ack, none, none, none
+    )
+    return int(verdict[0])
+
+
+def test_a_copy_past_the_look_ahead_is_untold_not_judged() -> None:
+    # Within the look-ahead the duplicate ACKs say the host dropped the first copy; a copy
+    # further away than the scan looks is one it cannot tell about, and says so.
+    assert _copy_after_dup_acks(LOOKAHEAD_EVENTS - 100) == RESENT_UNACKED
+    assert _copy_after_dup_acks(LOOKAHEAD_EVENTS + 100) == UNTOLD
 
 
 def _lagging(sack_left: list[int], sack_right: list[int], owners: list[int], **events: list[int]):  # type: ignore[no-untyped-def]

@@ -39,8 +39,13 @@ UNTOLD = 3
 # (data and ACKs), where no copy can come or its copy has come: a host's ACKs trail its capture
 # point by at most the arrivals it has not yet taken, which Linux bounds by the socket's buffers
 # (tcp_add_backlog: the receive plus the send buffer, 6 + 4 MB at most by default, about 7,000
-# full segments and their ACKs). Past that the ACKs cannot tell. It also keeps the scan linear
-# on a hostile capture whose ACKs never cover anything.
+# full segments and their ACKs). Past that the ACKs cannot tell.
+# It is also how far the arrival's copy is looked for: a sender resends a hole within about one
+# flight of its first copy (RFC 6675's recovery, or an RTO with the flight still unacknowledged),
+# and a flight is bounded by the receive window, which the same default buffers hold to about
+# 4,300 full segments and their ACKs. An arrival whose copy could still come past the bound is
+# one the scan cannot tell (UNTOLD, said as such). The bound keeps the scan linear on a hostile
+# capture whose ACKs never cover anything and whose copies all come at its end.
 LOOKAHEAD_EVENTS = 16_384
 
 
@@ -305,8 +310,8 @@ def _scan(
         # can decide.
         acks_only = least_left_after[i] > s
         j = next_ack[i] if acks_only else i + 1
-        stop = i + LOOKAHEAD_EVENTS if acks_only else n
-        while j < min(n, stop) and group[rows[j]] == group[r]:
+        stop = min(n, i + LOOKAHEAD_EVENTS)
+        while j < stop and group[rows[j]] == group[r]:
             q = rows[j]
             if is_data[q]:
                 if left[q] <= resent_to and left[q] + np.int64(length[q]) > resent_to:
@@ -356,6 +361,10 @@ def _scan(
                 v = ACKED
                 break
             j = next_ack[j] if acks_only else j + 1
+        cut = j == stop and stop < n and group[rows[j]] == group[r]
+        if v == NEVER_ACKED and cut and not acks_only:
+            # The bound cut the scan short where a copy could still come: no verdict, said so.
+            v = UNTOLD
         verdict[i] = v
     return verdict, duplicate
 
