@@ -158,6 +158,38 @@ def test_a_capture_of_one_direction_judges_no_arrival() -> None:
     assert not dup.any()
 
 
+def _second_ack_of_10(window: int, payload: int) -> int:
+    """The verdict on data [10,20) that came after an ACK of 10 (window 100) and before a
+    second ACK of 10 with this window and this much data of its own, then its copy."""
+    is_data = np.array([0, 1, 0, 1, 0], dtype=bool)
+    left = np.array([0, 10, 0, 10, 0])
+    right = np.array([0, 20, payload, 20, 0])
+    ack = np.array([10, 0, 10, 0, 20])
+    none = np.zeros(0, dtype=np.int64)
+    verdict, _ = receiver_verdicts(
+        np.zeros(5, dtype=np.int64),
+        is_data,
+        left,
+        right,
+        ack,
+        none,
+        none,
+        none,
+        window=np.array([100, 0, window, 0, 100]),
+    )
+    return int(verdict[1])
+
+
+def test_only_a_duplicate_ack_says_the_host_lacked_the_bytes() -> None:
+    # RFC 5681 2: a duplicate ACK carries no data and the window of the ACK before it. It
+    # answers an arrival after [10,20) that the host took without it: a drop.
+    assert _second_ack_of_10(window=100, payload=0) == RESENT_UNACKED
+    # A window update (an application's read) or an ACK riding on data repeats the ACK number
+    # whatever the host did with [10,20): nothing tells.
+    assert _second_ack_of_10(window=200, payload=0) == UNTOLD
+    assert _second_ack_of_10(window=100, payload=5) == UNTOLD
+
+
 def _copy_after_dup_acks(acks: int) -> int:
     """The verdict on data [10,20) that the host answers with `acks` ACKs of 10 (it took what
     came after without it, RFC 5681 4.2) before its copy arrives."""

@@ -164,6 +164,7 @@ def _host_order(
     left: np.ndarray,
     length: np.ndarray,
     ack: np.ndarray,
+    win: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
     sack_right: np.ndarray,
@@ -187,8 +188,10 @@ def _host_order(
 
     Without the SACK blocks, a second ACK of s tells where event i reached past every earlier
     arrival: nothing before it could make the host acknowledge s twice, so it
-    took an arrival after event i while it lacked [s, e). Anything else cannot tell which of
-    the two copies the host kept.
+    took an arrival after event i while it lacked [s, e). The second must be a duplicate ACK
+    (RFC 5681 2): no data, and the window of the ACK before it. A window update that an
+    application's read sends repeats the ACK number as well, while event i may still wait in
+    the host's backlog. Anything else cannot tell which of the two copies the host kept.
 
     An arrival that segments sent after it overtook came by a path beside theirs (a receive
     queue per CPU, a link of a bundle): past the capture point the host may take it after
@@ -210,6 +213,7 @@ def _host_order(
                 xs, xe = qs, qe
             reach = max(reach, int(qe))
     acks_of_s = 1 if k0 >= 0 and ack[rows[k0]] == s else 0
+    last_win = np.int64(win[rows[k0]]) if k0 >= 0 else np.int64(-1)
     sacked = False
     for k in range(i + 1, min(rows.size, j + LOOKAHEAD_EVENTS)):
         q = rows[k]
@@ -221,9 +225,11 @@ def _host_order(
         sacked |= has_sack
         first = _covers(k, ack[q], s, e, sack_start, sack_left, sack_right)
         if highest and not first and ack[q] == s and not has_sack:
-            acks_of_s += 1
+            if acks_of_s == 0 or (length[q] == 0 and np.int64(win[q]) == last_win):
+                acks_of_s += 1
             if acks_of_s >= 2:
                 return UNTOLD if overtaken else RESENT_UNACKED
+        last_win = np.int64(win[q])
         if xe < 0:
             if first:
                 return UNTOLD
@@ -244,6 +250,7 @@ def _scan(
     left: np.ndarray,
     length: np.ndarray,
     ack: np.ndarray,
+    win: np.ndarray,
     overtaken: np.ndarray,
     sack_start: np.ndarray,
     sack_left: np.ndarray,
@@ -251,7 +258,7 @@ def _scan(
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """For each data event, the verdict of the ACKs after it, and whether it came in already
     acknowledged (a duplicate). Event i is row rows[i] of the columns (group, is_data, left,
-    length, ack, overtaken), the events sorted by (group, capture order); ACK event j owns SACK
+    length, ack, win, overtaken), the events sorted by (group, capture order); ACK event j owns SACK
     blocks sack_start[j]:sack_start[j + 1]."""
     n = rows.size
     verdict = np.full(n, -1, dtype=np.int8)
@@ -352,6 +359,7 @@ def _scan(
                             left,
                             length,
                             ack,
+                            win,
                             sack_start,
                             sack_left,
                             sack_right,
@@ -385,6 +393,7 @@ def _scan_rows(
     left: np.ndarray,
     length: np.ndarray,
     ack: np.ndarray,
+    win: np.ndarray,
     overtaken: np.ndarray,
     sack_owner: np.ndarray,
     sack_left: np.ndarray,
@@ -399,6 +408,7 @@ def _scan_rows(
         left,
         length,
         ack,
+        win,
         overtaken,
         _sack_starts(sack_owner, rows.size),
         sack_left.astype(np.int64, copy=False),
@@ -416,6 +426,7 @@ def receiver_verdicts(
     sack_left: np.ndarray,
     sack_right: np.ndarray,
     overtaken: np.ndarray | None = None,
+    window: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per event of the receiver's capture (sorted by group, then capture order): the verdict
     (ACKED, RESENT_UNACKED, NEVER_ACKED, UNTOLD; -1 for ACK events) and whether a data arrival
@@ -424,7 +435,8 @@ def receiver_verdicts(
     Data events carry their byte range [left, right); ACK events the receiver's cumulative ACK
     in `ack`. SACK blocks belong to the ACK event at index `sack_owner` (sorted ascending).
     `overtaken` marks the data events that a segment sent after them reached first (None:
-    none).
+    none). `window` is each event's window field, which tells a duplicate ACK from a window
+    update (None: every ACK's window the same).
     """
     left = left.astype(np.int64)
     return _scan_rows(
@@ -434,6 +446,7 @@ def receiver_verdicts(
         left,
         right.astype(np.int64) - left,
         ack.astype(np.int64),
+        np.zeros(group.size, dtype=np.int64) if window is None else window.astype(np.int64),
         np.zeros(group.size, dtype=np.bool_) if overtaken is None else overtaken.astype(np.bool_),
         sack_owner,
         sack_left,
@@ -608,6 +621,7 @@ def receiver_scan(
         seq,
         pk.column("payload_bytes").to_numpy(),
         ack,
+        pk.column("win_raw").to_numpy(),
         np.zeros(n, dtype=np.bool_) if overtaken is None else overtaken,
         owner[by_owner],
         left[by_owner],
