@@ -214,6 +214,22 @@ def score_one(folder: Path) -> dict[str, Any]:
         }
         if steps and true_rtts:
             row["phase_rtts_sender"] = _phase_error(steps[0], true_rtts)
+        # The receiver's capture alone, as a user with a capture of the receiving host has it:
+        # its verdict must say the capture was taken at the receiver, not give the sender's
+        # account from the wrong end. On a direct veth pair no end can be told.
+        rx = analyze(read_capture(receivers[0])).to_dict()
+        rx_verdicts = [
+            f
+            for f in rx["findings"]
+            if f["kind"] == "rate_limit_cause" and f["conn"] == busiest["conn"]
+        ]
+        if rx_verdicts:
+            told = max(rx_verdicts, key=lambda f: f["evidence"]["rate_bps"])["evidence"]
+            row["receiver_alone"] = {
+                "lan": bool(truth["path"].get("direct")),
+                "end": told.get("capture_end"),
+                "claims_a_class": "limit_class" in told,
+            }
     lost = _of(findings, "ack_loss")
     if "reverse_acks" in truth["drops"]:
         row["reverse_acks"] = {
@@ -467,6 +483,17 @@ def report(rows: list[dict[str, Any]]) -> None:
             for name, d in drops:
                 if d["found"] != d["counter"]:
                     print(f"  {name}: found {d['found']}, counter {d['counter']}")
+    alone_rx = [r for r in rows if "receiver_alone" in r]
+    if alone_rx:
+        wan = [r for r in alone_rx if not r["receiver_alone"]["lan"]]
+        right = [r for r in wan if r["receiver_alone"]["end"] == "receiver"]
+        claims = [r["scenario"] for r in wan if r["receiver_alone"]["claims_a_class"]]
+        print(
+            f"\nthe receiver's capture alone: told as taken at the receiver (no sender's account "
+            f"given) in {len(right)} of {len(wan)} relayed scenarios"
+            + (f"; a class claimed in: {', '.join(claims)}" if claims else "")
+            + f"; on the {len(alone_rx) - len(wan)} direct veth pairs no end is told by design"
+        )
     untold = [(r["scenario"], r["receiver_untold"]) for r in rows if "receiver_untold" in r]
     print(
         "\narrivals resent before the receiver's ACKs could tell whether its host kept them "

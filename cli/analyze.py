@@ -13,7 +13,7 @@ import click
 from tracekit.cli import common
 
 from tracekit import units
-from tracekit.connections import ranked, records
+from tracekit.connections import data_direction, ranked, records
 from tracekit.findings import Finding, Severity
 from tracekit.merge.clock import PathPhase
 from tracekit.report.verdict import (
@@ -141,10 +141,14 @@ def _connection_lines(
     )
     lines = []
     for row in listed:
+        # The connection is told by its data direction, from the end that sent the most: a
+        # download captured at its client reads server -> client.
+        b2a = int(data_direction(row["bytes_a2b"], row["bytes_b2a"])) == 1
+        ends, d = ((row["b"], row["a"]), "b2a") if b2a else ((row["a"], row["b"]), "a2b")
         lines.append(
-            f"connection {row['conn']}: {row['a']} -> {row['b']}  "
-            f"{row['bytes_a2b']} bytes in {row['duration_s']:.3f} s, "
-            f"{units.rate(row['throughput_a2b_bps'])}, {row['retrans_a2b']} resent"
+            f"connection {row['conn']}: {ends[0]} -> {ends[1]}{' (b2a)' if b2a else ''}  "
+            f"{row[f'bytes_{d}']} bytes in {row['duration_s']:.3f} s, "
+            f"{units.rate(row[f'throughput_{d}_bps'])}, {row[f'retrans_{d}']} resent"
         )
         if wireshark is not None:
             lines.append(f"  wireshark: {wireshark(row['conn'])}")

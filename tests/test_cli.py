@@ -181,3 +181,17 @@ def test_single_pass_commands_flush_their_output_and_keep_their_status(tmp_path:
     ]
     usage = _entry_point("flows")
     assert usage.returncode == 2 and "Missing argument" in usage.stderr
+
+
+def test_a_connection_is_named_from_the_end_that_sent_its_data() -> None:
+    # The lab's copy that starts half a second into the transfer opens with the receiver's ACK,
+    # so the receiver is side a and the data runs b2a. The line names the lab's sender first,
+    # with the data bytes the lab counted in that copy.
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "base_midstream"
+    truth = json.loads((root / "truth.json").read_text())
+    sender, receiver = truth["flow"]["sender"], truth["flow"]["receiver"]
+    data_bytes = truth["capture"]["counts"]["sender"]["a2b_payload_bytes"]
+    result = CliRunner().invoke(cli, ["analyze", str(root / "sender.pcap.zst")])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith(f"connection 0: {sender} -> {receiver} (b2a)  {data_bytes} bytes")

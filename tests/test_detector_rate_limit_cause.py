@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pytest
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tests.helpers.independent import tshark_initial_rtt_s
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
@@ -373,3 +374,56 @@ def test_it_says_where_it_cannot_tell_a_pacer(name: str, untold: bool) -> None:
     ]
     assert (found["evidence"]["paced_untold_fraction"] >= 0.5) == untold
     assert ("could not be told" in found["explanation"]) == untold
+
+
+SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
+
+
+def _data_verdict(capture: Path) -> Finding:
+    """The verdict of the transfer's data direction (b2a when the capture starts with the
+    receiver's ACK, which then is side a)."""
+    found = [f for f in analyze(read_capture(capture)).findings if f.kind == "rate_limit_cause"]
+    assert found, capture
+    return max(found, key=lambda f: f.evidence["rate_bps"])
+
+
+@pytest.mark.parametrize("name", ["rtt_1ms", "base", "window_64k_600ms"])
+def test_the_handshake_tells_which_end_the_capture_was_taken_at(name: str) -> None:
+    # The lab captures on the sender's veth (s0) and on the receiver's (r0), on paths of 1 to
+    # 600 ms: the sender's capture gets the account of its time, the receiver's says it
+    # cannot give one, and quotes the handshake's round trip as tshark measures it.
+    doc = json.loads((SWEEP / name / "truth.json").read_text())
+    assert "veth s0" in doc["capture"]["sender"] and "veth r0" in doc["capture"]["receiver"]
+    at_sender = _data_verdict(SWEEP / name / "sender.pcap.zst")
+    assert at_sender.evidence["capture_end"] == "sender"
+    assert at_sender.evidence["limit_class"] in KERNEL_CLASSES
+    at_receiver = _data_verdict(SWEEP / name / "receiver.pcap.zst")
+    assert at_receiver.evidence["capture_end"] == "receiver"
+    assert "limit_class" not in at_receiver.evidence and "cause" not in at_receiver.evidence
+    irtt = tshark_initial_rtt_s(SWEEP / name / "receiver.pcap.zst")
+    assert at_receiver.evidence["rtt_s"] == pytest.approx(irtt, abs=2e-6)
+    assert "captured at its receiver" in at_receiver.summary
+
+
+@pytest.mark.parametrize("name", ["lan_reno", "base_midstream"])
+def test_no_end_is_told_on_a_lan_or_without_the_handshake(name: str) -> None:
+    # A veth pair straight from host to host: both parts of the round trip are the hosts' own
+    # answers. A capture that starts mid-transfer holds no handshake. Either way the verdict
+    # is the sender's account, with no end claimed.
+    for role in ("sender", "receiver"):
+        f = _data_verdict(SWEEP / name / f"{role}.pcap.zst")
+        assert "capture_end" not in f.evidence
+        assert f.evidence["limit_class"] in KERNEL_CLASSES
+
+
+def test_the_report_quotes_the_handshake_where_the_capture_is_the_receivers() -> None:
+    from tracekit.report.build import build_report
+
+    capture = SWEEP / "rtt_100ms" / "receiver.pcap.zst"
+    report = build_report(analyze(read_capture(capture)), (str(capture),))
+    facts = dict(report.connections[0].facts)
+    irtt = tshark_initial_rtt_s(capture)
+    assert facts["median RTT"].endswith(
+        f"(the receiving host's answer); handshake {irtt * 1e3:.0f} ms"
+    )
+    assert "captured at its receiver" in facts["what held it back"]

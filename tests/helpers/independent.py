@@ -107,3 +107,20 @@ def conversations(path: Path) -> dict[frozenset[str], int]:
         if m:
             convs[frozenset((m[1], m[2]))] = int(m[3]) + int(m[4])
     return convs
+
+
+def tshark_initial_rtt_s(path: Path) -> float:
+    """tshark's round trip of the first connection's handshake (tcp.analysis.initial_rtt: SYN
+    to the ACK of the SYN-ACK), from a pcap or a zstd-compressed one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = path
+        if path.suffix == ".zst":
+            plain = Path(tmp) / path.stem
+            plain.write_bytes(zstandard.ZstdDecompressor().decompress(path.read_bytes()))
+        out = subprocess.run(
+            ["tshark", "-r", str(plain), "-T", "fields", "-e", "tcp.analysis.initial_rtt"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    return float(next(line for line in out.splitlines() if line.strip()))

@@ -30,7 +30,7 @@ from tracekit.core.kernels import jit
 from tracekit.detectors._rtt_steps import RttStep, rtt_steps
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
-from tracekit.schema import PROTO_TCP
+from tracekit.schema import PROTO_TCP, TH_ACK, TH_RST, TH_SYN
 from tracekit.series import Direction, kind_mask
 
 # IPv4 and TCP headers without options (RFC 791, RFC 9293); IPv6's fixed header (RFC 8200).
@@ -57,6 +57,88 @@ def data_directions(ctx: AnalysisContext) -> Iterator[tuple[int, int, Direction]
         return
     for conn, direction in series.with_data():
         yield conn, direction, series.of(conn, direction)
+
+
+# --- where the capture was taken ----------------------------------------------------------------
+
+# A host answers a SYN or a SYN-ACK in its own time (an interrupt and a softirq: microseconds,
+# a millisecond on a loaded host), while a packet's round trip to the host at the far end of a
+# path crosses every link and queue between. Where the handshake's round trip toward one end is
+# at most this share of the way toward the other, the capture was taken at the near end (or a
+# hop from it); a tap mid-path splits the round trip far more evenly. On a LAN both parts are
+# host times, and no end is told: the round trip is then microseconds from anywhere.
+CAPTURE_END_SHARE = 1 / 8
+
+
+@dataclass(frozen=True)
+class HandshakeSplit:
+    """The handshake's round trip as the capture point splits it: from the SYN to the SYN-ACK
+    (the capture point to the server, b, and back) and from the SYN-ACK to the client's ACK of
+    it (to the client, a, and back). Their sum is the path's round trip from any vantage."""
+
+    server_s: float
+    client_s: float
+
+    @property
+    def rtt_s(self) -> float:
+        return self.server_s + self.client_s
+
+    def sides(self, direction: int) -> tuple[float, float]:
+        """The round trips to the direction's sender and to its receiver (a sends a2b)."""
+        return (self.client_s, self.server_s) if direction == 0 else (self.server_s, self.client_s)
+
+    def end(self, direction: int) -> str | None:
+        """'sender' or 'receiver': the end of the direction the capture was taken at; None
+        where the split does not tell (a LAN, a tap mid-path)."""
+        to_sender, to_receiver = self.sides(direction)
+        if to_receiver <= CAPTURE_END_SHARE * to_sender:
+            return "receiver"
+        if to_sender <= CAPTURE_END_SHARE * to_receiver:
+            return "sender"
+        return None
+
+
+def handshake_splits(ctx: AnalysisContext) -> dict[int, HandshakeSplit]:
+    """Per connection whose handshake the capture holds once (one SYN of a, one SYN-ACK of b,
+    then an ACK of a), how its capture point split the handshake's round trip. A SYN or SYN-ACK
+    sent again holds a retransmission timeout, not a round trip: such a connection is left out.
+    One pass over the packet table, whatever the number of connections."""
+    pk = ctx.packets
+    if pk.num_rows == 0:
+        return {}
+    conn = pk.column("conn").to_numpy(zero_copy_only=False).astype(np.int64)
+    tcp = (pk.column("proto").to_numpy(zero_copy_only=False) == PROTO_TCP) & (conn >= 0)
+    flags = pk.column("tcp_flags").to_numpy(zero_copy_only=False)
+    a2b = pk.column("dir").to_numpy(zero_copy_only=False) == 0
+    ts = pk.column("ts_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    syn = tcp & ((flags & (TH_SYN | TH_ACK | TH_RST)) == TH_SYN) & a2b
+    synack = tcp & ((flags & (TH_SYN | TH_ACK | TH_RST)) == (TH_SYN | TH_ACK)) & ~a2b
+    n = int(conn.max()) + 1 if tcp.any() else 0
+    syns = np.bincount(conn[syn], minlength=n)
+    synacks = np.bincount(conn[synack], minlength=n)
+    once = (syns == 1) & (synacks == 1)
+    if not once.any():
+        return {}
+    syn_row = np.full(n, -1, dtype=np.int64)
+    syn_row[conn[syn]] = np.flatnonzero(syn)
+    synack_row = np.full(n, -1, dtype=np.int64)
+    synack_row[conn[synack]] = np.flatnonzero(synack)
+    # The client's first ACK after the SYN-ACK, in capture order.
+    rows = np.flatnonzero(
+        tcp & a2b & ((flags & (TH_SYN | TH_ACK | TH_RST)) == TH_ACK) & once[np.maximum(conn, 0)]
+    )
+    rows = rows[rows > synack_row[conn[rows]]]
+    first_conn, first_at = np.unique(conn[rows], return_index=True)
+    splits: dict[int, HandshakeSplit] = {}
+    for c, row in zip(first_conn.tolist(), rows[first_at].tolist(), strict=True):
+        s, sa = int(syn_row[c]), int(synack_row[c])
+        if s > sa:
+            continue  # the SYN-ACK came first: not one round trip
+        server = (ts[sa] - ts[s]) / 1e9
+        client = (ts[row] - ts[sa]) / 1e9
+        if server >= 0 and client >= 0:
+            splits[c] = HandshakeSplit(server_s=server, client_s=client)
+    return splits
 
 
 def resend_counts(connections: pd.DataFrame) -> dict[int, tuple[int, int]]:

@@ -49,12 +49,14 @@ from tracekit.detectors._limits import (
 )
 from tracekit.detectors._measure import (
     Competition,
+    HandshakeSplit,
     RttPhases,
     ack_answers,
     answered_share_at,
     competition,
     data_directions,
     flight_levels,
+    handshake_splits,
     path_rate_bps,
     rtt_phases,
     segment_size_bytes,
@@ -298,6 +300,23 @@ class RateLimitCause(Detector):
             "",
             "with both captures, the share other flows took of a busy bottleneck",
         ),
+        Evidence(
+            "capture_end",
+            "",
+            "the end of the direction the capture was taken at, told by the handshake (absent "
+            "where it does not tell: no handshake, a LAN, a tap mid-path)",
+            values=("sender", "receiver"),
+        ),
+        Evidence(
+            "handshake_rtt_s",
+            "s",
+            "the handshake's round trip, SYN to the ACK of the SYN-ACK, at any capture point",
+        ),
+        Evidence(
+            "handshake_receiver_side_s",
+            "s",
+            "of it, the part between the capture point and the direction's receiver",
+        ),
     )
 
     measures = frozenset({"ack_answers", "flight_levels", "path_rate", "rtt_steps"})
@@ -350,12 +369,20 @@ class RateLimitCause(Detector):
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
+        splits = handshake_splits(ctx) if ctx.series.with_data() else {}
         for conn, direction, d in data_directions(ctx):
-            found = self._direction(ctx, conn, direction, d)
+            found = self._direction(ctx, conn, direction, d, splits.get(conn))
             if found is not None:
                 yield found
 
-    def _direction(self, ctx: AnalysisContext, conn: int, direction: int, d: Any) -> Finding | None:
+    def _direction(
+        self,
+        ctx: AnalysisContext,
+        conn: int,
+        direction: int,
+        d: Any,
+        split: HandshakeSplit | None = None,
+    ) -> Finding | None:
         cfg = self.config
         # Counted before any table is sliced (captures of thousands of short connections).
         series = ctx.series
@@ -363,6 +390,9 @@ class RateLimitCause(Detector):
             "acks", conn, direction
         ):
             return None
+        end = split.end(direction) if split is not None else None
+        if end == "receiver" and split is not None:
+            return self._at_receiver(conn, direction, d, split)
         phases = rtt_phases(ctx, d)
         mss = segment_size_bytes(d.segments)
         if phases is None or mss == 0:
@@ -437,6 +467,13 @@ class RateLimitCause(Detector):
             bound = limit_states(d, mss, False, rtt, least)
             most_rwnd = max(most_rwnd, float(state_seconds(*bound)[RECEIVE_WINDOW]) / total)
         most_app = max(float(shares[L_APP]), untold_app / total)
+        told: dict[str, Any] | None = None if split is None else {}
+        if end is not None and split is not None:
+            told = {
+                "capture_end": end,
+                "handshake_rtt_s": split.rtt_s,
+                "handshake_receiver_side_s": split.sides(direction)[1],
+            }
         return self._verdict(
             conn,
             direction,
@@ -452,6 +489,64 @@ class RateLimitCause(Detector):
             (least, min(most_rwnd, 1.0)),
             competition(ctx, conn, direction, d),
             min(most_app, 1.0),
+            told,
+        )
+
+    def _at_receiver(self, conn: int, direction: int, d: Any, split: HandshakeSplit) -> Finding:
+        """The verdict of a direction captured at its receiver: what the capture can say.
+
+        There the ACKs leave as the data arrives: the bytes in flight look near nothing, the
+        RTT samples (data to ACK) are the receiving host's own answer, and the sender's answers
+        to its ACKs arrive a round trip after them. The kernel's account of the sender's time
+        cannot be read from here, and the verdict says so instead of guessing."""
+        name = DIRECTIONS[direction]
+        to_sender, to_receiver = split.sides(direction)
+        data, acks = d.data, d.acks
+        t0 = float(data["t_s"].iloc[0])
+        t_end = max(float(acks["t_s"].iloc[-1]), float(data["t_s"].iloc[-1]))
+        line = acks["ack_rel"].to_numpy()
+        first = float(data["seq_rel"].min())
+        span = t_end - t0
+        achieved = float(max(line.max() - first, 0) * 8 / span) if line.size and span > 0 else 0.0
+        rtt = split.rtt_s
+        summary = (
+            f"{name} captured at its receiver, which answered the handshake in "
+            f"{units.duration(to_receiver)} of its {units.duration(rtt)} round trip: what held "
+            f"the sender back is told from the sender's end, not here; {units.rate(achieved)} "
+            "received"
+        )
+        explanation = (
+            f"The handshake's round trip, {units.duration(rtt)}, splits at the capture point "
+            f"into {units.duration(to_sender)} toward the sender and "
+            f"{units.duration(to_receiver)} toward the receiver: the capture was taken at the "
+            "receiving host (or a hop from it). There the ACKs leave as the data arrives, so "
+            "the bytes in flight, the sender's answers to its ACKs (a round trip late here) "
+            "and the RTT samples (the receiving host's own answer, not the path's) are not "
+            "what the sender saw, and the account of what held it back (the kernel's "
+            "tcp_chrono: application, receive window, network) cannot be read from them. "
+            "What the receiver alone shows still holds: its window (zero_window_stall, "
+            "window_oscillation), the resends that reached it, its ACKs."
+        )
+        advice = (
+            "Capture at the sending host too (tcpdump -s 128 on its interface) and run "
+            "tracekit analyze SENDER.pcap --receiver THIS.pcap: the sender's capture tells "
+            "what held the transfer back, and the two together where packets were lost."
+        )
+        return self.finding(
+            conn=conn,
+            direction=name,
+            start_s=t0,
+            end_s=max(t_end, t0),
+            evidence={
+                "capture_end": "receiver",
+                "rate_bps": achieved,
+                "rtt_s": rtt,
+                "handshake_rtt_s": rtt,
+                "handshake_receiver_side_s": to_receiver,
+            },
+            summary=summary,
+            explanation=explanation,
+            advice=advice,
         )
 
     def _busy_labels(
@@ -563,12 +658,13 @@ class RateLimitCause(Detector):
         scale: tuple[int | None, float],
         competing: Competition | None = None,
         most_app: float = 0.0,
+        told: dict[str, Any] | None = None,
     ) -> Finding:
         """The finding. `pacing`: the share of the busy time whose segments left on a pacer's
         timer, and the share where that could not be told; `scale`: the least window scale
         shift the capture allows (None when the handshake gave it) and the most time the
         receive window can have held the sender; `most_app`: the most time the application can
-        have held it."""
+        have held it; `told`: where the handshake places the capture point (None: no handshake)."""
         least, most_rwnd = scale
         paced_share, untold_pace = pacing
         known = least is None
@@ -661,6 +757,14 @@ class RateLimitCause(Detector):
                 else ""
             )
             + (
+                " The capture holds no handshake, so which end of the path it was taken at is "
+                "not told: this account reads it as the sender's. Taken at the receiver, its "
+                "RTT samples would be the receiving host's own answer (microseconds, whatever "
+                "the path) and this account would not hold."
+                if told is None
+                else ""
+            )
+            + (
                 ""
                 if known
                 else " The window scale is unknown (the handshake is not in the capture): only "
@@ -703,6 +807,7 @@ class RateLimitCause(Detector):
             evidence["path_rate_bps"] = path
             evidence["bdp_bytes"] = float(bdp_bytes(path, rtt))
             evidence["path_share_ratio"] = achieved / path
+        evidence.update(told or {})
         return self.finding(
             conn=conn,
             direction=name,

@@ -12,7 +12,7 @@ from tracekit import __version__, units
 from tracekit.analysis import Analysis
 from tracekit.connections import data_direction, ranked
 from tracekit.core.groups import as_slice
-from tracekit.findings import Finding, Severity
+from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.merge.udpstream import UdpStream
 from tracekit.report import front
 from tracekit.report import marks as M
@@ -564,6 +564,22 @@ def build_report(
             for f in analysis.findings
             if f.conn == conn and f.kind == "rate_limit_cause"
         )
+        rtt_text = units.duration(rtt) if rtt else "no samples"
+        handshake = next(
+            (
+                f.evidence.get("handshake_rtt_s")
+                for f in analysis.findings
+                if f.conn == conn
+                and f.kind == "rate_limit_cause"
+                and f.direction == DIRECTIONS[direction]
+                and f.evidence.get("capture_end") == "receiver"
+            ),
+            None,
+        )
+        if rtt and isinstance(handshake, float):
+            # Taken at the receiver, a data segment's ACK leaves at once: the samples are the
+            # receiving host's own answer, and the handshake gives the path's round trip.
+            rtt_text += f" (the receiving host's answer); handshake {units.duration(handshake)}"
         facts = (
             *verdicts,
             ("a", str(row["a"])),
@@ -581,7 +597,7 @@ def build_report(
                 "SACK / timestamps",
                 f"{'yes' if row['sack_ok'] else 'no'} / {'yes' if row['ts_ok'] else 'no'}",
             ),
-            ("median RTT", units.duration(rtt) if rtt else "no samples"),
+            ("median RTT", rtt_text),
             ("Wireshark filter", analysis.wireshark_filter(conn)),
         )
         views.append(
