@@ -238,8 +238,9 @@ def _uncommented_fields(config: type) -> list[str]:
     return missing
 
 
-def check_detector(cls: type[Detector]) -> None:
-    """Raise DetectorError unless cls declares everything the protocol asks for."""
+def check_detector(cls: type[Detector], read_source: bool = True) -> None:
+    """Raise DetectorError unless cls declares everything the protocol asks for; with
+    `read_source`, also that each tunable's default has a comment saying why (from its source)."""
     name = f"{cls.__module__}.{cls.__qualname__}"
     if inspect.isabstract(cls):
         raise DetectorError(f"{name} does not implement detect()")
@@ -263,7 +264,7 @@ def check_detector(cls: type[Detector]) -> None:
                 f"{name}.Config.{f.name}: a numeric tunable ends with its unit "
                 f"({', '.join(UNIT_SUFFIXES)})"
             )
-    uncommented = _uncommented_fields(config)
+    uncommented = _uncommented_fields(config) if read_source else []
     if uncommented:
         raise DetectorError(
             f"{name}.Config.{uncommented[0]}: say why this default in a comment above it"
