@@ -278,17 +278,24 @@ ALL_RANGES = """(async () => {
 })()"""
 
 
-def test_clicking_a_finding_zooms_every_plot_of_its_connection(
-    browser: Browser, tmp_path: Path
-) -> None:
-    sender, receiver = OVERRUN / "sender.pcap", OVERRUN / "receiver.pcap"
+def _report_and_findings(pair: Path, tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The report of a lab pair, written by the command line, and its findings (analyze --json)."""
+    sender, receiver = pair / "sender.pcap", pair / "receiver.pcap"
     out = tmp_path / "r.html"
     runner = CliRunner()
     made = runner.invoke(cli, ["report", str(sender), "--receiver", str(receiver), "-o", str(out)])
     assert made.exit_code == 0, made.output
     analyzed = runner.invoke(cli, ["analyze", str(sender), "--receiver", str(receiver), "--json"])
     assert analyzed.exit_code == 0, analyzed.output
-    (finding,) = [f for f in json.loads(analyzed.output)["findings"] if f["kind"] == "network_drop"]
+    return out, json.loads(analyzed.output)["findings"]
+
+
+def test_clicking_a_finding_zooms_every_plot_of_its_connection(
+    browser: Browser, tmp_path: Path
+) -> None:
+    sender, receiver = OVERRUN / "sender.pcap", OVERRUN / "receiver.pcap"
+    out, findings = _report_and_findings(OVERRUN, tmp_path)
+    (finding,) = [f for f in findings if f["kind"] == "network_drop"]
     # Independently: the transmissions tshark sees leave the sender (by IP ID) and never
     # arrive run from the first lost one to the last.
     arrived = {ip_id for _, ip_id, _, _ in _tshark_data(receiver)}
@@ -342,18 +349,8 @@ SHADES = """(() => { const d = document.getElementById('plot-0-0-sender');
 def test_a_finding_across_most_of_the_view_is_a_band_until_zoomed_in(
     browser: Browser, tmp_path: Path
 ) -> None:
-    pair = LAB / "receiver_drops"
-    sender, receiver = pair / "sender.pcap", pair / "receiver.pcap"
-    out = tmp_path / "r.html"
-    runner = CliRunner()
-    made = runner.invoke(cli, ["report", str(sender), "--receiver", str(receiver), "-o", str(out)])
-    assert made.exit_code == 0, made.output
-    analyzed = runner.invoke(cli, ["analyze", str(sender), "--receiver", str(receiver), "--json"])
-    shaded = [
-        (f["start_s"], f["end_s"])
-        for f in json.loads(analyzed.output)["findings"]
-        if f["severity"] != "info"
-    ]
+    out, findings = _report_and_findings(LAB / "receiver_drops", tmp_path)
+    shaded = [(f["start_s"], f["end_s"]) for f in findings if f["severity"] != "info"]
     # The lab dropped packets at the receiver through most of the transfer: two warnings (the
     # drops, the resends that repaired them) that each cover most of it.
     assert len(shaded) == 2
