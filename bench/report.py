@@ -13,6 +13,9 @@ written if missing, no root needed):
    median and range of the time until the first screen's plots have rendered (target: under
    3 s), and of the time until every plot of the open sections is painted (each scrolled onto
    the screen in turn, as a reader would), with console errors if any.
+Run it with Python's bytecode cache on (PYTHONDONTWRITEBYTECODE unset), as an installed
+tracekit runs: with it off, an editable install compiles its modules from source on every run,
+about half a second that no user pays. The results say which it was.
 With --base TRACEKIT (another install's `tracekit` executable, e.g. main's), its `report` is
 timed in the same turns, and the medians and ranges of its seconds and of the per-turn ratio of
 its time to this install's are printed too: a before and after in one run.
@@ -173,6 +176,7 @@ def main() -> None:
         result["base_over_ours_cpu_per_turn"] = spread(
             [b / o for o, b in zip(cpus["ours"], cpus["base"], strict=True)]
         )
+    result["bytecode_cache"] = not os.environ.get("PYTHONDONTWRITEBYTECODE")
     # The 1-minute load average before the turns and after them: others' work on the machine.
     result["load_average"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
     if chromium_available() and args.loads > 0:
