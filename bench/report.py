@@ -14,8 +14,9 @@ written if missing, no root needed):
    3 s), and of the time until every plot of the open sections is painted (each scrolled onto
    the screen in turn, as a reader would), with console errors if any.
 Run it with Python's bytecode cache on (PYTHONDONTWRITEBYTECODE unset), as an installed
-tracekit runs: with it off, an editable install compiles its modules from source on every run,
-about half a second that no user pays. The results say which it was.
+tracekit runs: with it off, an editable install that has no cached bytecode yet compiles its
+modules from source on every run (68 modules for a report, half a second under cProfile), which
+no user pays. The results say which it was.
 With --base TRACEKIT (another install's `tracekit` executable, e.g. main's), its `report` is
 timed in the same turns, and the medians and ranges of its seconds and of the per-turn ratio of
 its time to this install's are printed too: a before and after in one run.
