@@ -23,9 +23,10 @@ A detector is one module in `tracekit.detectors` holding one class derived from 
 
 `detect` reads whole columns from the context and yields findings; it never prints, plots or
 opens files. `check_detector` enforces the declarations; `tracekit.detectors.discover` runs it
-on every detector it finds. A finding whose evidence holds a key its detector does not declare
-is refused (DetectorError), so the declarations, and docs/findings.md that a test holds to
-them, name every key a finding can carry.
+on every detector it finds (a run's discovery of tracekit's own detectors leaves out the check
+of their source's comments, which the tests make). A finding whose evidence holds a key its
+detector does not declare is refused (DetectorError), so the declarations, and
+docs/findings.md that a test holds to them, name every key a finding can carry.
 """
 
 from __future__ import annotations
