@@ -13,15 +13,25 @@ written if missing, no root needed):
    median and range of the time until the first screen's plots have rendered (target: under
    3 s), and of the time until every plot of the open sections is painted (each scrolled onto
    the screen in turn, as a reader would), with console errors if any.
+Run it with Python's bytecode cache on (PYTHONDONTWRITEBYTECODE unset), as an installed
+tracekit runs: with it off, an editable install that has no cached bytecode yet compiles its
+modules from source on every run (68 modules for a report, half a second under cProfile), which
+no user pays. The results say which it was.
+With --base TRACEKIT (another install's `tracekit` executable, e.g. main's), its `report` is
+timed in the same turns, and the medians and ranges of its seconds and of the per-turn ratio of
+its time to this install's are printed too: a before and after in one run.
 Results also go to bench/data/report-results.json.
 
 Usage: python bench/report.py [--capture FILE | --simulated] [--runs N] [--loads N]
+       [--base TRACEKIT]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,22 +76,31 @@ def simulated_capture(path: Path) -> None:
     write_pcap(view(simulate(SIMULATED_SEGMENTS, scenario), scenario), path, scenario)
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
-    """Wall-clock seconds of one run of cmd in cwd (its output discarded)."""
+def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall-clock seconds and CPU seconds (user and system) of one run of cmd in cwd (its output
+    discarded)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def turns(commands: dict[str, list[str]], runs: int) -> dict[str, list[float]]:
-    """Seconds of each command over `runs` turns, the commands taking turns within each turn,
-    each run in a fresh scratch folder (tcptrace writes its graphs there)."""
-    times: dict[str, list[float]] = {name: [] for name in commands}
+def turns(
+    commands: dict[str, list[str]], runs: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-clock and CPU seconds of each command over `runs` turns, the commands taking turns
+    within each turn, each run in a fresh scratch folder (tcptrace writes its graphs there)."""
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, cmd in commands.items():
             with tempfile.TemporaryDirectory(dir=DATA) as scratch:
-                times[name].append(timed(cmd, Path(scratch)))
-    return times
+                wall, cpu = timed(cmd, Path(scratch))
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    return walls, cpus
 
 
 def spread(values: list[float], digits: int = 2) -> dict[str, object]:
@@ -106,6 +125,7 @@ def main() -> None:
     parser.add_argument("--simulated", action="store_true")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--base", type=Path, default=None, help="another tracekit to time")
     args = parser.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     default = "simulated-5m.pcap" if args.simulated else "iperf3-s128.pcap"
@@ -120,7 +140,12 @@ def main() -> None:
     if shutil.which("tracekit") is None:
         sys.exit("bench/report.py: install tracekit first (make install)")
     tracekit = ["tracekit", "report", str(capture), "-o", str(out)]
-    times = turns({"ours": tracekit, "tcptrace": ["tcptrace", "-n", "-G", str(capture)]}, args.runs)
+    commands = {"ours": tracekit, "tcptrace": ["tcptrace", "-n", "-G", str(capture)]}
+    if args.base is not None:
+        base_out = DATA / "bench-report-base.html"
+        commands["base"] = [str(args.base), "report", str(capture), "-o", str(base_out)]
+    load_before = os.getloadavg()
+    times, cpus = turns(commands, args.runs)
     size_mb = out.stat().st_size / 1e6
     ratios = [t / o for o, t in zip(times["ours"], times["tcptrace"], strict=True)]
     result: dict[str, object] = {
@@ -133,8 +158,29 @@ def main() -> None:
         "tcptrace_pps_median": round(packets / statistics.median(times["tcptrace"])),
         "speedup_per_turn": spread(ratios),
         "report_mb": round(size_mb, 2),
+        # CPU seconds: on a machine others share, steadier than the wall clock's.
+        "tracekit_report_cpu_s": spread(cpus["ours"]),
+        "tcptrace_G_cpu_s": spread(cpus["tcptrace"]),
+        "cpu_speedup_per_turn": spread(
+            [t / o for o, t in zip(cpus["ours"], cpus["tcptrace"], strict=True)]
+        ),
     }
-    if chromium_available():
+    if args.base is not None:
+        result["base_report_s"] = spread(times["base"])
+        result["base_tcptrace_speedup_per_turn"] = spread(
+            [t / b for b, t in zip(times["base"], times["tcptrace"], strict=True)]
+        )
+        result["base_over_ours_per_turn"] = spread(
+            [b / o for o, b in zip(times["ours"], times["base"], strict=True)]
+        )
+        result["base_report_cpu_s"] = spread(cpus["base"])
+        result["base_over_ours_cpu_per_turn"] = spread(
+            [b / o for o, b in zip(cpus["ours"], cpus["base"], strict=True)]
+        )
+    result["bytecode_cache"] = not os.environ.get("PYTHONDONTWRITEBYTECODE")
+    # The 1-minute load average before the turns and after them: others' work on the machine.
+    result["load_average"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
+    if chromium_available() and args.loads > 0:
         ready_ms, painted_ms, walls, errors = [], [], [], []
         # A fresh browser each load: a second load in the same one would find plotly.js
         # compiled already.

@@ -81,6 +81,22 @@ def test_figure_is_the_report_plot(run: tracekit.Run) -> None:
     assert len(merged["network drop"].x) == TRUTH["drops"]["network"]
 
 
+def test_figure_bands_a_finding_across_most_of_the_view(run: tracekit.Run) -> None:
+    # The overrun's findings are places in the transfer: shaded from the axis to the top.
+    overrun = run.figure(0, "tsg").layout.shapes
+    assert len(overrun) >= 2 and all(s.y0 == 0 and s.y1 == 1 for s in overrun)
+    # The lab's receiver drops ran through most of the transfer: their findings are bands a
+    # few pixels high along the time axis, one row each.
+    drops = ROOT / "fixtures" / "captures" / "receiver_drops"
+    wide = tracekit.open(drops / "sender.pcap", receiver=drops / "receiver.pcap")
+    shapes = wide.figure(0, "tsg").layout.shapes
+    (lo, hi) = wide.plot(0, "tsg").x_range
+    assert len(shapes) == 2
+    for s in shapes:
+        assert s.x1 - s.x0 >= 0.5 * (hi - lo)
+    assert [(s.ysizemode, s.y0, s.y1) for s in shapes] == [("pixel", 0, 5), ("pixel", 6, 11)]
+
+
 def test_bad_requests_are_bad_input(run: tracekit.Run) -> None:
     with pytest.raises(TracekitError, match="no connection 5"):
         run.series(5)

@@ -278,17 +278,24 @@ ALL_RANGES = """(async () => {
 })()"""
 
 
-def test_clicking_a_finding_zooms_every_plot_of_its_connection(
-    browser: Browser, tmp_path: Path
-) -> None:
-    sender, receiver = OVERRUN / "sender.pcap", OVERRUN / "receiver.pcap"
+def _report_and_findings(pair: Path, tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The report of a lab pair, written by the command line, and its findings (analyze --json)."""
+    sender, receiver = pair / "sender.pcap", pair / "receiver.pcap"
     out = tmp_path / "r.html"
     runner = CliRunner()
     made = runner.invoke(cli, ["report", str(sender), "--receiver", str(receiver), "-o", str(out)])
     assert made.exit_code == 0, made.output
     analyzed = runner.invoke(cli, ["analyze", str(sender), "--receiver", str(receiver), "--json"])
     assert analyzed.exit_code == 0, analyzed.output
-    (finding,) = [f for f in json.loads(analyzed.output)["findings"] if f["kind"] == "network_drop"]
+    return out, json.loads(analyzed.output)["findings"]
+
+
+def test_clicking_a_finding_zooms_every_plot_of_its_connection(
+    browser: Browser, tmp_path: Path
+) -> None:
+    sender, receiver = OVERRUN / "sender.pcap", OVERRUN / "receiver.pcap"
+    out, findings = _report_and_findings(OVERRUN, tmp_path)
+    (finding,) = [f for f in findings if f["kind"] == "network_drop"]
     # Independently: the transmissions tshark sees leave the sender (by IP ID) and never
     # arrive run from the first lost one to the last.
     arrived = {ip_id for _, ip_id, _, _ in _tshark_data(receiver)}
@@ -327,6 +334,64 @@ def test_clicking_a_finding_zooms_every_plot_of_its_connection(
     (y0, y1) = next(y for plot_id, _, y in plots if plot_id == "plot-0-0-sender")
     assert y0 <= low + 1 and high <= y1 + 1
     assert y1 - y0 < 2 * (high - low)  # not the whole transfer's 9 MB
+
+
+# The sender's TSG: its view, its plot area on the screen (CSS pixels) and each drawn shade's
+# box, in the order the page lists the findings.
+SHADES = """(() => { const d = document.getElementById('plot-0-0-sender');
+  const r = d.getBoundingClientRect(), size = d._fullLayout._size;
+  return [d._fullLayout.xaxis.range.map(Number), [r.left + size.l, r.top + size.t, size.w, size.h],
+          Array.from(d.querySelectorAll('.shapelayer path'), p => {
+            const b = p.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; })];
+})()"""
+
+
+def test_a_finding_across_most_of_the_view_is_a_band_until_zoomed_in(
+    browser: Browser, tmp_path: Path
+) -> None:
+    out, findings = _report_and_findings(LAB / "receiver_drops", tmp_path)
+    shaded = [(f["start_s"], f["end_s"]) for f in findings if f["severity"] != "info"]
+    # The lab dropped packets at the receiver through most of the transfer: two warnings (the
+    # drops, the resends that repaired them) that each cover most of it.
+    assert len(shaded) == 2
+    # The drops' first moment is the first dropped copy (at most a second after the start).
+    zoom_to = min(s for s, _ in shaded) + 0.1
+    views: list[Any] = []
+
+    def look_then_zoom(page: Page) -> None:
+        views.append(page.evaluate(SHADES))
+        (lo, _), (left, top, width, height), _ = views[0]
+        # As a reader would: a drag from the view's left edge to just past the first finding's
+        # start, across the middle of the plot.
+        x1 = left + width * (zoom_to - lo) / (views[0][0][1] - lo)
+        page.drag(left + 1, top + height / 2, x1, top + height / 2)
+        page.evaluate("window.tracekitStatus.idle()")
+
+    views.append(
+        browser.open(
+            out, READY, SHADES, timeout=60, scale=0.1, height=1200, actions=look_then_zoom
+        ).value
+    )
+    opening, zoomed = views
+    assert zoomed[0][1] < opening[0][1] / 4  # the drag zoomed in
+
+    for (lo, hi), (left, top, width, height), boxes in (opening, zoomed):
+        assert len(boxes) == len(shaded)
+        for (start, end), (bx, by, bw, bh) in zip(shaded, boxes, strict=True):
+            # Where the finding lies in this view, in pixels.
+            x0 = left + width * (max(start, lo) - lo) / (hi - lo)
+            x1 = left + width * (min(end, hi) - lo) / (hi - lo)
+            # (A shape is clipped to the plot area; its box is not.)
+            right = min(bx + bw, left + width)
+            assert abs(max(bx, left) - x0) < 2 and abs(right - x1) < 2
+            if min(end, hi) - max(start, lo) >= 0.5 * (hi - lo):
+                # Most of the view: a band a few pixels high along the time axis.
+                assert bh <= 6 and top + height - 2 * 6 - 2 <= by and by + bh <= top + height + 1
+            else:
+                # A place in the view: shaded from the axis to the top.
+                assert abs(by - top) < 2 and abs(bh - height) < 2
+    # Both kinds were seen: bands at the opening, shades once zoomed in.
+    assert all(b[3] <= 6 for b in opening[2]) and all(b[3] > 6 for b in zoomed[2])
 
 
 def test_a_10_ms_zoom_draws_every_data_segment_in_it(browser: Browser, tmp_path: Path) -> None:

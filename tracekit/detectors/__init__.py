@@ -27,12 +27,13 @@ __all__ = [
 _NOT_DETECTORS = frozenset({"base"})
 
 
-def discover(package: str) -> tuple[type[Detector], ...]:
+def discover(package: str, read_source: bool = True) -> tuple[type[Detector], ...]:
     """The detector classes of a package, one per public module, sorted by kind.
 
     Every public module except `base` must hold exactly one concrete Detector subclass defined
     in it; kinds must be unique. Import errors propagate as they are: a detector that cannot be
-    imported is a bug to see, not one to skip.
+    imported is a bug to see, not one to skip. `read_source=False` leaves out the checks that
+    read each detector's source (check_detector).
     """
     root = importlib.import_module(package)
     found: dict[str, type[Detector]] = {}
@@ -55,7 +56,7 @@ def discover(package: str) -> tuple[type[Detector], ...]:
                 f"found {names}"
             )
         cls = classes[0]
-        check_detector(cls)
+        check_detector(cls, read_source)
         if cls.kind in found:
             raise DetectorError(
                 f"kind {cls.kind!r} is declared by both {found[cls.kind].__module__} and "
@@ -65,16 +66,16 @@ def discover(package: str) -> tuple[type[Detector], ...]:
     return tuple(found[kind] for kind in sorted(found))
 
 
-# Discovery reads every detector's source (check_detector), and CPython 3.11's parser is not
-# safe to enter from several threads at once ("AST constructor recursion depth mismatch"):
-# analyses in threads (Dask workers) discover once, under a lock, and share the result, which
+# Analyses in threads (Dask workers) discover once, under a lock, and share the result, which
 # never changes within a process.
 _DISCOVERY = threading.Lock()
 
 
 @functools.cache
 def _discovered() -> tuple[type[Detector], ...]:
-    return discover(__name__)
+    # tracekit's own detectors: the tests check their source (tests/test_detectors.py);
+    # parsing it again would be most of a run's discovery time.
+    return discover(__name__, read_source=False)
 
 
 def all_detectors() -> tuple[type[Detector], ...]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.report.model import Kind, Plot, Trace
+from tracekit.report.model import Kind, Plot, Shade, Trace
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -69,6 +69,17 @@ def _trace(trace: Trace) -> dict[str, Any]:
     return out
 
 
+# report.js: PLACE_SHARE and BAND_PX.
+_PLACE_SHARE = 0.5
+_BAND_PX = 5
+
+
+def _covers_most(shade: Shade, view: tuple[float, float]) -> bool:
+    """Whether a finding covers half the view or more (more of the view inside it than out)."""
+    lo, hi = view
+    return min(shade.end_s, hi) - max(shade.start_s, lo) >= _PLACE_SHARE * (hi - lo)
+
+
 def to_figure(plot: Plot) -> go.Figure:
     """The plotly figure of one report plot: its traces in order, its findings' time ranges
     shaded, its axes labelled and opened on the plot's initial ranges."""
@@ -79,7 +90,28 @@ def to_figure(plot: Plot) -> go.Figure:
     big = sum(len(t) for t in plot.traces) >= 20_000
     scatter = go.Scattergl if big else go.Scatter
     fig = go.Figure([scatter(**_trace(t)) for t in plot.traces])
+    row = 0
     for shade in plot.shades:
+        if plot.x_range is not None and _covers_most(shade, plot.x_range):
+            # A band along the time axis, as report.js draws a finding that covers half the
+            # view or more: a fill there would mark no place, only tint the data.
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=shade.start_s,
+                x1=shade.end_s,
+                ysizemode="pixel",
+                yanchor=0,
+                y0=row * (_BAND_PX + 1),
+                y1=row * (_BAND_PX + 1) + _BAND_PX,
+                fillcolor=shade.color,
+                line_width=0,
+                layer="below",
+                name=shade.label,
+            )
+            row += 1
+            continue
         fig.add_vrect(
             x0=shade.start_s,
             x1=shade.end_s,

@@ -451,27 +451,48 @@
 
   function fmtS(v) { return (+v).toFixed(3); }
 
-  function shadeShapes(p) {
+  // A shade marks a place in time by its contrast with the rest of the view. A finding that
+  // covers half the view or more has no place to show there (more of the view lies inside it
+  // than outside), and several such fills on top of each other only tint the data. Such a
+  // finding is drawn as a band along the time axis instead, one row of bands each, still named
+  // in the legend; zoomed in until it covers less than half the view, it is shaded again.
+  var PLACE_SHARE = 0.5, BAND_PX = 5;
+  function shadeShapes(p, xr) {
+    var span = xr[1] - xr[0];
+    var wide = p.shades.map(function (s) {
+      return span > 0 && Math.min(s.x1, xr[1]) - Math.max(s.x0, xr[0]) >= PLACE_SHARE * span;
+    });
     // However many overlap, their fills together stay faint: the data under them still reads.
     var depth = 1;
-    p.shades.forEach(function (s) {
+    p.shades.forEach(function (s, i) {
+      if (wide[i]) return;
       var d = 0;
-      p.shades.forEach(function (o) { if (o.x0 <= s.x0 && s.x0 <= o.x1) d++; });
+      p.shades.forEach(function (o, j) { if (!wide[j] && o.x0 <= s.x0 && s.x0 <= o.x1) d++; });
       depth = Math.max(depth, d);
     });
     var alpha = Math.min(0.08, 0.24 / depth);
-    return p.shades.map(function (s) {
+    var row = 0;
+    return p.shades.map(function (s, i) {
       var rgb = /rgba?\(([^)]*)\)/.exec(s.color);
       var parts = rgb ? rgb[1].split(",").slice(0, 3).join(",") : "215,25,28";
       // The legend names the finding and its range; the findings table above has the rest.
       var kind = s.label.split(":")[0];
-      return {
+      var shape = {
         type: "rect", xref: "x", yref: "paper", x0: s.x0, x1: s.x1, y0: 0, y1: 1,
         layer: "below", fillcolor: "rgba(" + parts + "," + alpha + ")",
         line: { color: "rgba(" + parts + ",0.6)", width: 1, dash: "dot" },
         showlegend: true, legendgroup: "findings",
         name: kind + " " + fmtS(s.x0) + "\u2013" + fmtS(s.x1) + " s",
       };
+      if (wide[i]) {
+        // Pixels up from the time axis, so the band keeps its height at any plot size.
+        var y0 = row * (BAND_PX + 1);
+        row++;
+        Object.assign(shape, { ysizemode: "pixel", yanchor: 0, y0: y0, y1: y0 + BAND_PX,
+                               fillcolor: "rgba(" + parts + ",0.45)",
+                               line: { color: "rgba(" + parts + ",0.8)", width: 1 } });
+      }
+      return shape;
     });
   }
 
@@ -489,7 +510,8 @@
     if (size && size.w > 0 && size.h > 0) return { w: size.w, h: size.h };
     return areaOf(div.clientWidth || PRINT_WIDTH, div.clientHeight || 320);
   }
-  function layout(p) {
+  // The page's look of plot `p` over the time range `xr`.
+  function layout(p, xr) {
     return {
       // The mode bar stands upright in the right margin, clear of the legend across the top.
       margin: Object.assign({}, MARGIN),
@@ -503,7 +525,7 @@
                showline: true, linecolor: "#c9ced8", exponentformat: "SI" },
       legend: { orientation: "h", x: 0, xanchor: "left", y: 1.0, yanchor: "bottom",
                 font: { size: 11 }, bgcolor: "rgba(255,255,255,0)" },
-      hovermode: "closest", dragmode: "zoom", shapes: shadeShapes(p),
+      hovermode: "closest", dragmode: "zoom", shapes: shadeShapes(p, xr),
     };
   }
 
@@ -539,7 +561,7 @@
       var opening = range === null, prep = ready.prep, xr = ready.range;
       var yFixed = userY || (opening && p.y_range ? p.y_range : null);
       var v = viewOf(p, prep, xr[0], xr[1], plotArea(div), yFixed);
-      var look = layout(p);
+      var look = layout(p, xr);
       var yr = yFixed || v.yRange;
       if (opening && !p.x_range) look.xaxis.autorange = true;
       else { look.xaxis.range = xr.slice(); look.xaxis.autorange = false; }
@@ -659,7 +681,7 @@
       var height = div.offsetHeight || parseInt(div.style.height, 10) || 320;
       var yFixed = view[p.connection] ? null : p.y_range;
       var v = viewOf(p, prep, range[0], range[1], areaOf(PRINT_WIDTH, height), yFixed);
-      var look = layout(p);
+      var look = layout(p, range);
       look.xaxis.range = range.slice(); look.xaxis.autorange = false;
       var yr = yFixed || v.yRange;
       if (yr) { look.yaxis.range = yr.slice(); look.yaxis.autorange = false; }
