@@ -158,6 +158,8 @@ def score_one(folder: Path) -> dict[str, Any]:
             }
     kernel = kernel_shares(truth)
     verdict = _verdict(findings)
+    if verdict is not None:
+        row["sender_end"] = verdict["evidence"].get("capture_end")
     limits = truth.get("kernel_limits") or {}
     if kernel is None and limits.get("bytes_sent") and verdict is not None:
         # Bytes went out, yet the busy clock counted no jiffy: every busy stretch began and
@@ -166,7 +168,7 @@ def score_one(folder: Path) -> dict[str, Any]:
         row["no_kernel_account"] = (
             f"busy clock {limits.get('busy_time_us', 0)} us over {limits['bytes_sent']:,} bytes"
         )
-    if kernel is not None and verdict is not None:
+    if kernel is not None and verdict is not None and "limit_class" in verdict["evidence"]:
         ours = {c: verdict["evidence"][f"{c}_fraction"] for c in CLASSES}
         row["verdict"] = {
             "ours": ours,
@@ -494,6 +496,11 @@ def report(rows: list[dict[str, Any]]) -> None:
             + (f"; a class claimed in: {', '.join(claims)}" if claims else "")
             + f"; on the {len(alone_rx) - len(wan)} direct veth pairs no end is told by design"
         )
+    ends = [r.get("sender_end") for r in rows if "sender_end" in r]
+    print(
+        f"the sender's capture: told as taken at the sender in {ends.count('sender')} of "
+        f"{len(ends)}, at the receiver in {ends.count('receiver')}, not told in {ends.count(None)}"
+    )
     untold = [(r["scenario"], r["receiver_untold"]) for r in rows if "receiver_untold" in r]
     print(
         "\narrivals resent before the receiver's ACKs could tell whether its host kept them "

@@ -16,7 +16,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from tests.helpers.crafting import C_ISN as C
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tests.helpers.crafting import S_ISN as S
 from tests.helpers.independent import tshark_initial_rtt_s
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
@@ -405,15 +407,82 @@ def test_the_handshake_tells_which_end_the_capture_was_taken_at(name: str) -> No
     assert "captured at its receiver" in at_receiver.summary
 
 
-@pytest.mark.parametrize("name", ["lan_reno", "base_midstream"])
-def test_no_end_is_told_on_a_lan_or_without_the_handshake(name: str) -> None:
+def test_no_end_is_told_on_a_lan() -> None:
     # A veth pair straight from host to host: both parts of the round trip are the hosts' own
-    # answers. A capture that starts mid-transfer holds no handshake. Either way the verdict
-    # is the sender's account, with no end claimed.
+    # answers. The verdict is the sender's account, with no end claimed.
     for role in ("sender", "receiver"):
-        f = _data_verdict(SWEEP / name / f"{role}.pcap.zst")
+        f = _data_verdict(SWEEP / "lan_reno" / f"{role}.pcap.zst")
         assert "capture_end" not in f.evidence
         assert f.evidence["limit_class"] in KERNEL_CLASSES
+
+
+@pytest.mark.parametrize("name", ["base_midstream", "window_64k_300ms_midstream"])
+def test_without_the_handshake_the_timestamps_tell_the_end(name: str) -> None:
+    # The lab's copies that start half a second into the transfer: no handshake, but every
+    # segment carries timestamps, and each end echoes the other's at once only at its own end.
+    at_sender = _data_verdict(SWEEP / name / "sender.pcap.zst")
+    assert (at_sender.evidence["capture_end"], at_sender.evidence["capture_end_from"]) == (
+        "sender",
+        "timestamps",
+    )
+    at_receiver = _data_verdict(SWEEP / name / "receiver.pcap.zst")
+    assert (at_receiver.evidence["capture_end"], at_receiver.evidence["capture_end_from"]) == (
+        "receiver",
+        "timestamps",
+    )
+    assert "limit_class" not in at_receiver.evidence
+
+
+def test_a_sender_whose_writes_come_far_apart_is_not_taken_for_the_receiver(
+    tmp_path: Path,
+) -> None:
+    # At the sender, without the handshake: one segment a second, each acknowledged 40 ms
+    # later (a 10 ms path and a delayed ACK). The receiver echoes the sender's timestamps
+    # 40 ms on, the sender echoes the receiver's only with its next write, 960 ms on: split
+    # as a receiver's capture would be. Yet a segment stays in flight for the round trip, far
+    # more than the rate keeps there at a receiver: the sender's end, or none, never the
+    # receiver's.
+    packets = []
+    for i in range(30):
+        t = float(i)
+        mine, theirs = 1000 + 1000 * i, 5000 + 1000 * i
+        seq = C + 1 + 1000 * i
+        packets.append(
+            tcp(
+                t,
+                CLIENT,
+                SERVER,
+                40000,
+                80,
+                "PA",
+                seq,
+                S + 1,
+                1000,
+                [("Timestamp", (mine, theirs - 960))],
+            )
+        )
+        packets.append(
+            tcp(
+                t + 0.04,
+                SERVER,
+                CLIENT,
+                80,
+                40000,
+                "A",
+                S + 1,
+                seq + 1000,
+                0,
+                [("Timestamp", (theirs, mine))],
+            )
+        )
+    found = [
+        f
+        for f in analyze(read_capture(write(tmp_path / "trickle.pcap", packets))).findings
+        if f.kind == "rate_limit_cause"
+    ]
+    assert len(found) == 1
+    assert found[0].evidence.get("capture_end") != "receiver"
+    assert found[0].evidence["limit_class"] in KERNEL_CLASSES
 
 
 def test_the_report_quotes_the_handshake_where_the_capture_is_the_receivers() -> None:
@@ -423,7 +492,5 @@ def test_the_report_quotes_the_handshake_where_the_capture_is_the_receivers() ->
     report = build_report(analyze(read_capture(capture)), (str(capture),))
     facts = dict(report.connections[0].facts)
     irtt = tshark_initial_rtt_s(capture)
-    assert facts["median RTT"].endswith(
-        f"(the receiving host's answer); handshake {irtt * 1e3:.0f} ms"
-    )
+    assert facts["median RTT"].endswith(f"(the receiving host's answer); path {irtt * 1e3:.0f} ms")
     assert "captured at its receiver" in facts["what held it back"]

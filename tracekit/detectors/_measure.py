@@ -71,13 +71,16 @@ CAPTURE_END_SHARE = 1 / 8
 
 
 @dataclass(frozen=True)
-class HandshakeSplit:
-    """The handshake's round trip as the capture point splits it: from the SYN to the SYN-ACK
-    (the capture point to the server, b, and back) and from the SYN-ACK to the client's ACK of
-    it (to the client, a, and back). Their sum is the path's round trip from any vantage."""
+class CaptureSplit:
+    """The path's round trip as the capture point splits it: the round trip from the capture
+    point to the server, b, and back, and to the client, a, and back. Their sum is the path's
+    round trip from any vantage. From the handshake (`source` "handshake": SYN to SYN-ACK, and
+    SYN-ACK to the client's ACK of it), or from TCP timestamps (`echo_floors`: each end's
+    quickest echo of the other's timestamp values, `source` "timestamps")."""
 
     server_s: float
     client_s: float
+    source: str = "handshake"
 
     @property
     def rtt_s(self) -> float:
@@ -98,7 +101,7 @@ class HandshakeSplit:
         return None
 
 
-def handshake_splits(ctx: AnalysisContext) -> dict[int, HandshakeSplit]:
+def handshake_splits(ctx: AnalysisContext) -> dict[int, CaptureSplit]:
     """Per connection whose handshake the capture holds once (one SYN of a, one SYN-ACK of b,
     then an ACK of a), how its capture point split the handshake's round trip. A SYN or SYN-ACK
     sent again holds a retransmission timeout, not a round trip: such a connection is left out.
@@ -129,7 +132,7 @@ def handshake_splits(ctx: AnalysisContext) -> dict[int, HandshakeSplit]:
     )
     rows = rows[rows > synack_row[conn[rows]]]
     first_conn, first_at = np.unique(conn[rows], return_index=True)
-    splits: dict[int, HandshakeSplit] = {}
+    splits: dict[int, CaptureSplit] = {}
     for c, row in zip(first_conn.tolist(), rows[first_at].tolist(), strict=True):
         s, sa = int(syn_row[c]), int(synack_row[c])
         if s > sa:
@@ -137,7 +140,60 @@ def handshake_splits(ctx: AnalysisContext) -> dict[int, HandshakeSplit]:
         server = (ts[sa] - ts[s]) / 1e9
         client = (ts[row] - ts[sa]) / 1e9
         if server >= 0 and client >= 0:
-            splits[c] = HandshakeSplit(server_s=server, client_s=client)
+            splits[c] = CaptureSplit(server_s=server, client_s=client)
+    return splits
+
+
+def echo_floors(ctx: AnalysisContext, conns: npt.ArrayLike) -> dict[int, tuple[float, float]]:
+    """Per connection of `conns` whose packets carry TCP timestamps (RFC 7323), the least delay
+    from a packet of a carrying a timestamp value to the first packet of b that echoes it, and
+    the same from b to a: the round trip from the capture point to b and back, and to a and
+    back, each with that host's quickest answer. Where one end never echoed the other, that
+    floor is infinite. One pass over the packet table."""
+    pk = ctx.packets
+    wanted = np.asarray(conns, dtype=np.int64)
+    if pk.num_rows == 0 or wanted.size == 0:
+        return {}
+    conn = pk.column("conn").to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = np.isin(conn, wanted)
+    keep &= pk.column("proto").to_numpy(zero_copy_only=False) == PROTO_TCP
+    rows = np.flatnonzero(keep)
+    conn = conn[rows]
+    side = pk.column("dir").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+    ts = pk.column("ts_ns").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+    tsval = pk.column("tsval").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+    tsecr = pk.column("tsecr").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+    floors: dict[int, list[float]] = {}
+    for sender in (0, 1):
+        # A value's first carrier from this end, and the first echo of it from the other.
+        carried = (side == sender) & (tsval != 0)
+        echoed = (side != sender) & (tsecr != 0)
+        k_carry = (conn[carried] << 32) | tsval[carried]
+        k_echo = (conn[echoed] << 32) | tsecr[echoed]
+        u_carry, first_carry = np.unique(k_carry, return_index=True)
+        u_echo, first_echo = np.unique(k_echo, return_index=True)
+        common, i_carry, i_echo = np.intersect1d(
+            u_carry, u_echo, assume_unique=True, return_indices=True
+        )
+        delay = ts[echoed][first_echo[i_echo]] - ts[carried][first_carry[i_carry]]
+        ok = delay >= 0
+        c = common[ok] >> 32
+        best = np.full(int(wanted.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(best, c, delay[ok])
+        for k in np.unique(c).tolist():
+            floors.setdefault(k, [np.inf, np.inf])[sender] = best[k] / 1e9
+    # a's values echoed by b: the round trip toward b; b's echoed by a: toward a.
+    return {k: (v[1], v[0]) for k, v in floors.items()}
+
+
+def capture_splits(ctx: AnalysisContext, conns: npt.ArrayLike) -> dict[int, CaptureSplit]:
+    """Per connection of `conns`, where its capture point splits the round trip: from its
+    handshake where the capture holds it once, else from its timestamps' echoes."""
+    splits = handshake_splits(ctx)
+    rest = np.setdiff1d(np.asarray(conns, dtype=np.int64), np.fromiter(splits, dtype=np.int64))
+    for c, (to_a, to_b) in echo_floors(ctx, rest).items():
+        if np.isfinite(to_a) and np.isfinite(to_b):
+            splits[c] = CaptureSplit(server_s=to_b, client_s=to_a, source="timestamps")
     return splits
 
 

@@ -48,15 +48,16 @@ from tracekit.detectors._limits import (
     turnaround_s,
 )
 from tracekit.detectors._measure import (
+    CAPTURE_END_SHARE,
+    CaptureSplit,
     Competition,
-    HandshakeSplit,
     RttPhases,
     ack_answers,
     answered_share_at,
+    capture_splits,
     competition,
     data_directions,
     flight_levels,
-    handshake_splits,
     path_rate_bps,
     rtt_phases,
     segment_size_bytes,
@@ -303,17 +304,24 @@ class RateLimitCause(Detector):
         Evidence(
             "capture_end",
             "",
-            "the end of the direction the capture was taken at, told by the handshake (absent "
-            "where it does not tell: no handshake, a LAN, a tap mid-path)",
+            "the end of the direction the capture was taken at, told by the handshake or the "
+            "timestamps (absent where they do not tell: a LAN, a tap mid-path, neither in the "
+            "capture)",
             values=("sender", "receiver"),
         ),
         Evidence(
-            "handshake_rtt_s",
-            "s",
-            "the handshake's round trip, SYN to the ACK of the SYN-ACK, at any capture point",
+            "capture_end_from",
+            "",
+            "what told the end: the handshake, or the timestamps' echoes",
+            values=("handshake", "timestamps"),
         ),
         Evidence(
-            "handshake_receiver_side_s",
+            "round_trip_s",
+            "s",
+            "the path's round trip as the capture point splits it (from any capture point)",
+        ),
+        Evidence(
+            "receiver_side_s",
             "s",
             "of it, the part between the capture point and the direction's receiver",
         ),
@@ -369,7 +377,8 @@ class RateLimitCause(Detector):
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        splits = handshake_splits(ctx) if ctx.series.with_data() else {}
+        judged = [c for c, _ in ctx.series.with_data()]
+        splits = capture_splits(ctx, judged) if judged else {}
         for conn, direction, d in data_directions(ctx):
             found = self._direction(ctx, conn, direction, d, splits.get(conn))
             if found is not None:
@@ -381,7 +390,7 @@ class RateLimitCause(Detector):
         conn: int,
         direction: int,
         d: Any,
-        split: HandshakeSplit | None = None,
+        split: CaptureSplit | None = None,
     ) -> Finding | None:
         cfg = self.config
         # Counted before any table is sliced (captures of thousands of short connections).
@@ -391,6 +400,17 @@ class RateLimitCause(Detector):
         ):
             return None
         end = split.end(direction) if split is not None else None
+        if end == "receiver" and split is not None and split.source == "timestamps":
+            # A sender whose writes come far apart answers the ACKs late too, and its capture
+            # splits the echoes as a receiver's would. At the sender the flight is what the
+            # transfer's rate keeps in the round trip (Little's law); at the receiver, whose
+            # ACKs leave as the data arrives, it is a segment or two. The receiver's end is
+            # taken only where the flight stays below the share of rate x round trip that the
+            # split asks of the receiver's side.
+            rate = _delivery_rate(d)
+            flight = float(d.flight["flight_bytes"].median()) if len(d.flight) else 0.0
+            if flight > CAPTURE_END_SHARE * rate * split.sides(direction)[0]:
+                end = None
         if end == "receiver" and split is not None:
             return self._at_receiver(conn, direction, d, split)
         phases = rtt_phases(ctx, d)
@@ -471,8 +491,9 @@ class RateLimitCause(Detector):
         if end is not None and split is not None:
             told = {
                 "capture_end": end,
-                "handshake_rtt_s": split.rtt_s,
-                "handshake_receiver_side_s": split.sides(direction)[1],
+                "capture_end_from": split.source,
+                "round_trip_s": split.rtt_s,
+                "receiver_side_s": split.sides(direction)[1],
             }
         return self._verdict(
             conn,
@@ -492,7 +513,7 @@ class RateLimitCause(Detector):
             told,
         )
 
-    def _at_receiver(self, conn: int, direction: int, d: Any, split: HandshakeSplit) -> Finding:
+    def _at_receiver(self, conn: int, direction: int, d: Any, split: CaptureSplit) -> Finding:
         """The verdict of a direction captured at its receiver: what the capture can say.
 
         There the ACKs leave as the data arrives: the bytes in flight look near nothing, the
@@ -504,19 +525,23 @@ class RateLimitCause(Detector):
         data, acks = d.data, d.acks
         t0 = float(data["t_s"].iloc[0])
         t_end = max(float(acks["t_s"].iloc[-1]), float(data["t_s"].iloc[-1]))
-        line = acks["ack_rel"].to_numpy()
-        first = float(data["seq_rel"].min())
-        span = t_end - t0
-        achieved = float(max(line.max() - first, 0) * 8 / span) if line.size and span > 0 else 0.0
+        achieved = _delivery_rate(d) * 8
         rtt = split.rtt_s
+        what = "the handshake" if split.source == "handshake" else "the sender's timestamps"
         summary = (
-            f"{name} captured at its receiver, which answered the handshake in "
+            f"{name} captured at its receiver, which answered {what} in "
             f"{units.duration(to_receiver)} of its {units.duration(rtt)} round trip: what held "
             f"the sender back is told from the sender's end, not here; {units.rate(achieved)} "
             "received"
         )
+        how = (
+            "The handshake's round trip"
+            if split.source == "handshake"
+            else "The round trip its timestamps show (each end's quickest echo of the other's "
+            "timestamp values, RFC 7323)"
+        )
         explanation = (
-            f"The handshake's round trip, {units.duration(rtt)}, splits at the capture point "
+            f"{how}, {units.duration(rtt)}, splits at the capture point "
             f"into {units.duration(to_sender)} toward the sender and "
             f"{units.duration(to_receiver)} toward the receiver: the capture was taken at the "
             "receiving host (or a hop from it). There the ACKs leave as the data arrives, so "
@@ -539,10 +564,11 @@ class RateLimitCause(Detector):
             end_s=max(t_end, t0),
             evidence={
                 "capture_end": "receiver",
+                "capture_end_from": split.source,
                 "rate_bps": achieved,
                 "rtt_s": rtt,
-                "handshake_rtt_s": rtt,
-                "handshake_receiver_side_s": to_receiver,
+                "round_trip_s": rtt,
+                "receiver_side_s": to_receiver,
             },
             summary=summary,
             explanation=explanation,
@@ -664,7 +690,7 @@ class RateLimitCause(Detector):
         timer, and the share where that could not be told; `scale`: the least window scale
         shift the capture allows (None when the handshake gave it) and the most time the
         receive window can have held the sender; `most_app`: the most time the application can
-        have held it; `told`: where the handshake places the capture point (None: no handshake)."""
+        have held it; `told`: where the capture point lies (None: nothing in the capture tells)."""
         least, most_rwnd = scale
         paced_share, untold_pace = pacing
         known = least is None
@@ -757,10 +783,10 @@ class RateLimitCause(Detector):
                 else ""
             )
             + (
-                " The capture holds no handshake, so which end of the path it was taken at is "
-                "not told: this account reads it as the sender's. Taken at the receiver, its "
-                "RTT samples would be the receiving host's own answer (microseconds, whatever "
-                "the path) and this account would not hold."
+                " Neither a handshake nor timestamps' echoes in the capture tell which end of "
+                "the path it was taken at: this account reads it as the sender's. Taken at the "
+                "receiver, its RTT samples would be the receiving host's own answer "
+                "(microseconds, whatever the path) and this account would not hold."
                 if told is None
                 else ""
             )
@@ -818,6 +844,18 @@ class RateLimitCause(Detector):
             explanation=explanation,
             advice=ADVICE[cause],
         )
+
+
+def _delivery_rate(d: Any) -> float:
+    """Bytes per second the ACK line advanced over the direction's time, first data segment to
+    last ACK (or last segment)."""
+    data, acks = d.data, d.acks
+    t0 = float(data["t_s"].iloc[0])
+    t_end = max(float(acks["t_s"].iloc[-1]), float(data["t_s"].iloc[-1])) if len(acks) else t0
+    line = acks["ack_rel"].to_numpy()
+    first = float(data["seq_rel"].min())
+    span = t_end - t0
+    return float(max(line.max() - first, 0) / span) if line.size and span > 0 else 0.0
 
 
 def _state_seconds_per_window(

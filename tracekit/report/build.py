@@ -565,9 +565,9 @@ def build_report(
             if f.conn == conn and f.kind == "rate_limit_cause"
         )
         rtt_text = units.duration(rtt) if rtt else "no samples"
-        handshake = next(
+        round_trip = next(
             (
-                f.evidence.get("handshake_rtt_s")
+                f.evidence.get("round_trip_s")
                 for f in analysis.findings
                 if f.conn == conn
                 and f.kind == "rate_limit_cause"
@@ -576,10 +576,10 @@ def build_report(
             ),
             None,
         )
-        if rtt and isinstance(handshake, float):
+        if rtt and isinstance(round_trip, float):
             # Taken at the receiver, a data segment's ACK leaves at once: the samples are the
-            # receiving host's own answer, and the handshake gives the path's round trip.
-            rtt_text += f" (the receiving host's answer); handshake {units.duration(handshake)}"
+            # receiving host's own answer; the handshake or the timestamps give the path's.
+            rtt_text += f" (the receiving host's answer); path {units.duration(round_trip)}"
         facts = (
             *verdicts,
             ("a", str(row["a"])),
