@@ -251,6 +251,7 @@ class Retransmissions(Detector):
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         cfg = self.config
         pk = ctx.packets
+
         def by_row(name: str) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]]:
             values = pk.column(name).to_numpy()
             return lambda rows: values[rows]
