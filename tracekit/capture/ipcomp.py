@@ -92,8 +92,9 @@ def inflate_rows(
     decoded with `flows`; returns the rows now in `cols`.
 
     The payload is read only where the record captured all of it. The packet inflated is read
-    once: IPComp inside it stays `compressed` (RFC 3173 2: each datagram is compressed by
-    itself), and a fragment inside it is not put together with others' (each inflated packet
+    once: IPComp inside it stays `compressed` (compressing a compressed payload again gains
+    nothing, so no sender nests them, and a crafted chain gets no more of the reader's time
+    than one), and a fragment inside it is not put together with others' (each inflated packet
     stands alone), but counted as `fragment_incomplete`."""
     candidates = inflatable(cols, rows)
     if candidates.size == 0:
