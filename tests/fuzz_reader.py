@@ -64,6 +64,8 @@ SEEDS = (
     "encap_links.pcapng",
     "amsdu.pcap",
     "amsdu_radiotap.pcap",
+    "ipcomp_carried.pcap",
+    "ipcomp_damaged.pcap",
 )
 # Values that sit on the reader's limits: lengths around 0, 256 KiB, the snaplen, 2**31, 2**32.
 EDGE_VALUES = (0, 1, 3, 4, 11, 12, 16, 20, 28, 32, 96, 128, 262144, 262145, 2**31, 2**32 - 1)

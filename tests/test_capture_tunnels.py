@@ -14,7 +14,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -394,19 +393,6 @@ def test_a_frame_without_readable_tcp_is_counted_by_its_reason(
     name: str, reason: str, tmp_path: Path
 ) -> None:
     assert _skipped([encap.DAMAGED[name]()], tmp_path)[1] == {reason: 1}
-
-
-@pytest.mark.parametrize("version", [4, 6])
-def test_ipcomp_is_compressed(version: int, tmp_path: Path) -> None:
-    # IPComp (RFC 3173 2.1): next header, flags, the CPI (2, DEFLATE), then the segment in raw
-    # DEFLATE (RFC 2394). tshark inflates it; the compiled reader does not, and says so.
-    deflate = zlib.compressobj(wbits=-15)
-    data = deflate.compress(bytes(_tcp(0)[TCP])) + deflate.flush()
-    outer = IP(src="10.9.0.1", dst="10.9.0.2", proto=108)
-    if version == 6:
-        outer = IPv6(src="2001:db8::1", dst="2001:db8::2", nh=108)
-    frame = _eth() / outer / Raw(b"\x06\x00\x00\x02" + data)
-    assert _skipped([bytes(frame)], tmp_path)[1] == {"compressed": 1}
 
 
 def test_esp_over_ipv6_is_encrypted(tmp_path: Path) -> None:

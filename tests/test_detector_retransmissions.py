@@ -6,7 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import IP
 
+from fixtures.crafted import amsdu
 from fixtures.lab.readings import tcptrace_retransmissions
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
@@ -201,3 +203,27 @@ def test_lists_are_bounded_per_class(crafted_findings: dict[int, Finding], tmp_p
     # Two rto resends, one listed; the count still covers both.
     assert f.evidence["rto_count"] == 2 and f.evidence["listed_count"] == 1
     assert f.evidence["listed_seq_rel_bytes"] == (2001,)
+
+
+def test_an_echo_is_read_from_its_own_packet_in_an_amsdu(tmp_path: Path) -> None:
+    # The Eifel case again, its ACK of the resend in one 802.11 A-MSDU after another
+    # connection's ACK (an access point aggregates what it sends a station): the echo is the
+    # ACK's own, the first copy's TSval, not the other packet's, which shares its frame number.
+    eifel = five(Conn(40006, 0.0))
+    eifel.data(1.500, 1, 50).ack(1.501, 1001, 10).ack(1.600, 5001, 14)
+    other = Conn(40007, 0.01).ack(1.491, 1, 99)
+    packets = sorted(eifel.packets + other.packets, key=lambda p: float(p.time))
+    frames: list[tuple[float, list[bytes]]] = []
+    for p in packets:
+        t = round(float(p.time), 6)
+        if frames and frames[-1][0] == t:
+            frames[-1][1].insert(0, bytes(p[IP]))  # the other connection's first
+        else:
+            frames.append((t, [bytes(p[IP])]))
+    assert [len(f[1]) for f in frames].count(2) == 1
+    path = tmp_path / "amsdu.pcap"
+    path.write_bytes(amsdu.timed_pcap(frames))
+    findings = {f.conn: f for f in run_detectors(context(path), [Retransmissions])}
+    (conn,) = findings
+    ((seq, cls, reason),) = listed(findings[conn])
+    assert (seq, cls) == (1, "spurious") and "Eifel" in reason

@@ -8,8 +8,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.packet import Raw
 
-from tests.helpers.crafting import c2s, s2c, transfer, write
+from fixtures.crafted import amsdu
+from tests.helpers.crafting import (
+    CLIENT,
+    OPTS,
+    SERVER,
+    c2s,
+    s2c,
+    tcp,
+    transfer,
+    write,
+)
 from tests.helpers.independent import LINKTYPE_LINUX_SLL2, real_captures, tcptrace_rexmt
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
@@ -220,3 +232,42 @@ def test_a_direction_slices_a_table_when_asked() -> None:
     assert asked == ["segments"]
     with pytest.raises(TypeError):
         Direction(0, 0, segments=pd.DataFrame())
+
+
+def test_each_row_names_its_own_packet_where_frames_hold_several(tmp_path: Path) -> None:
+    # 802.11 A-MSDUs: a frame number names several packets (several segments of one
+    # connection, another connection's segment, a UDP datagram), so the series name each
+    # segment's and each ACK's packet by its row of the packet table.
+    other = 41000
+
+    def ip(p: object) -> bytes:
+        return bytes(p[IP])  # type: ignore[index]
+
+    udp = bytes(IP(src=CLIENT, dst=SERVER) / UDP(sport=5000, dport=5001) / Raw(b"u" * 20))
+    syn = tcp(0.0, CLIENT, SERVER, other, 80, "S", 7, 0, 0, OPTS)
+    foreign = tcp(0.0, CLIENT, SERVER, other, 80, "A", 8, 1, 300)
+    frames = [
+        (0.0, [ip(x) for x in transfer()[:2]]),
+        (0.1, [ip(syn)]),
+        (0.2, [udp, ip(c2s(0.2, "A", 1, 1000, 5)), ip(c2s(0.2, "A", 1001, 1000, 6))]),
+        (0.3, [ip(foreign), ip(s2c(0.3, 1001, 5)), udp, ip(s2c(0.3, 2001, 6))]),
+    ]
+    path = tmp_path / "amsdu.pcap"
+    path.write_bytes(amsdu.timed_pcap(frames))
+    conns = build_connections(read_capture(path))
+    series = build_series(conns)
+    pk = conns.packets
+    frame = pk.column("frame").to_numpy()
+    assert np.bincount(frame).max() == 4  # the premise: rows share frame numbers
+    seg = series.segments[series.segments["len"] > 0]
+    ack = series.acks
+    for table, value in ((seg, "seq_rel"), (ack, "ack_rel")):
+        row = table["row"].to_numpy()
+        assert (pk.column("conn").to_numpy()[row] == table["conn"].to_numpy()).all()
+        assert (pk.column(value).to_numpy()[row] == table[value].to_numpy()).all()
+        assert (frame[row] == table["frame"].to_numpy()).all()
+    # As built: the two segments, then the ACKs of each, with the echoes of their TSvals.
+    assert seg[seg["conn"] == 0]["seq_rel"].tolist() == [1, 1001]
+    acked = ack[(ack["frame"] == 4) & (ack["conn"] == 0)]
+    assert acked["ack_rel"].tolist() == [1001, 2001]
+    assert pk.column("tsecr").to_numpy()[acked["row"].to_numpy()].tolist() == [5, 6]

@@ -111,6 +111,8 @@ def test_its_pcap_reads_back_as_its_tables(tmp_path: Path) -> None:
                 np.testing.assert_allclose(a, b, atol=2e-6, err_msg=name)
             elif column == "frame":
                 np.testing.assert_array_equal(a, b + np.where(b == 1, 1, 2), err_msg=name)
+            elif column == "row":
+                np.testing.assert_array_equal(a, b + np.where(b == 0, 1, 2), err_msg=name)
             elif column in ("win_bytes", "rwnd_bytes", "edge_rel"):
                 line = want["ack_rel"].to_numpy() if column == "edge_rel" else 0
                 window = b - line

@@ -93,7 +93,9 @@ def _write_direction(series: Direction, stem: Path, fmt: str) -> list[Path]:
     written = []
     for kind in SERIES:
         path = stem.with_name(f"{stem.name}_{kind}.{fmt}")
-        _write_atomic(series.table(kind).drop(columns=["conn", "dir"]), path, fmt)
+        table = series.table(kind)
+        unexported = [c for c in schema.SERIES_UNEXPORTED if c in table.columns]
+        _write_atomic(table.drop(columns=unexported), path, fmt)
         written.append(path)
     return written
 

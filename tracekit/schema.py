@@ -309,11 +309,13 @@ COMPETING_COLUMNS: tuple[Column, ...] = (
 # connection, sorted by (conn, dir) and in capture order within a direction. A direction is
 # named by its data: (conn, 0) holds a's segments and b's ACKs of them. Times are seconds since
 # the capture's first packet; sequence numbers are relative to the direction's ISN (the first
-# data byte is 1). `tracekit tsg --export` writes them without `conn` and `dir`.
+# data byte is 1). `tracekit tsg --export` writes them without `conn`, `dir` and `row` (a
+# reference into the packet table, which the files do not hold).
 _SERIES_KEY: tuple[Column, ...] = (
     Column("conn", pa.int32(), "", "row of the connections table"),
     Column("dir", pa.uint8(), "", "direction of the data: 0 a2b, 1 b2a"),
 )
+SERIES_UNEXPORTED = ("conn", "dir", "row")
 
 # Data segments and ACK-only probes of a direction.
 SERIES_SEGMENT_COLUMNS: tuple[Column, ...] = (
@@ -333,6 +335,12 @@ SERIES_SEGMENT_COLUMNS: tuple[Column, ...] = (
         categories=SEGMENT_KINDS,
     ),
     Column("frame", pa.uint32(), "", "frame number in the capture, 1-based"),
+    Column(
+        "row",
+        pa.uint32(),
+        "",
+        "row of the packet table: its packet, where one frame holds several (an 802.11 A-MSDU)",
+    ),
 )
 
 # The other side's ACKs of a direction's data. For a direction that carries no payload, only
@@ -365,6 +373,12 @@ SERIES_ACK_COLUMNS: tuple[Column, ...] = (
     ),
     Column("advance", pa.bool_(), "", "the ACK raised the ACK line (or is the first)"),
     Column("frame", pa.uint32(), "", "frame number in the capture, 1-based"),
+    Column(
+        "row",
+        pa.uint32(),
+        "",
+        "row of the packet table: its packet, where one frame holds several (an 802.11 A-MSDU)",
+    ),
 )
 
 # SACK blocks (RFC 2018) on the ACKs of a direction's data.
@@ -656,11 +670,12 @@ TSG_END = "<!-- end of generated columns -->"
 
 def render_tsg_columns() -> str:
     """The columns of the files `tracekit tsg --export` writes, one table per series, as
-    docs/commands/tsg.md shows them (each file is one direction: no `conn` or `dir`)."""
+    docs/commands/tsg.md shows them (each file is one direction: no `conn` or `dir`; no
+    `row`, a reference into the packet table)."""
     parts = [TSG_BEGIN]
     for name, what, columns in TABLES:
         if name in SERIES_TABLES:
-            exported = tuple(c for c in columns if c not in _SERIES_KEY)
+            exported = tuple(c for c in columns if c.name not in SERIES_UNEXPORTED)
             parts += ["", f"`{name}`: {what}.", "", markdown_table(exported)]
     return "\n".join([*parts, "", TSG_END]) + "\n"
 

@@ -265,7 +265,8 @@ def view(tr: Transfer, path: Scenario, at_receiver: bool = False) -> View:
 
 def direction(v: View, conn: int = 0) -> Direction:
     """The view as the series stage's tables of direction a2b: segments, acks, sacks, rtt and
-    flight, with build_series' columns and dtypes (frames numbered in time order)."""
+    flight, with build_series' columns and dtypes (frames numbered in time order, a packet
+    table row each)."""
     n_data, n_ack = len(v.data_t), len(v.ack_t)
     # One timeline for both sides, ACKs first at a tie (the SYN-ACK precedes the first data).
     order = np.argsort(np.r_[v.ack_t, v.data_t], kind="stable")
@@ -286,6 +287,7 @@ def direction(v: View, conn: int = 0) -> Direction:
             "len": v.len_bytes.astype(np.uint32),
             "kind": pd.Categorical.from_codes(v.data_kind, categories=list(KINDS)),
             "frame": data_frame,
+            "row": data_frame - 1,
         }
     )
 
@@ -309,6 +311,7 @@ def direction(v: View, conn: int = 0) -> Direction:
             "dupack_run": run.astype(np.int32),
             "advance": (idx == 0) | (v.ack_rel > line_before),
             "frame": ack_frame,
+            "row": ack_frame - 1,
         }
     )
 

@@ -1450,7 +1450,11 @@ def decode_records(
 
     A record gets one row, and an A-MSDU one per subframe kept (`record_out` says whose row
     each is). A skipped record's row gets only its `reason` (for an A-MSDU none of whose
-    subframes is kept, the first one's); a kept row gets every field, written once. A fragment
+    subframes is kept, the first one's), and an IPComp packet's row what the reader needs to
+    inflate it (`seq` the IPComp header's offset in the record, or 0; `payload_bytes` its
+    length and the compressed payload's; `ip_version`, `ip_id`, and the source's and
+    destination's addresses as eight 32-bit words in `sack`); a kept row gets every field,
+    written once. A fragment
     goes to the fragment table (FragmentTable's arrays, frag_*): it is skipped as
     SKIP_IP_FRAGMENT unless it completes its datagram, whose row it then is.
 
@@ -1843,6 +1847,23 @@ def decode_records(
                 why = SKIP_ENCRYPTED
                 continue
             elif proto == IPPROTO_COMP:
+                # The reader inflates what it can (capture/ipcomp.py): it is told where the
+                # IPComp header lies in the record and the packet's IP fields, when the header
+                # is in the record's own bytes and the packet is the record's only one.
+                seq[i] = 0
+                if not n_done and not subframes and p == i:
+                    seq[i] = l4 - off
+                    payload_out[i] = l4len
+                    ip_version[i] = version
+                    ip_id[i] = ident
+                    sack[i, 0] = np.uint32(src_hi >> np.uint64(32))
+                    sack[i, 1] = np.uint32(src_hi & np.uint64(0xFFFFFFFF))
+                    sack[i, 2] = np.uint32(src_lo >> np.uint64(32))
+                    sack[i, 3] = np.uint32(src_lo & np.uint64(0xFFFFFFFF))
+                    sack[i, 4] = np.uint32(dst_hi >> np.uint64(32))
+                    sack[i, 5] = np.uint32(dst_hi & np.uint64(0xFFFFFFFF))
+                    sack[i, 6] = np.uint32(dst_lo >> np.uint64(32))
+                    sack[i, 7] = np.uint32(dst_lo & np.uint64(0xFFFFFFFF))
                 why = SKIP_COMPRESSED
                 continue
             else:

@@ -51,6 +51,7 @@ from tracekit.capture.decode import (
     FragmentTable,
     decode_chunk,
 )
+from tracekit.capture.ipcomp import inflate_rows
 from tracekit.capture.model import Capture, ReadStats
 from tracekit.capture.records import (
     BAD_TS,
@@ -527,6 +528,11 @@ class _Reader:
         # A row per record, unless an A-MSDU gave more: then the record arrays are read
         # through each row's record, and its frame number and time are the record's.
         every = rows == count and not np.any(cols.reason[:rows])
+        if not every:
+            # IPComp packets, inflated here: the decoder leaves them compressed.
+            rows = inflate_rows(
+                self.buf, self.rec_off, self.rec_caplen, self.rec_ts, cols, rows, self.flows
+            )
         if every:  # the usual chunk (bincount would first widen each reason to 64 bits)
             self.skipped[KEPT] += count
             kept = np.empty(0, np.int64)  # not needed: every record is kept

@@ -64,9 +64,9 @@ def _legend(names: tuple[str, ...]) -> str:
     return "; ".join(f"{i}: {name}" for i, name in enumerate(names))
 
 
-def _last_before(sorted_frames: npt.NDArray[Any], frames: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Index of the last entry of sorted_frames below each frame (-1 when none)."""
-    return np.searchsorted(sorted_frames, frames, side="left") - 1
+def _last_before(sorted_rows: npt.NDArray[Any], rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Index of the last entry of sorted_rows below each row (-1 when none)."""
+    return np.searchsorted(sorted_rows, rows, side="left") - 1
 
 
 def _covered_by(
@@ -86,31 +86,32 @@ def _covered_by(
 
 def classify(
     direction: Any,
-    tsval_by_frame: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]] | None,
-    tsecr_by_frame: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]] | None,
+    tsval_by_row: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]] | None,
+    tsecr_by_row: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]] | None,
     timer_rtt_ratio: float = 0.5,
     timer_floor_s: float = 0.005,
     rto_min_s: float = 0.2,
 ) -> pd.DataFrame:
     """Class and reason of every retransmission of one direction (see the module docstring).
 
-    `tsval_by_frame` and `tsecr_by_frame` give the TCP timestamps of packets by frame number
-    (None: no Eifel test).
+    `tsval_by_row` and `tsecr_by_row` give the TCP timestamps of packets by their row in the
+    packet table (None: no Eifel test).
     """
     seg = direction.segments
     acks = direction.acks
     is_re = kind_mask(seg, "retransmission", "partial_retransmission")
     idx = np.flatnonzero(is_re)
     re = seg.iloc[idx]
-    f = re["frame"].to_numpy().astype(np.int64)
+    # Packet rows, not frame numbers: one frame can hold several packets (an A-MSDU).
+    f = re["row"].to_numpy().astype(np.int64)
     t = re["t_s"].to_numpy()
     lo = re["seq_rel"].to_numpy().astype(np.int64)
     hi = re["end_rel"].to_numpy().astype(np.int64)
 
-    ack_frame = acks["frame"].to_numpy().astype(np.int64)
+    ack_row = acks["row"].to_numpy().astype(np.int64)
     ack_t = acks["t_s"].to_numpy()
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy()) if len(acks) else ack_t
-    k = _last_before(ack_frame, f)
+    k = _last_before(ack_row, f)
     kk = np.maximum(k, 0)
     has_ack = k >= 0
     line_at = np.where(has_ack, line[kk] if len(acks) else 0, -1)
@@ -169,15 +170,15 @@ def classify(
         hi,
     )
     eifel = np.zeros(idx.size, dtype=bool)
-    if tsval_by_frame is not None and tsecr_by_frame is not None and len(acks):
+    if tsval_by_row is not None and tsecr_by_row is not None and len(acks):
         # RFC 3522 2: the first ACK to cover the resend echoes the TSval of the copy that
         # made it; an echo older than the resend's own TSval means the first copy did.
         q = np.searchsorted(line, hi, side="left")
         q = np.maximum(q, k + 1)
         ok = q < len(acks)
         qq = np.minimum(q, len(acks) - 1)
-        sent_ts = tsval_by_frame(f).astype(np.int64)
-        echo = tsecr_by_frame(ack_frame[qq]).astype(np.int64)
+        sent_ts = tsval_by_row(f).astype(np.int64)
+        echo = tsecr_by_row(ack_row[qq]).astype(np.int64)
         eifel = ok & (sent_ts > 0) & (echo > 0) & (echo < sent_ts)
     needless = dsacked | eifel
     reason[needless & ~acked] = np.where(dsacked, R_DSACK, R_EIFEL)[needless & ~acked]
@@ -250,19 +251,10 @@ class Retransmissions(Detector):
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
         cfg = self.config
         pk = ctx.packets
-        # The packet table is in capture order: frame numbers ascend, so a frame's row is a
-        # binary search away (no per-frame array of the whole capture).
-        frames = pk.column("frame").to_numpy()
-        order = None if bool(np.all(frames[1:] > frames[:-1])) else np.argsort(frames)
-        if order is not None:
-            frames = frames[order]
 
-        def by_frame(name: str) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]]:
+        def by_row(name: str) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.integer]]:
             values = pk.column(name).to_numpy()
-            if order is not None:
-                values = values[order]
-            # Frame numbers are 32-bit: searching with another type would copy every frame.
-            return lambda wanted: values[np.searchsorted(frames, wanted.astype(frames.dtype))]
+            return lambda rows: values[rows]
 
         # A direction that resent nothing is skipped before its tables are sliced.
         resends = resend_counts(ctx.connections)
@@ -273,8 +265,8 @@ class Retransmissions(Detector):
                 continue
             table = classify(
                 d,
-                by_frame("tsval"),
-                by_frame("tsecr"),
+                by_row("tsval"),
+                by_row("tsecr"),
                 cfg.timer_rtt_ratio,
                 cfg.timer_floor_s,
                 cfg.rto_min_s,

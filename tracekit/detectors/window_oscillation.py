@@ -66,11 +66,11 @@ def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
     # the data segments' columns is made.
     return _Transitions(
         *_window_transitions(
-            acks["frame"].to_numpy(),
+            acks["row"].to_numpy(),
             acks["t_s"].to_numpy(),
             acks["edge_rel"].to_numpy(),
             acks["win_bytes"].to_numpy(),
-            data["frame"].to_numpy(),
+            data["row"].to_numpy(),
             data["t_s"].to_numpy(),
             data["end_rel"].to_numpy(),
             first,
@@ -82,11 +82,11 @@ def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
 
 @jit
 def _window_transitions(
-    ack_frame: np.ndarray,
+    ack_row: np.ndarray,
     ack_t: np.ndarray,
     edge: np.ndarray,
     win: np.ndarray,
-    data_frame: np.ndarray,
+    data_row: np.ndarray,
     data_t: np.ndarray,
     data_end: np.ndarray,
     first: float,
@@ -98,7 +98,7 @@ def _window_transitions(
     # Two passes along the merged timeline: the first counts the closings and reopenings, the
     # second writes them into outputs of exactly that size (a million events close a window
     # a few hundred times).
-    n_ack, n_data = ack_frame.size, data_frame.size
+    n_ack, n_data = ack_row.size, data_row.size
     size = n_ack + n_data
     n_open = n_shut = 0
     open_at = np.empty(0, dtype=np.int64)
@@ -121,7 +121,7 @@ def _window_transitions(
         was_closed = False
         i = j = 0
         for k in range(size):
-            if j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j]):
+            if j >= n_data or (i < n_ack and ack_row[i] < data_row[j]):
                 right, last_win = float(edge[i]), float(win[i])
                 t = ack_t[i]
                 i += 1
@@ -190,19 +190,8 @@ def _held_acks(
     left = departed[reached]
     # The receiver's ACK before each, whether or not it reached the sender.
     before = np.r_[-np.inf, departed][reached]
-    # The packet table is in connection order, not frame order: each ACK's row by its frame.
-    frames = ctx.packets.column("frame").to_numpy()
-    ack_frames = d.acks["frame"].to_numpy()
-    # The reader numbers frames in capture order: then the packet table is its own sort (a
-    # stable sort of sorted numbers changes nothing) and no index of every packet is made.
-    if _ascending(frames):
-        row = np.minimum(np.searchsorted(frames, ack_frames), frames.size - 1)
-    else:
-        by_frame = np.argsort(frames, kind="stable")
-        place = np.minimum(np.searchsorted(frames[by_frame], ack_frames), frames.size - 1)
-        row = by_frame[place]
-    if not np.array_equal(frames[row], ack_frames):
-        return None
+    # Each ACK's packet, by its row (a frame number can name several: an A-MSDU).
+    row = d.acks["row"].to_numpy()
     flags = ctx.packets.column("tcp_flags").to_numpy()[row]
     pure = (ctx.packets.column("payload_bytes").to_numpy()[row] == 0) & (
         (flags & (TH_SYN | TH_FIN | TH_RST)) == 0
@@ -409,14 +398,3 @@ class WindowOscillation(Detector):
             explanation=explanation,
             advice=advice,
         )
-
-
-@jit
-def _ascending(values: np.ndarray) -> bool:  # pragma: no cover
-    """Whether values never step down."""
-    rising = True
-    for i in range(1, values.size):
-        if values[i] < values[i - 1]:
-            rising = False
-            break
-    return rising

@@ -307,6 +307,9 @@ def build_series(conns: Connections) -> Series:
     rows, bounds, carries = by_connection(conn, pdir, payload)
     walked = Walk(rows, bounds, pdir, ts, t0, conn, seq, ack, payload, flags)
     walked.run(col("win_raw"), shift, kind, col("frame"), carries)
+    if rows_tcp is not None:  # the walk's rows are the TCP packets': the packet table's are
+        for written in (walked.segments, walked.acks):
+            written["row"] = rows_tcp[written["row"]].astype(np.uint32)
     segments = pd.DataFrame(walked.segments, copy=False)
     acks = pd.DataFrame(walked.acks, copy=False)
     flight = pd.DataFrame(walked.flight, copy=False)

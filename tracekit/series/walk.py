@@ -192,8 +192,8 @@ def _walk_pass(
     rtt_ack: np.ndarray,
 ) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
     # In the order tracekit.schema declares the series tables' columns.
-    s_conn, s_dir, s_t, s_seq, s_end, s_len, s_kind, s_frame = seg_out
-    a_conn, a_dir, a_t, a_ack, a_win, a_edge, a_dup, a_run, a_adv, a_frame = ack_out
+    s_conn, s_dir, s_t, s_seq, s_end, s_len, s_kind, s_frame, s_row = seg_out
+    a_conn, a_dir, a_t, a_ack, a_win, a_edge, a_dup, a_run, a_adv, a_frame, a_row = ack_out
     f_bytes, f_rwnd = flight_out
     # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
     # end, in sending order (their ends ascend), and whether a resend overlapped them first.
@@ -264,6 +264,7 @@ def _walk_pass(
                         a_run[n_ack] = run
                         a_adv[n_ack] = first or not have_prev or a > una
                         a_frame[n_ack] = frame[p]
+                        a_row[n_ack] = p
                         n_ack += 1
                     advance_known[p] = (not first) and una >= 0 and a > una
                     if waiting_next >= 0:
@@ -316,6 +317,7 @@ def _walk_pass(
                         s_len[n_seg] = length
                         s_kind[n_seg] = k
                         s_frame[n_seg] = frame[p]
+                        s_row[n_seg] = p
                         n_seg += 1
                     if length > 0:
                         if k in (RETRANSMISSION, PARTIAL):
