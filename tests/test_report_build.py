@@ -176,11 +176,11 @@ def test_receiver_view_follows_the_nat_map(tmp_path: Path) -> None:
     assert len({t.name: t for t in tsg.traces}["data"]) == 6
 
 
-def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_path: Path) -> None:
-    """A load test's capture lists a bounded number of connections: the drawn one, then the
-    one with findings, then the busiest; the note says how many more `tracekit flows` has."""
-    packets = list(transfer())  # connection 0: 5,000 bytes a->b and findings (a resend)
-    for i, size in enumerate((20_000, 3_000, 1_000, 2_000)):  # connections 1-4
+def _many_connections(path: Path, sizes: tuple[int, ...]) -> Path:
+    """Connection 0: 5,000 bytes a->b and findings (a resend); then one connection per size,
+    that many bytes a->b in one segment."""
+    packets = list(transfer())
+    for i, size in enumerate(sizes):
         port, t = 41000 + i, 5.0 + i
         packets += [
             tcp(t, CLIENT, SERVER, port, 80, "S", 0),
@@ -188,7 +188,13 @@ def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_p
             tcp(t + 0.02, CLIENT, SERVER, port, 80, "A", 1, 1, size),
             tcp(t + 0.03, SERVER, CLIENT, 80, port, "A", 1, 1 + size),
         ]
-    path = write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
+    return write(path, sorted(packets, key=lambda p: float(p.time)))
+
+
+def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_path: Path) -> None:
+    """A load test's capture lists a bounded number of connections: the drawn one, then the
+    one with findings, then the busiest; the note says how many more `tracekit flows` has."""
+    path = _many_connections(tmp_path / "many.pcap", (20_000, 3_000, 1_000, 2_000))
     analysis = analyze_files(path)
     assert {f.conn for f in analysis.findings} == {0}
     config = ReportConfig(max_connections=1, max_listed_connections=3)
@@ -235,16 +241,7 @@ def test_plots_built_as_the_page_encodes_them_make_the_same_page(tmp_path: Path)
     """Deferred plots, built one at a time as the page encodes them, give the page that plots
     built beforehand give: with a receiver capture, with several connections (whose overview
     stacks their throughput), and over a data limit that thins traces (a plot built again)."""
-    packets = list(transfer())
-    for i, size in enumerate((20_000, 3_000)):
-        port, t = 41000 + i, 5.0 + i
-        packets += [
-            tcp(t, CLIENT, SERVER, port, 80, "S", 0),
-            tcp(t + 0.01, SERVER, CLIENT, 80, port, "SA", 0, 1),
-            tcp(t + 0.02, CLIENT, SERVER, port, 80, "A", 1, 1, size),
-            tcp(t + 0.03, SERVER, CLIENT, 80, port, "A", 1, 1 + size),
-        ]
-    many = write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
+    many = _many_connections(tmp_path / "many.pcap", (20_000, 3_000))
     pair = LAB / "clean"  # 6,249 segments: traces a 20 kB limit thins
     for analysis, thinned in (
         (analyze_files(pair / "sender.pcap", pair / "receiver.pcap"), True),
