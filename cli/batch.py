@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import click
 from tracekit.cli import common
+from tracekit.cli.memory import give_back
 
 from tracekit.batch import BatchConfig, Engine, Outcome, outcome_counts, run_batch
 from tracekit.core.paths import printable
@@ -61,6 +62,7 @@ def batch(
         scheduler=scheduler,
         addr_map=tuple(parse_map(maps).items()),
         detector_configs=tuple(common.detector_configs(config_file).items()),
+        after_stage=give_back,
     )
     _prepare_output(root, output, config_file)
     with ExitStack() as stack:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from tracekit.cli import common
+from tracekit.cli.memory import give_back
 from tracekit.cli.status import ExitStatus
 
 from tracekit import detectors
@@ -91,7 +92,7 @@ def check(
                 click.echo(f"tracekit: warning: {warning}", err=True)
             advance()
 
-        result = run_check(inputs, rules, earlier, on_done=done)
+        result = run_check(inputs, rules, earlier, on_done=done, after_stage=give_back)
     if junit is not None:
         with common.writing(junit):
             write_text_atomic(junit, render_junit(result))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from tracekit.cli import common
+from tracekit.cli.memory import give_back
 from tracekit.cli.status import ExitStatus
 
 _file = click.Path(dir_okay=False, path_type=Path)
@@ -73,7 +74,9 @@ def compare(
     for out in (output, json_out):
         if out is not None:
             common.prepare_output(out)
-    result = run_compare(base, new, policy=rules, choice=choice, on_warning=common.warn)
+    result = run_compare(
+        base, new, policy=rules, choice=choice, on_warning=common.warn, after_stage=give_back
+    )
     if output is not None:
         with common.writing(output):
             write_text_atomic(output, render_page(result))

@@ -126,9 +126,11 @@ def report(
     # The page draws from the series, the merge and the tables, never the packets: on a big
     # capture those are tens of megabytes the plots' arrays can reuse.
     analysis = analysis.without_packets()
-    built = build_report(analysis, inputs, config)
+    # The page's plots are built as they are encoded, one at a time, so that not every plot's
+    # arrays are held at once; the images are drawn from plots built beforehand.
+    built = build_report(analysis, inputs, config, deferred=not folders)
     findings = len(analysis.findings)
-    # What the page needs is in `built`: the analysis's memory goes before the encoding.
+    # What the page needs is in `built` (with the analysis, for plots still to be built).
     del analysis
     give_back()
     if output is not None:

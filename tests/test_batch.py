@@ -105,6 +105,22 @@ def test_resume_skips_finished_and_redoes_changed(corpus: Path, tmp_path: Path) 
     assert conns["bytes_a2b"].to_pylist() == [7 * 1000]
 
 
+def test_workers_call_after_stage_between_the_stages(corpus: Path, tmp_path: Path) -> None:
+    # Each worker is a forked process: it leaves a mark in a file per call.
+    marks = tmp_path / "marks"
+
+    def mark() -> None:
+        with marks.open("a") as f:
+            f.write("x")
+
+    outcomes = run_batch(BatchConfig(corpus, tmp_path / "out", jobs=1, after_stage=mark))
+    analysed = sum(o.status == "ok" for o in outcomes)
+    assert analysed == 3  # bad.pcap is refused as it is read, before any stage
+    # Per input: each capture's connections, the merge, each capture's series, each detector
+    # and the detectors.
+    assert len(marks.read_text()) == analysed * (6 + len(detectors.all_detectors()))
+
+
 def test_a_killed_run_leaves_only_whole_files_and_resumes(tmp_path: Path) -> None:
     root, out = tmp_path / "many", tmp_path / "out"
     one = transfer(tmp_path / "one.pcap", segments=200)

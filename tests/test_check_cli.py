@@ -94,6 +94,17 @@ def test_a_finding_fails_by_default_and_the_table_shows_it(runs: Path, tmp_path:
     assert saved["captures"][2]["receiver"] == str(runs / "pair.receiver.pcap.gz")
 
 
+def test_check_returns_freed_memory_between_the_stages(
+    runs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr("tracekit.cli.check.give_back", lambda: calls.append(1))
+    assert invoke(runs / "clean.pcap")[0] == ExitStatus.OK
+    # Each capture's connections, the merge, each capture's series, the one detector (Resent),
+    # and the detectors.
+    assert len(calls) == 7
+
+
 def test_the_policy_decides(runs: Path, tmp_path: Path) -> None:
     policy = tmp_path / "tracekit.toml"
     policy.write_text('[fail]\nseverity = "error"\n[thresholds]\nmin_throughput_bps = 700e3\n')

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from tracekit.cli.main import cli
 
 from tracekit.compare import Comparison, compare
+from tracekit.detectors import all_detectors
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "fixtures" / "captures"
@@ -121,6 +122,15 @@ def test_the_drops_run_against_clean_is_a_big_gain() -> None:
     got = compared(DROPS, CLEAN)
     assert got.throughput_change is not None and 0.30 < got.throughput_change < 0.45
     assert got.counts()[0] == ("network drops", truth(DROPS)["drops"]["network"], 0)
+
+
+def test_after_stage_runs_between_each_analysis_stages() -> None:
+    # The hook `tracekit compare` trims its heap with: after each capture's connections, the
+    # merge, each capture's series, each detector and the detectors, for BASE and for NEW.
+    calls: list[int] = []
+    hooked = compare(DROPS, CLEAN, after_stage=lambda: calls.append(1))
+    assert len(calls) == 2 * (6 + len(all_detectors()))
+    assert hooked.counts() == compared(DROPS, CLEAN).counts()
 
 
 def test_fail_on_regression_exits_1_when_new_is_worse(tmp_path: Path) -> None:

@@ -7,13 +7,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors.window_oscillation import WindowOscillation
+from tracekit.detectors.window_oscillation import WindowOscillation, _owed_at_once
 from tracekit.pipeline import analyze
 
 
@@ -143,3 +144,17 @@ def test_crafted_open_windows_without_handshake_are_quiet(tmp_path: Path) -> Non
 def test_fewer_cycles_than_the_threshold_are_quiet(tmp_path: Path) -> None:
     ctx = context(write(tmp_path / "two.pcap", flow(zero=True, cycles=2)))
     assert run_detectors(ctx, [WindowOscillation]) == []
+
+
+def test_an_ack_is_owed_at_once_for_two_segments_that_arrived_after_the_ack_before_it() -> None:
+    # First ACK: its segments arrived at 0.4 and 0.6 s, the ACK before it left at 0.5 s: one
+    # came after, so it may wait for the delayed-ACK timer. Second: 11 and 12 s after 10 s
+    # (9 s did not): two, owed at once. The last arrival of each is its latest segment's.
+    owed, latest = _owed_at_once(
+        np.array([0, 2]),
+        np.array([2, 5]),
+        np.array([0.5, 10.0]),
+        np.array([0.4, 0.6, 11.0, 12.0, 9.0]),
+    )
+    assert owed.tolist() == [False, True]
+    assert latest.tolist() == [0.6, 12.0]

@@ -15,7 +15,8 @@ from tests.helpers.crafting import CLIENT, SERVER, tcp, transfer, write
 from tracekit.findings import Severity
 from tracekit.pipeline import analyze_files
 from tracekit.report.build import ReportConfig, build_report
-from tracekit.report.model import Report
+from tracekit.report.html import Budget, render
+from tracekit.report.model import Deferred, Report
 
 
 @pytest.fixture(scope="module")
@@ -175,11 +176,11 @@ def test_receiver_view_follows_the_nat_map(tmp_path: Path) -> None:
     assert len({t.name: t for t in tsg.traces}["data"]) == 6
 
 
-def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_path: Path) -> None:
-    """A load test's capture lists a bounded number of connections: the drawn one, then the
-    one with findings, then the busiest; the note says how many more `tracekit flows` has."""
-    packets = list(transfer())  # connection 0: 5,000 bytes a->b and findings (a resend)
-    for i, size in enumerate((20_000, 3_000, 1_000, 2_000)):  # connections 1-4
+def _many_connections(path: Path, sizes: tuple[int, ...]) -> Path:
+    """Connection 0: 5,000 bytes a->b and findings (a resend); then one connection per size,
+    that many bytes a->b in one segment."""
+    packets = list(transfer())
+    for i, size in enumerate(sizes):
         port, t = 41000 + i, 5.0 + i
         packets += [
             tcp(t, CLIENT, SERVER, port, 80, "S", 0),
@@ -187,7 +188,13 @@ def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_p
             tcp(t + 0.02, CLIENT, SERVER, port, 80, "A", 1, 1, size),
             tcp(t + 0.03, SERVER, CLIENT, 80, port, "A", 1, 1 + size),
         ]
-    path = write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
+    return write(path, sorted(packets, key=lambda p: float(p.time)))
+
+
+def test_overview_lists_the_drawn_the_found_and_the_busiest(capture: Path, tmp_path: Path) -> None:
+    """A load test's capture lists a bounded number of connections: the drawn one, then the
+    one with findings, then the busiest; the note says how many more `tracekit flows` has."""
+    path = _many_connections(tmp_path / "many.pcap", (20_000, 3_000, 1_000, 2_000))
     analysis = analyze_files(path)
     assert {f.conn for f in analysis.findings} == {0}
     config = ReportConfig(max_connections=1, max_listed_connections=3)
@@ -228,3 +235,22 @@ def test_min_severity_lists_only_findings_at_or_above_it() -> None:
     whole = build_report(analysis, ("x",))
     assert len(whole.findings.rows) == len(analysis.findings)
     assert not any("below" in n for n in whole.notes)
+
+
+def test_plots_built_as_the_page_encodes_them_make_the_same_page(tmp_path: Path) -> None:
+    """Deferred plots, built one at a time as the page encodes them, give the page that plots
+    built beforehand give: with a receiver capture, with several connections (whose overview
+    stacks their throughput), and over a data limit that thins traces (a plot built again)."""
+    many = _many_connections(tmp_path / "many.pcap", (20_000, 3_000))
+    pair = LAB / "clean"  # 6,249 segments: traces a 20 kB limit thins
+    for analysis, thinned in (
+        (analyze_files(pair / "sender.pcap", pair / "receiver.pcap"), True),
+        (analyze_files(many), False),
+    ):
+        eager = build_report(analysis, ("x",))
+        deferred = build_report(analysis, ("x",), deferred=True)
+        assert all(isinstance(p, Deferred) for v in deferred.connections for p in v.plots)
+        for budget in (Budget(), Budget(max_bytes=20_000)):
+            page = render(deferred, budget)
+            assert page == render(eager, budget)
+        assert ("carried thinned" in page) is thinned

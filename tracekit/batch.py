@@ -80,6 +80,9 @@ class BatchConfig:
     addr_map: tuple[tuple[str, str], ...] = ()
     # (kind, Config) of every tuned detector, as `--config`'s [detectors.KIND] tables give them.
     detector_configs: tuple[tuple[str, Any], ...] = ()
+    # Called in a worker process between an analysis's stages (`analyze_files`): the command
+    # returns freed memory to the system there. A Dask worker's process is not this one's.
+    after_stage: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if self.jobs < 0:
@@ -179,13 +182,14 @@ def _finding_rows(name: str, findings: Sequence[Finding]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=FINDING_SCHEMA)
 
 
-def run_job(job: Job) -> Outcome:
-    """Analyse one input and write its three files; never raises for a bad capture."""
+def run_job(job: Job, after_stage: Callable[[], None] | None = None) -> Outcome:
+    """Analyse one input and write its three files; never raises for a bad capture.
+    `after_stage` is called between the analysis's stages (`analyze_files`)."""
     start = time.perf_counter()
     out = Path(job.out)
     inp = job.input
     try:
-        analysis, _ = analyze_input(inp, dict(job.configs))
+        analysis, _ = analyze_input(inp, dict(job.configs), after_stage)
     except TracekitError as exc:
         outcome = Outcome(inp.name, "error", str(exc), time_s=time.perf_counter() - start)
     except Exception as exc:
@@ -269,7 +273,10 @@ def plan(config: BatchConfig) -> tuple[list[Job], list[str]]:
 
 
 def _on_processes(
-    jobs: Sequence[Job], workers: int, lock: int | None = None
+    jobs: Sequence[Job],
+    workers: int,
+    lock: int | None = None,
+    after_stage: Callable[[], None] | None = None,
 ) -> Generator[Outcome, None, None]:
     """Each job in a process of its own, forked from this one, `workers` at a time.
 
@@ -292,7 +299,7 @@ def _on_processes(
                 receiving, sending = context.Pipe(duplex=False)
                 process = context.Process(
                     target=_work,
-                    args=(job, sending, parent, lock),
+                    args=(job, sending, parent, lock, after_stage),
                     name="tracekit-batch",
                     daemon=True,
                 )
@@ -342,7 +349,13 @@ class _Worker:
         return crash
 
 
-def _work(job: Job, sending: Connection, parent: int, lock: int | None) -> None:
+def _work(
+    job: Job,
+    sending: Connection,
+    parent: int,
+    lock: int | None,
+    after_stage: Callable[[], None] | None = None,
+) -> None:
     """A worker process: analyse one input, hand its outcome back.
 
     `lock`, the output folder's lock descriptor inherited from the run, is closed: the lock is
@@ -354,7 +367,7 @@ def _work(job: Job, sending: Connection, parent: int, lock: int | None) -> None:
     if not _die_with(parent):
         return  # the run is gone already: nobody wants this input's files
     try:
-        outcome = run_job(job)
+        outcome = run_job(job, after_stage)
     except OSError:
         # The output folder cannot take this input's files (a full disk, a read-only mount):
         # the run meets the same when it records the worker's end, and says so in one line;
@@ -446,7 +459,8 @@ def run_batch(
             assert config.scheduler is not None  # checked by BatchConfig
             stream = _on_dask(jobs, config.scheduler)
         else:
-            stream = _on_processes(jobs, min(config.workers, max(len(jobs), 1)), lock)
+            workers = min(config.workers, max(len(jobs), 1))
+            stream = _on_processes(jobs, workers, lock, config.after_stage)
         with contextlib.closing(stream):
             for outcome in stream:
                 outcomes.append(outcome)

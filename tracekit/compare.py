@@ -331,16 +331,18 @@ def compare(
     policy: Policy = DEFAULT_POLICY,
     choice: tuple[int, int] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    after_stage: Callable[[], None] | None = None,
 ) -> Comparison:
     """Analyse BASE and NEW and compare their matched connections.
 
     Raises TracekitError (one line) for a path that names no input or several, a capture that
-    cannot be read, or a connection that is not there. `on_warning` hears each reader warning.
+    cannot be read, or a connection that is not there. `on_warning` hears each reader warning;
+    `after_stage` is called between each analysis's stages (`analyze_files`).
     """
     inputs = [one_input(base_path, "BASE"), one_input(new_path, "NEW")]
     analyses = []
     for inp in inputs:
-        analysis, warnings = analyze_input(inp, policy.detector_configs)
+        analysis, warnings = analyze_input(inp, policy.detector_configs, after_stage)
         for warning in warnings:
             if on_warning is not None:
                 on_warning(warning)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,11 +268,14 @@ def _each_file_once(files: Iterable[Path]) -> list[Path]:
 
 
 def analyze_input(
-    inp: CaptureInput, configs: Mapping[str, object] | None = None
+    inp: CaptureInput,
+    configs: Mapping[str, object] | None = None,
+    after_stage: Callable[[], None] | None = None,
 ) -> tuple[Analysis, tuple[str, ...]]:
     """Read and analyse one input; the reader's warnings come back, one line each with the file.
 
-    `configs` maps a detector's kind to its Config (tracekit.tunables). Raises CaptureError
+    `configs` maps a detector's kind to its Config (tracekit.tunables); `after_stage` is called
+    between the stages (`analyze_files`). Raises CaptureError
     naming the file for a missing, corrupt or TCP-less capture. The receiver's series are not
     built (`analyze_files`): check, batch and compare read findings, connections and the merge.
     """
@@ -287,6 +290,7 @@ def analyze_input(
             addr_map=dict(inp.addr_map) or None,
             on_warning=warnings.append,
             receiver_series=False,
+            after_stage=after_stage,
         )
     except CaptureError as exc:
         # The message goes into JUnit, JSON and Parquet files, which hold no lone surrogates.

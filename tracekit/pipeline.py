@@ -185,16 +185,18 @@ def analyze(
     merged = merge(snd_conns, rcv_conns, addr_map) if rcv_conns is not None else None
     done()
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
-    snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
-    done()
     rcv = None
     if rcv_conns is not None:
         rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
         # The merge and the UDP streams have read the receiver's packets, and its series are
         # built: only its connections table and series are read from here on (the report's
-        # receiver TSG).
+        # receiver TSG). Let go before the sender's series are built, not beside them.
         rcv = Vantage(connections=rcv_conns, series=rcv_series).without_packets()
-    del snd_conns, rcv_conns
+        del rcv_series
+    del rcv_conns
+    done()
+    snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
+    del snd_conns
     done()
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
@@ -203,7 +205,7 @@ def analyze(
         merge=merged,
         udp=streams,
     )
-    findings = run_detectors(ctx, configs=configs)
+    findings = run_detectors(ctx, configs=configs, after_each=after_stage)
     done()
     if not selection.everything:
         # The receiver's capture is whole: what the merge found in it alone (ACKs lost before

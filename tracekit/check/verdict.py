@@ -284,12 +284,16 @@ def judge(
 
 
 def check_one(
-    inp: CaptureInput, policy: Policy, baseline: Baseline | None = None
+    inp: CaptureInput,
+    policy: Policy,
+    baseline: Baseline | None = None,
+    after_stage: Callable[[], None] | None = None,
 ) -> CaptureVerdict:
-    """Analyse and judge one input; a bad input raises CaptureError unless the policy reports it."""
+    """Analyse and judge one input; a bad input raises CaptureError unless the policy reports it.
+    `after_stage` is called between the analysis's stages (`analyze_files`)."""
     start = time.perf_counter()
     try:
-        analysis, warnings = analyze_input(inp, policy.detector_configs)
+        analysis, warnings = analyze_input(inp, policy.detector_configs, after_stage)
     except CaptureError as exc:
         if policy.on_bad_input == "fail":
             raise
@@ -310,8 +314,10 @@ def run_check(
     policy: Policy,
     baseline: Baseline | None = None,
     on_done: Callable[[CaptureVerdict], None] | None = None,
+    after_stage: Callable[[], None] | None = None,
 ) -> CheckResult:
-    """Check every input in order; `on_done` hears of each verdict (for a progress bar).
+    """Check every input in order; `on_done` hears of each verdict (for a progress bar), and
+    `after_stage` is called between each analysis's stages (`analyze_files`).
 
     When bad input fails the check, a missing file fails it before any analysis is spent.
     """
@@ -329,7 +335,7 @@ def run_check(
                 )
     verdicts = []
     for inp in inputs:
-        verdict = check_one(inp, policy, baseline)
+        verdict = check_one(inp, policy, baseline, after_stage)
         verdicts.append(verdict)
         if on_done is not None:
             on_done(verdict)

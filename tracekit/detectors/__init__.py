@@ -7,7 +7,7 @@ import importlib
 import inspect
 import pkgutil
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from tracekit.detectors.base import AnalysisContext, Detector, DetectorError, check_detector
 from tracekit.errors import TracekitError
@@ -88,11 +88,14 @@ def run_detectors(
     ctx: AnalysisContext,
     detectors: Iterable[type[Detector]] | None = None,
     configs: Mapping[str, object] | None = None,
+    after_each: Callable[[], None] | None = None,
 ) -> list[Finding]:
     """Run detectors (all by default) on ctx; findings sorted by connection, time and severity.
 
     `configs` maps a kind to that detector's Config; an unknown kind is a TracekitError (it comes
     from the user). A finding of another kind than its detector's is a DetectorError.
+    `after_each` is called after each detector, once the measures no later one reads are let
+    go (a command returns their memory to the system there, as between stages).
     """
     classes = tuple(all_detectors() if detectors is None else detectors)
     configs = configs or {}
@@ -111,5 +114,7 @@ def run_detectors(
         # The measures no detector still to run reads are let go: on a big capture they would
         # otherwise add up, each detector's on top of the ones before.
         ctx.series.forget(frozenset().union(*(later.measures for later in classes[i + 1 :])))
+        if after_each is not None:
+            after_each()
     findings.sort(key=lambda f: (f.conn, f.start_s, -f.severity.rank, f.kind))
     return findings

@@ -205,19 +205,7 @@ def _held_acks(
     hi = np.asarray(np.searchsorted(end, line, side="right"))
     mine = np.flatnonzero(pure & (hi > lo))
     nth = np.cumsum(pure)[mine] - 1  # its place among the receiver's ACKs that arrived
-    size = hi[mine] - lo[mine]
-    segment = (
-        np.repeat(lo[mine], size)
-        + np.arange(int(size.sum()))
-        - np.repeat(np.cumsum(size) - size, size)
-    )
-    owner = np.repeat(np.arange(mine.size), size)
-    # Only an ACK of two full segments or more is owed at once (a lone segment's may wait
-    # for the delayed-ACK timer): two that arrived after the receiver's ACK before it.
-    fresh = arrived[segment] > before[nth][owner]
-    owed = np.bincount(owner, weights=fresh, minlength=mine.size) >= 2
-    latest = np.full(mine.size, -np.inf)
-    np.maximum.at(latest, owner, arrived[segment])
+    owed, latest = _owed_at_once(lo[mine], hi[mine], before[nth], arrived)
     since = np.full(line.size, np.nan)
     since[mine[owed]] = (left[nth] - latest)[owed]
     if not np.isfinite(since).any():
@@ -230,6 +218,28 @@ def _held_acks(
     if held.sum() < MIN_HELD_SHARE * np.isfinite(since).sum():
         return np.zeros(line.size, dtype=bool)
     return np.asarray(held)
+
+
+@jit
+def _owed_at_once(
+    lo: np.ndarray, hi: np.ndarray, before: np.ndarray, arrived: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Per ACK, whose newly acknowledged segments are `arrived[lo:hi]` and whose predecessor
+    left at `before`: whether it was owed at once, and the last arrival among its segments.
+
+    Only an ACK of two full segments or more is owed at once (a lone segment's may wait for
+    the delayed-ACK timer): two that arrived after the receiver's ACK before it. One pass over
+    each ACK's segments: the same as expanding them into a row each, without those rows."""
+    owed = np.zeros(lo.size, dtype=np.bool_)
+    latest = np.full(lo.size, -np.inf)
+    for m in range(lo.size):
+        fresh = 0
+        for s in range(lo[m], hi[m]):
+            if arrived[s] > before[m]:
+                fresh += 1
+            latest[m] = max(latest[m], arrived[s])
+        owed[m] = fresh >= 2
+    return owed, latest
 
 
 class WindowOscillation(Detector):

@@ -13,12 +13,14 @@ from tracekit.analysis import Analysis
 from tracekit.connections import data_direction, ranked
 from tracekit.core.groups import as_slice
 from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.merge import Merge
 from tracekit.merge.udpstream import UdpStream
 from tracekit.report import front
 from tracekit.report import marks as M
 from tracekit.report.model import (
     TSG_PALETTE,
     ConnectionView,
+    Deferred,
     Kind,
     Plot,
     Report,
@@ -291,17 +293,35 @@ def direction_plots(
 ) -> tuple[Plot, ...]:
     """The plots of one direction of the sender's capture: its TSG (findings shaded there),
     throughput, RTT and flight. They take the direction's tables only, not an Analysis."""
-    return (
-        tsg_plot(d, shades, title),
-        rate_plot(d, cfg, ()),
-        rtt_plot(d, ()),
-        flight_plot(d, window_known, ()),
+    return tuple(
+        _direction_plot(i, d, title, shades, cfg, window_known) for i in range(DIRECTION_PLOTS)
     )
 
 
+DIRECTION_PLOTS = 4  # the TSG, throughput, RTT and flight
+
+
+def _direction_plot(
+    index: int,
+    d: Direction,
+    title: str,
+    shades: tuple[Shade, ...],
+    cfg: ReportConfig,
+    window_known: bool,
+) -> Plot:
+    """Plot `index` of `direction_plots`, built alone."""
+    if index == 0:
+        return tsg_plot(d, shades, title)
+    if index == 1:
+        return rate_plot(d, cfg, ())
+    if index == 2:
+        return rtt_plot(d, ())
+    return flight_plot(d, window_known, ())
+
+
 def _receiver_plots(
-    analysis: Analysis, conn: int, direction: int, row: pd.Series, shades: tuple[Shade, ...]
-) -> tuple[Plot | None, ...]:
+    analysis: Analysis, conn: int, direction: int, shades: tuple[Shade, ...]
+) -> tuple[Deferred, ...]:
     """The receiver's TSG of the same connection, its times on the sender's clock."""
     assert analysis.receiver is not None and analysis.merge is not None
     # The merge paired the connections (by endpoints through any --map, and incarnation).
@@ -312,6 +332,12 @@ def _receiver_plots(
     rc = int(hit["conn_r"].iloc[0])
     # flip: the receiver's capture calls a what the sender's calls b.
     rdir = 1 - direction if bool(hit["flip"].iloc[0]) else direction
+    return (Deferred(lambda: _receiver_tsg(analysis, rc, rdir, shades)),)
+
+
+def _receiver_tsg(analysis: Analysis, rc: int, rdir: int, shades: tuple[Shade, ...]) -> Plot:
+    """The receiver's TSG of its connection `rc`, direction `rdir`."""
+    assert analysis.receiver is not None and analysis.merge is not None
     # Receiver times count from its own first packet; first onto the sender's origin as the
     # raw clocks say, then through the fitted offset and skew (tracekit.merge.clock).
     shift = (analysis.receiver.series.t0_ns - analysis.sender.series.t0_ns) / 1e9
@@ -325,12 +351,12 @@ def _receiver_plots(
         title += (
             f" (clock offset {fit.offset_s * 1e3:+.3f} ms, skew {fit.skew_ppm:+.1f} ppm removed)"
         )
-    return (tsg_plot(analysis.receiver.series.of(rc, rdir), shades, title, clock),)
+    return tsg_plot(analysis.receiver.series.of(rc, rdir), shades, title, clock)
 
 
 def _merge_plots(
     analysis: Analysis, conn: int, direction: int, shades: tuple[Shade, ...]
-) -> tuple[Plot, ...]:
+) -> tuple[Deferred, ...]:
     """Departures against arrivals (the paper's fig. 7) and the one-way delay."""
     m = analysis.merge
     if m is None:
@@ -340,6 +366,14 @@ def _merge_plots(
     rows = m.transmission_groups().get((conn, direction))
     if rows is None or rows.size == 0:
         return ()
+    return (
+        Deferred(lambda: _combined_plot(m, rows, shades)),
+        Deferred(lambda: _delay_plot(m, conn, direction)),
+    )
+
+
+def _combined_plot(m: Merge, rows: np.ndarray, shades: tuple[Shade, ...]) -> Plot:
+    """Departures against arrivals of one direction's transmission `rows`, fates marked."""
     tx = m.transmissions
     span = as_slice(rows)
 
@@ -390,7 +424,7 @@ def _merge_plots(
                     frame=_nonnegative(column(at_frame, hit)),
                 )
             )
-    combined = Plot(
+    return Plot(
         "Departures and arrivals, sender and receiver captures merged",
         "time (s, sender's clock)",
         "sequence offset (bytes)",
@@ -398,12 +432,16 @@ def _merge_plots(
         shades,
         height_px=420,
     )
+
+
+def _delay_plot(m: Merge, conn: int, direction: int) -> Plot:
+    """The one-way delay of one direction, and the queueing delay above its minimum."""
     delay = m.delay
     mine = np.flatnonzero(
         (delay["conn"].to_numpy() == conn) & (delay["dir"].to_numpy() == direction)
     )
     t = delay["t_s"].to_numpy(np.float64)[mine]
-    owd = Plot(
+    return Plot(
         "One-way delay and queueing delay above its minimum",
         "time (s, sender's clock)",
         "ms",
@@ -418,7 +456,6 @@ def _merge_plots(
             ),
         ),
     )
-    return (combined, owd)
 
 
 def _udp_view(stream: UdpStream) -> ConnectionView:
@@ -493,22 +530,37 @@ def connection_plots(
     TSG, throughput, RTT and flight, then (with a receiver capture) the merged departures and
     arrivals and the one-way delay; and beside them the receiver's TSG. Every plot opens on the
     connection's time span. The notebook API (`tracekit.api`) draws these same plots."""
+    plots, receiver_plots = deferred_plots(analysis, conn, direction, config)
+    return (
+        tuple(p.drawn() for p in plots),
+        tuple(None if p is None else p.drawn() for p in receiver_plots),
+    )
+
+
+def deferred_plots(
+    analysis: Analysis, conn: int, direction: int, config: ReportConfig | None = None
+) -> tuple[tuple[Deferred, ...], tuple[Deferred | None, ...]]:
+    """`connection_plots`, each plot built only when it is drawn (`Deferred`)."""
     cfg = config or ReportConfig()
     snd = analysis.sender
     # One row, not the whole table: a capture may hold tens of thousands of connections.
     row = snd.connections.table.slice(conn, 1).to_pandas().iloc[0]
     shades = _shades(_listed(analysis.findings, cfg), conn)
     arrow = "->" if direction == 0 else "<-"
-    plots = direction_plots(
-        snd.series.of(conn, direction),
-        f"Time-sequence graph, sender's view ({row['a']} {arrow} {row['b']})",
-        shades,
-        cfg,
-        snd.series.window_known.get((conn, direction), False),
-    )
-    receiver_plots: tuple[Plot | None, ...] = ()
+    title = f"Time-sequence graph, sender's view ({row['a']} {arrow} {row['b']})"
+    window_known = snd.series.window_known.get((conn, direction), False)
+
+    def sender(index: int) -> Deferred:
+        return Deferred(
+            lambda: _direction_plot(
+                index, snd.series.of(conn, direction), title, shades, cfg, window_known
+            )
+        )
+
+    plots = tuple(sender(i) for i in range(DIRECTION_PLOTS))
+    receiver_plots: tuple[Deferred | None, ...] = ()
     if analysis.receiver is not None:
-        receiver_plots = _receiver_plots(analysis, conn, direction, row, shades)
+        receiver_plots = _receiver_plots(analysis, conn, direction, shades)
         plots = (*plots, *_merge_plots(analysis, conn, direction, shades))
     # Every plot of the connection opens on its time span (zoom and pan stay linked).
     start_s = float(row["start_ns"] - snd.series.t0_ns) / 1e9
@@ -519,9 +571,14 @@ def connection_plots(
     lo = lo if sel.from_s is None else max(lo, sel.from_s)
     hi = hi if sel.to_s is None else min(hi, sel.to_s)
     x_range = (lo, hi) if hi > lo else (start_s - pad, start_s + float(row["duration_s"]) + pad)
-    plots = tuple(replace(p, x_range=x_range) for p in plots)
-    receiver_plots = tuple(p if p is None else replace(p, x_range=x_range) for p in receiver_plots)
-    return plots, receiver_plots
+
+    def opening(plot: Deferred) -> Deferred:
+        return Deferred(lambda: replace(plot.drawn(), x_range=x_range))
+
+    return (
+        tuple(opening(p) for p in plots),
+        tuple(p if p is None else opening(p) for p in receiver_plots),
+    )
 
 
 def _listed(findings: list[Finding], cfg: ReportConfig) -> list[Finding]:
@@ -530,9 +587,16 @@ def _listed(findings: list[Finding], cfg: ReportConfig) -> list[Finding]:
 
 
 def build_report(
-    analysis: Analysis, inputs: tuple[str, ...], config: ReportConfig | None = None
+    analysis: Analysis,
+    inputs: tuple[str, ...],
+    config: ReportConfig | None = None,
+    *,
+    deferred: bool = False,
 ) -> Report:
-    """The report of one analysis: overview, findings, and the busiest connections in full."""
+    """The report of one analysis: overview, findings, and the busiest connections in full.
+
+    `deferred`: the connections' plots are built as the page encodes them, one at a time
+    (`Deferred`), from the analysis, which they hold until then."""
     cfg = config or ReportConfig()
     snd = analysis.sender
     conns = snd.connections.frame()
@@ -555,8 +619,22 @@ def build_report(
         direction = _main_direction(row)
         d = snd.series.of(conn, direction)
         arrow = "->" if direction == 0 else "<-"
-        plots, receiver_plots = connection_plots(analysis, conn, direction, cfg)
-        throughput.append((conn, f"{row['a']} {arrow} {row['b']}", plots))
+        plots: tuple[Plot | Deferred, ...]
+        receiver_plots: tuple[Plot | Deferred | None, ...]
+        if deferred:
+            plots, receiver_plots = deferred_plots(analysis, conn, direction, cfg)
+            # The overview stacks the throughput plots of two or more connections.
+            throughput.append(
+                (
+                    conn,
+                    f"{row['a']} {arrow} {row['b']}",
+                    (plots[1].drawn(),) if len(shown) > 1 else (),
+                )
+            )
+        else:
+            drawn, drawn_receiver = connection_plots(analysis, conn, direction, cfg)
+            throughput.append((conn, f"{row['a']} {arrow} {row['b']}", drawn))
+            plots, receiver_plots = drawn, drawn_receiver
         rtt = _median_rtt(d)
         # What held each direction back comes first: the verdict of rate_limit_cause.
         verdicts = tuple(

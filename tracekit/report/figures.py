@@ -123,7 +123,10 @@ def images(report: Report) -> list[Image]:
             if pair is not None:
                 sides.append(("receiver", pair))
             for side, chart in sides:
-                kind = next((k for start, k in _KINDS if chart.title.startswith(start)), None)
+                # A deferred plot is built here for its title: images are drawn from plots
+                # built beforehand (`build_report`).
+                title = chart.drawn().title
+                kind = next((k for start, k in _KINDS if title.startswith(start)), None)
                 if kind is None or kind in seen:
                     kind = f"plot{pi}_{side}"
                 seen.add(kind)

@@ -15,7 +15,7 @@ import html
 import json
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from tracekit.report.decimate import decimate
 from tracekit.report.model import (
     Cell,
     ConnectionView,
+    Deferred,
     FindingView,
     Kind,
     Plot,
@@ -119,7 +120,7 @@ class Budget:
 
 def render(report: Report, budget: Budget = Budget()) -> str:
     """The report as one HTML document."""
-    charts: list[tuple[int, int, str, Plot]] = []
+    charts: list[tuple[int, int, str, Plot | Deferred]] = []
     for ci, view in enumerate(report.connections):
         for pi, plot in enumerate(view.plots):
             pair = view.receiver_plots[pi] if pi < len(view.receiver_plots) else None
@@ -129,16 +130,16 @@ def render(report: Report, budget: Budget = Budget()) -> str:
     if report.overview_plot is not None:
         # Every drawn connection's throughput, stacked; it belongs to no one connection.
         charts.append((-1, 0, "overview", report.overview_plot))
-    carried = _carry([[t for t in chart.traces] for *_, chart in charts], budget)
+    carried = _carry([chart for *_, chart in charts], budget)
     plots_json: list[dict[str, Any]] = []
     figures: dict[tuple[int, int], list[str]] = {}
-    for (ci, pi, side, chart), columns_traces in zip(charts, carried, strict=True):
+    for (ci, pi, side, _), (chart, traces, *columns_traces) in zip(charts, carried, strict=True):
         plot_id = f"plot-{ci}-{pi}-{side}" if ci >= 0 else "plot-overview"
         plots_json.append(_plot_json(plot_id, ci, chart, *columns_traces))
         figures.setdefault((ci, pi), []).append(
             f'<figure class="chart"><figcaption>{_text(chart.title)}</figcaption>'
             f'<div class="plot" id="{plot_id}" style="height:{int(chart.height_px)}px"'
-            f' data-traces="{len(chart.traces)}"></div>'
+            f' data-traces="{traces}"></div>'
             f'<p class="view-note" id="{plot_id}-note" aria-live="polite"></p></figure>'
         )
     traces_json = [t for p in plots_json for t in p["traces"]]
@@ -214,33 +215,51 @@ def write(report: Report, path: str | os.PathLike[str], budget: Budget = Budget(
 
 
 def _carry(
-    plots: list[list[Trace]], budget: Budget
-) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-    """Each plot's encoded columns and traces: every point, or, over `max_bytes`, the biggest
-    traces thinned by halves (M4 keeps each slice's extremes and every kept point) until the
-    data fits."""
-    counts = [[len(t) for t in traces] for traces in plots]
-    # A plot's encoding depends on its own traces and their targets only: after a halving, the
-    # one plot it touched is encoded again, not every plot of the report.
-    encoded = [
-        _encode_plot(traces, targets, budget) for traces, targets in zip(plots, counts, strict=True)
-    ]
+    plots: list[Plot | Deferred], budget: Budget
+) -> list[tuple[Plot, int, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Each plot without its traces, how many traces it has, and its encoded columns and
+    traces: every point, or, over `max_bytes`, the biggest traces thinned by halves (M4 keeps
+    each slice's extremes and every kept point) until the data fits.
+
+    The plots are drawn (`Deferred.drawn`) and encoded one at a time, and a plot's arrays are
+    let go once it is encoded: only the encodings, a few megabytes, add up."""
+    counts: list[list[int]] = []
+    # Per trace, whether it can be thinned (not every point marked to keep) and how many
+    # values a point carries (a bar's top too): what the halving below chooses by.
+    thinnable: list[list[tuple[bool, int]]] = []
+    shells: list[tuple[Plot, int]] = []
+    encoded = []
+    for source in plots:
+        plot = source.drawn()
+        counts.append([len(t) for t in plot.traces])
+        thinnable.append(
+            [
+                (t.keep is None or not t.keep.all(), 3 if t.y_end is not None else 2)
+                for t in plot.traces
+            ]
+        )
+        shells.append((replace(plot, traces=()), len(plot.traces)))
+        # A plot's encoding depends on its own traces and their targets only: after a halving,
+        # the one plot it touched is encoded again, not every plot of the report.
+        encoded.append(_encode_plot(list(plot.traces), counts[-1], budget))
+        del plot
     while True:
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
         if sum(size for size, _ in sizes) <= budget.max_bytes:
-            return encoded
+            break
         # Halve the biggest trace that can still be thinned (not below a few thousand points).
         candidates = [
-            (counts[pi][ti] * (3 if t.y_end is not None else 2), pi, ti)
-            for pi, traces in enumerate(plots)
-            for ti, t in enumerate(traces)
-            if counts[pi][ti] > 4_000 and (t.keep is None or not t.keep.all())
+            (counts[pi][ti] * values, pi, ti)
+            for pi, traces in enumerate(thinnable)
+            for ti, (thins, values) in enumerate(traces)
+            if counts[pi][ti] > 4_000 and thins
         ]
         if not candidates:
-            return encoded
+            break
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
-        encoded[pi] = _encode_plot(plots[pi], counts[pi], budget)
+        encoded[pi] = _encode_plot(list(plots[pi].drawn().traces), counts[pi], budget)
+    return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
 
 
 def _encode_plot(

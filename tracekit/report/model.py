@@ -6,6 +6,7 @@ packets. Every value is frozen and checked once, here, so `html.render` can trus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -147,6 +148,22 @@ class Plot:
             if rng is not None and not (np.isfinite(rng).all() and rng[0] < rng[1]):
                 raise ReportError(f"plot {self.title!r}: {name} must be finite and increasing")
 
+    def drawn(self) -> Plot:
+        """This plot (a `Deferred` one is built here)."""
+        return self
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A plot built only when it is drawn, and built again each time: the renderer encodes the
+    plots one at a time, so that on a big capture not every plot's arrays are held at once."""
+
+    make: Callable[[], Plot]
+
+    def drawn(self) -> Plot:
+        """The plot, built now."""
+        return self.make()
+
 
 Cell = str | int | float | None
 
@@ -189,8 +206,8 @@ class ConnectionView:
 
     title: str
     facts: tuple[tuple[str, str], ...]
-    plots: tuple[Plot, ...]
-    receiver_plots: tuple[Plot | None, ...] = ()
+    plots: tuple[Plot | Deferred, ...]
+    receiver_plots: tuple[Plot | Deferred | None, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.receiver_plots) > len(self.plots):
