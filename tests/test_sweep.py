@@ -182,6 +182,15 @@ def test_a_step_is_required_only_with_many_round_trips_on_each_side() -> None:
     assert "delay_step" in expected(late)[0]
 
 
+def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
+    # At 47 Mbit/s and RTT 1.2 ms a 2.7 BDP buffer is 19 kB, and BBR's window allows three
+    # bursts of 1 ms of its start-up pacing rate (51 kB) beyond its gain: drops are open. At
+    # 30 Mbit/s and RTT 50 ms the allowance (33 kB) is small beside a 3 BDP buffer (562 kB).
+    short = Point(rate_mbps=47, rtt_ms=1.2, buffer_bdp=2.7, congestion="bbr", rcvbuf=None)
+    assert "network_drops" in expected(short)[1]
+    assert "network_drops" in GRID["bbr_3bdp"].absent_labels
+
+
 def test_a_window_above_the_first_bdp_may_limit_after_the_rtt_steps_up() -> None:
     # A window capped at 131,070 bytes (1.25 BDP at 22 Mbit/s and RTT 23 ms) falls below the
     # 220 kB BDP once the RTT steps to 80 ms: window-limited is then open, not ruled out.
