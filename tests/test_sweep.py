@@ -191,6 +191,16 @@ def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too
     assert "network_drops" in GRID["bbr_3bdp"].absent_labels
 
 
+def test_the_first_train_is_the_window_the_receiver_allows() -> None:
+    # Initial window 40, but a 25 kB receive buffer lets some 15 segments leave before the
+    # first ACK: at 16 Mbit/s from a 100 Mbit/s NIC they queue 13 frames, far past a 3-frame
+    # buffer (eq. 1 with N_b the train the window allowed): a first-round overrun.
+    capped = Point(
+        rate_mbps=16, rtt_ms=4.3, buffer_bdp=0.27, congestion="reno", initcwnd=40, rcvbuf=25_000
+    )
+    assert "first_round_overrun" in expected(capped)[0]
+
+
 def test_a_window_above_the_first_bdp_may_limit_after_the_rtt_steps_up() -> None:
     # A window capped at 131,070 bytes (1.25 BDP at 22 Mbit/s and RTT 23 ms) falls below the
     # 220 kB BDP once the RTT steps to 80 ms: window-limited is then open, not ruled out.
