@@ -9,6 +9,7 @@ import pytest
 from scapy.layers.inet import TCP
 from scapy.utils import rdpcap, wrpcap
 
+from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.lab_captures import CAPTURES, context, lab_context, lab_findings, truth
 from tracekit.detectors import run_detectors
 from tracekit.detectors._measure import packet_pair_rate_samples_bps
@@ -110,3 +111,58 @@ def test_path_rate_from_the_arrivals_when_each_burst_gets_one_ack() -> None:
     assert 0 < ev["window_bytes"] <= t["receiver"]["so_rcvbuf_effective"]
     bdp = t["path"]["bdp_bytes"] * PAYLOAD_PER_FRAME
     assert ev["window_needed_bytes"] == pytest.approx(bdp, rel=0.07)
+
+
+# The crafted bottleneck's payload rate: 1000 bytes a millisecond.
+PATH_8M = WindowLimited.Config(path_rate_bps=8e6)
+
+
+def _capped(tmp_path: Path, paced: bool) -> Path:
+    """A sender whose flight holds at 20 segments of 1000 bytes under a 65,535-byte window,
+    through an 8 Mbit/s bottleneck (1 ms per segment) and 50 ms of delay: 10 segments back to
+    back, 10 more every 2.5 ms, then 800 more, each pair two segments after the ACK of the pair
+    20 before (the receiver acknowledges every second segment 0.5 ms after it arrives). Paced:
+    one every 2.5 ms on the sender's own timer, 2 ms after the ACK that comes before it; else
+    each pair 20 and 30 us after that ACK, as a sender with data ready answers it."""
+    c, srv = 1000, 5000
+    opts = [("MSS", 1000)]
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
+        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", srv, c + 1, options=opts),
+        tcp(0.05, CLIENT, SERVER, 40000, 80, "A", c + 1, srv + 1),
+    ]
+    sent: list[float] = []
+    arrived: list[float] = []
+    acked: dict[int, float] = {}
+    for k in range(820):
+        if k < 10:
+            t = 0.06 + k * 1e-4
+        elif k < 20 or paced:
+            t = sent[-1] + 2.5e-3
+        else:
+            # Segment k leaves after the ACK of segment k - 19 (k even) or k - 20 (k odd).
+            t = acked[k - 19] + 20e-6 if k % 2 == 0 else acked[k - 20] + 30e-6
+        sent.append(t)
+        arrived.append(max(t + 0.025, arrived[-1] + 1e-3) if arrived else t + 0.025)
+        if k % 2:
+            acked[k] = arrived[k] + 0.5e-3 + 0.025
+    for k, t in enumerate(sent):
+        pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", c + 1 + k * 1000, srv + 1, 1000))
+    for k, t in acked.items():
+        pkts.append(tcp(t, SERVER, CLIENT, 80, 40000, "A", srv + 1, c + 1 + (k + 1) * 1000))
+    pkts.sort(key=lambda p: p.time)
+    return write(tmp_path / "capped.pcap", pkts)
+
+
+def test_a_cap_whose_acks_are_answered_at_once_is_the_senders(tmp_path: Path) -> None:
+    ctx = context(_capped(tmp_path, paced=False))
+    (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
+    assert f.evidence["limited_by"] == "sender"
+    assert f.evidence["window_bytes"] == pytest.approx(20_000, abs=1000)
+
+
+def test_quiet_on_a_pacer_whose_flight_is_as_constant(tmp_path: Path) -> None:
+    # The same flight of 20 segments, each leaving on the pacer's timer 2 ms after an ACK that
+    # came every 5 ms: no socket buffer held it.
+    ctx = context(_capped(tmp_path, paced=True))
+    assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []

@@ -158,3 +158,46 @@ def test_an_ack_is_owed_at_once_for_two_segments_that_arrived_after_the_ack_befo
     )
     assert owed.tolist() == [False, True]
     assert latest.tolist() == [0.6, 12.0]
+
+
+def _window_cycles(tmp_path: Path, read_between: bool) -> Path:
+    """Eight rounds, 50 ms apart, of a flight of ten 1000-byte segments that fills a
+    10,000-byte window, then one ACK of all ten 20 ms later. With `read_between` the receiver
+    first offers what its unread data left (500 bytes, under a segment) and reopens the window
+    10 ms later (a read); without it every ACK offers the whole 10,000 bytes (a reader that
+    keeps up, its ACKs stretched)."""
+    c, s = 1000, 5000
+    opts = [("MSS", 1000)]
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
+        tcp(0.01, SERVER, CLIENT, 80, 40000, "SA", s, c + 1, options=opts, window=10_000),
+        tcp(0.02, CLIENT, SERVER, 40000, 80, "A", c + 1, s + 1),
+    ]
+    for r in range(8):
+        t0 = 0.03 + r * 0.05
+        base = c + 1 + r * 10_000
+        for i in range(10):
+            pkts.append(
+                tcp(t0 + i * 1e-4, CLIENT, SERVER, 40000, 80, "A", base + i * 1000, s + 1, 1000)
+            )
+        ack = base + 10_000
+        if read_between:
+            pkts.append(tcp(t0 + 0.02, SERVER, CLIENT, 80, 40000, "A", s + 1, ack, window=500))
+            pkts.append(tcp(t0 + 0.03, SERVER, CLIENT, 80, 40000, "A", s + 1, ack, window=10_000))
+        else:
+            pkts.append(tcp(t0 + 0.02, SERVER, CLIENT, 80, 40000, "A", s + 1, ack, window=10_000))
+    return write(tmp_path / "cycles.pcap", pkts)
+
+
+def test_a_read_that_frees_the_buffer_reopens_the_window(tmp_path: Path) -> None:
+    (f,) = run_detectors(context(_window_cycles(tmp_path, read_between=True)), [WindowOscillation])
+    # Each of the eight reads reopened the window by the 9,500 bytes it freed.
+    assert f.evidence["cycles_count"] == 8
+    assert f.evidence["period_s"] == pytest.approx(0.05, rel=1e-6)
+
+
+def test_quiet_when_the_window_stays_whole_and_only_the_ack_line_moves(tmp_path: Path) -> None:
+    # The flight fills the window and waits for a stretched ACK: the receiver's buffer never
+    # held unread data (every ACK offers the whole window), so no reader stopped the sender.
+    ctx = context(_window_cycles(tmp_path, read_between=False))
+    assert run_detectors(ctx, [WindowOscillation]) == []

@@ -7,6 +7,7 @@ bytes of each transfer with truth.json, which holds the kernel's own counts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -19,7 +20,17 @@ import pytest
 
 from fixtures.lab.readings import tcptrace_retransmissions
 from fixtures.lab.scenarios import ALL_LABELS
-from fixtures.lab.sweep import GRID, SWEEP, _grid, decompress, pacer_held, settle_paced
+from fixtures.lab.sweep import (
+    GRID,
+    SWEEP,
+    Point,
+    _grid,
+    decompress,
+    expected,
+    heldout,
+    pacer_held,
+    settle_paced,
+)
 
 STORED = sorted(folder.name for folder in SWEEP.glob("*") if (folder / "truth.json").exists())
 SENDER = "10.77.0.1"
@@ -124,6 +135,80 @@ def test_the_physics_behind_the_labels() -> None:
     base = GRID["base"]
     assert "network_drops" in base.absent_labels
     assert base.path.buffer_bytes >= 262_140 * 1514 / 1448
+
+
+def test_held_out_points_are_off_the_grid_within_its_ranges_and_repeatable() -> None:
+    drawn = heldout(seed=3, count=60)
+    assert [s.name for s in drawn] == [f"heldout_3_{i}" for i in range(60)]
+    assert drawn == heldout(seed=3, count=60) and drawn != heldout(seed=4, count=60)
+    grid_runs = [s for s in GRID.values() if s.derived_from is None and not s.path.direct]
+    grid_rates = {s.path.rate_bps for s in grid_runs}
+    grid_rtts = {s.path.delay_fwd_ms + s.path.delay_rev_ms for s in grid_runs}
+    relayed = [s for s in drawn if not s.path.direct]
+    assert relayed and len(relayed) < len(drawn)  # a LAN veth point or more, too
+    for scenario in relayed:
+        rtt_ms = scenario.path.delay_fwd_ms + scenario.path.delay_rev_ms
+        assert 5e6 <= scenario.path.rate_bps <= 200e6 and 1 <= rtt_ms <= 600
+        assert scenario.path.rate_bps not in grid_rates and rtt_ms not in grid_rtts
+    for scenario in drawn:
+        labels, absent = set(scenario.labels), set(scenario.absent_labels)
+        assert labels | absent | set(scenario.unsure_labels) == set(ALL_LABELS)
+        assert (scenario.receiver_drop_every is not None) == ("receiver_drops" in labels)
+        # A reader's pause shuts the window or leaves it open; without one it never shuts.
+        assert ("zero_window_stall" in absent) == (scenario.read_pause_after_bytes is None)
+        if "network_drops" in absent:
+            assert scenario.expect_network_drops == (0, 0)
+    assert {s.congestion for s in drawn} == {"reno", "cubic", "bbr"}
+
+
+def test_a_pause_is_a_stall_only_where_the_sender_fills_the_buffer_long_before_it_ends() -> None:
+    # 11 Mbit/s, RTT 147 ms, SO_RCVBUF 310,000 (a window up to 465 kB) and a 1.13 s pause: at the
+    # path's rate the buffer fills in 0.34 s, leaving 5 RTTs shut; after a loss the sender runs
+    # at an unknown fraction of that rate (a 0.13 BDP buffer), so the stall is open.
+    lossy = Point(rate_mbps=11, rtt_ms=147, rcvbuf=310_000, buffer_bdp=0.13, stall=(10**6, 1130.0))
+    labels, unsure = expected(lossy)
+    assert "zero_window_stall" in unsure and "zero_window_stall" not in labels
+    # The same pause of 2.5 s behind a buffer that holds the whole flight: shut 14 RTTs.
+    labels, _ = expected(dataclasses.replace(lossy, buffer_bdp=3.0, stall=(10**6, 2500.0)))
+    assert "zero_window_stall" in labels
+
+
+def test_a_step_is_required_only_with_many_round_trips_on_each_side() -> None:
+    # RTT 496 ms stepping to 198 ms 2 s in: 10 round trips of the least RTT before the step,
+    # fewer than a floor is told from a queue in (16); 8 s in, 40: required.
+    early = Point(rate_mbps=133, rtt_ms=496, rcvbuf=792_000, rtt_steps=((2.0, 198.0),))
+    assert "delay_step" in expected(early)[1]
+    late = dataclasses.replace(early, rtt_steps=((8.0, 198.0),), transfer_bytes=300_000_000)
+    assert "delay_step" in expected(late)[0]
+
+
+def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
+    # At 47 Mbit/s and RTT 1.2 ms a 2.7 BDP buffer is 19 kB, and BBR's window allows three
+    # bursts of 1 ms of its start-up pacing rate (51 kB) beyond its gain: drops are open. At
+    # 30 Mbit/s and RTT 50 ms the allowance (33 kB) is small beside a 3 BDP buffer (562 kB).
+    short = Point(rate_mbps=47, rtt_ms=1.2, buffer_bdp=2.7, congestion="bbr", rcvbuf=None)
+    assert "network_drops" in expected(short)[1]
+    assert "network_drops" in GRID["bbr_3bdp"].absent_labels
+
+
+def test_the_first_train_is_the_window_the_receiver_allows() -> None:
+    # Initial window 40, but a 25 kB receive buffer lets some 15 segments leave before the
+    # first ACK: at 16 Mbit/s from a 100 Mbit/s NIC they queue 13 frames, far past a 3-frame
+    # buffer (eq. 1 with N_b the train the window allowed): a first-round overrun.
+    capped = Point(
+        rate_mbps=16, rtt_ms=4.3, buffer_bdp=0.27, congestion="reno", initcwnd=40, rcvbuf=25_000
+    )
+    assert "first_round_overrun" in expected(capped)[0]
+
+
+def test_a_window_above_the_first_bdp_may_limit_after_the_rtt_steps_up() -> None:
+    # A window capped at 131,070 bytes (1.25 BDP at 22 Mbit/s and RTT 23 ms) falls below the
+    # 220 kB BDP once the RTT steps to 80 ms: window-limited is then open, not ruled out.
+    stepped = Point(rate_mbps=22, rtt_ms=23, buffer_bdp=2.9, rtt_steps=((2.7, 80.0),))
+    assert "window_limited" in expected(stepped)[1]
+    assert "window_limited" not in set().union(
+        *expected(dataclasses.replace(stepped, rtt_steps=()))
+    )
 
 
 # --- the committed captures ---------------------------------------------------------------------

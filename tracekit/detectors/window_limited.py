@@ -119,7 +119,7 @@ class WindowLimited(Detector):
         elif (
             lossless
             and at_cap.mean() >= cfg.min_pinned_fraction
-            and answered_share_at(d, cap - mss) >= cfg.min_pinned_fraction
+            and answered_share_at(d, cap - mss, _at_once_s(d)) >= cfg.min_pinned_fraction
         ):
             limited_by, pinned, window = "sender", at_cap, float(np.median(fl[at_cap]))
         else:
@@ -212,6 +212,27 @@ class WindowLimited(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+def _at_once_s(d: Any) -> float:
+    """How soon after an ACK a sender held by its buffer answers it: at once, within two
+    segments' serialisation (the NIC's queue ahead of the capture), or a quarter of the ACKs'
+    spacing where that is longer (a host's wake-up on a LAN).
+
+    A buffer's cap is a window: each ACK that frees room under it is answered as soon as the
+    host runs (RFC 5681 3: the ACK clocks out data). A pacer's flight is as constant (its rate
+    times the RTT), but its departures keep the pacer's timer, set by the departures before and
+    not by the ACK: the next segment leaves up to a pacing interval after the ACK (half the
+    ACKs' spacing where each ACK covers two segments), at a delay set by the RTT's phase
+    against that interval. The same "at once" tells rate_limit_cause's pacer from an ACK clock.
+    """
+    data_t = d.data["t_s"].to_numpy()
+    gaps = np.diff(data_t)
+    positive = gaps[gaps > 0]
+    serialisation = float(np.percentile(positive, 1)) if positive.size else 0.0
+    ack_t = d.acks["t_s"].to_numpy()
+    spacing = float(np.median(np.diff(ack_t))) if ack_t.size > 1 else 0.0
+    return max(2 * serialisation, 0.25 * spacing)
 
 
 # Samples of the arrival spacing needed for a rate: fewer than a few pairs are one burst's

@@ -307,6 +307,13 @@ class WindowOscillation(Detector):
         big = (tr.open_usable >= cfg.min_reopen_fraction * largest) | (
             (tr.open_usable >= cfg.min_reopen_fraction * window_then) & (tr.open_usable > 2 * mss)
         )
+        # A reader reopens the window by freeing its buffer: the window offered grows. One
+        # offered as large as by the ACK before moved its right edge by the ACK line alone: a
+        # flight that filled a window the reader kept empty, released by a late or stretched
+        # ACK, or by the ACK of a resent segment that filled a hole (RFC 6675: the data above
+        # it waited in the receiver, the window open). No unread data stopped the sender.
+        before = np.maximum(opener - 1, 0)
+        big &= (win[opener] > win[before]) | (opener == 0)
         # With the receiver's capture too: a reopening by more than the ACK clock's two
         # segments that came with an ACK the receiver held back is its reader's, however small.
         beyond_clock = ~big & (tr.open_usable > 2 * mss)

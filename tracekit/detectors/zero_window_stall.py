@@ -7,9 +7,18 @@ window update reopens it. The transfer stands still for the whole stall, whateve
 could carry. This differs from start/stop mode (window_oscillation), where the window closes
 and reopens every burst: here one closing lasts many round trips.
 
-A stall runs from the first ACK that advertises a zero window to the first ACK after it that
-reopens the window by at least one segment (a window of zero is zero whatever the scale, so the
-scale need not be known). It counts when it lasts `min_stall_rtts` smallest RTTs or more.
+A stall runs from the first ACK whose window leaves no room for a segment to the first ACK after
+it that reopens the window by at least one segment. A receiver may not move the window's right
+edge back (RFC 9293 3.8.6: shrinking the window is strongly discouraged; Linux does not by
+default), so a
+buffer that fills offers the last few bytes of its old window, less than a segment, before it
+offers zero; a sender avoiding silly windows sends nothing into them (RFC 9293 3.8.6.2.1: it
+waits for a full segment's room), so the stall starts there. A stall reaches zero: a reader
+that stopped leaves the remainder to the sender's persist timer, which fills it (RFC 9293
+3.8.6.1), while a window that dips under a segment and reopens before zero was a reader that
+caught up. With the window scale unknown a window field is no byte count, and only a zero
+window (zero at any scale) counts as shut. It counts when it lasts `min_stall_rtts` smallest
+RTTs or more.
 """
 
 from __future__ import annotations
@@ -21,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from tracekit import units
+from tracekit.detectors._limits import wire_segment_bytes
 from tracekit.detectors._measure import (
     findings_per_direction,
     rtt_phases,
-    segment_size_bytes,
     turnaround_s,
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
@@ -69,18 +78,31 @@ class ZeroWindowStall(Detector):
             return None
         acks = d.acks
         win = acks["win_bytes"].to_numpy()
-        if not (win == 0).any():
+        # A segment's room: the MSS on the wire, not a super-segment offload handed the capture.
+        mss = wire_segment_bytes(d.segments["len"].to_numpy(), d.peer_mss)
+        known = bool(ctx.series.window_known.get((conn, direction), False))
+        # Shut: no room for a segment (zero, or the remainder of the last window under one
+        # segment); reopened: room for one. Unscaled: zero, and any non-zero raw window.
+        shut = win < mss if known else win == 0
+        if not shut.any():
             return None
         phases = rtt_phases(ctx, d)
-        mss = segment_size_bytes(d.segments)
         if phases is None or mss == 0:
             return None
         t = acks["t_s"].to_numpy()
-        known = bool(ctx.series.window_known.get((conn, direction), False))
-        # Reopened: a window that takes a segment (unscaled, any non-zero raw window).
-        shut = win == 0
-        reopened = win >= mss if known else win > 0
-        starts, ends = _stalls(t, shut, reopened)
+        reopened = ~shut
+        begin, ends = _stalls(t, shut, reopened)
+        # Only those that reached a zero window, each from where the receiver had taken its
+        # last full segment before that zero: under-a-segment windows while whole segments
+        # still arrived (a flight landing in a buffer its reader drains) were no stall.
+        zero = np.flatnonzero(win == 0)
+        first_zero = np.searchsorted(zero, begin)
+        reached = first_zero < zero.size
+        reached[reached] = t[zero[first_zero[reached]]] <= ends[reached]
+        begin, ends, zero_at = begin[reached], ends[reached], zero[first_zero[reached]]
+        line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+        last_full = np.searchsorted(line, line[zero_at] - mss, side="right")
+        starts = t[np.maximum(begin, np.minimum(last_full, zero_at))]
         # Each stall in round trips of the path phase it began in, a round trip never shorter
         # than the host's own answer to an ACK (its turnaround): on a LAN of microseconds a
         # window shut for a few of those is the reader being scheduled, the ACK clock still
@@ -116,8 +138,9 @@ class ZeroWindowStall(Detector):
             + f"; {probes} zero-window probes; the transfer stood still {share:.0%} of its time"
         )
         explanation = (
-            "The receiver advertised a window of zero and kept it there: its application "
-            "stopped reading, its receive buffer filled, and the sender could send nothing. "
+            "The receiver's window shut (zero, or the last bytes of its old window, too few "
+            "for a segment) and stayed shut: its application stopped reading, its receive "
+            "buffer filled, and the sender could send nothing. "
             f"The longest stall lasted {units.duration(float(durations[longest]))}, "
             f"{durations[longest] / rtt:,.0f} round trips of {units.duration(rtt)}; the sender "
             f"probed the shut window {probes} times on its persist timer (RFC 9293 3.8.6.1) "
@@ -154,12 +177,13 @@ class ZeroWindowStall(Detector):
 
 
 def _stalls(t: np.ndarray, shut: np.ndarray, reopened: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of each run from a shut window to the first reopening ACK after it."""
+    """(first ACK index, end time) of each run from a shut window to the first reopening ACK
+    after it."""
     # Each ACK's state: +1 shut, -1 reopened, 0 neither (a small window, still closed).
     state = np.where(shut, 1, np.where(reopened, -1, 0))
     changes = np.flatnonzero(state != 0)
     if changes.size == 0:
-        return np.zeros(0), np.zeros(0)
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
     s = state[changes]
     # A stall starts at a shut ACK after a reopening (or the first), ends at the next reopening.
     begin = changes[(s == 1) & np.r_[True, s[:-1] == -1]]
@@ -167,4 +191,4 @@ def _stalls(t: np.ndarray, shut: np.ndarray, reopened: np.ndarray) -> tuple[np.n
     ends = t[end_at]
     if begin.size > end_at.size:  # still shut when the capture ends: it lasts until then
         ends = np.r_[ends, t[-1]]
-    return t[begin], ends
+    return begin, ends
