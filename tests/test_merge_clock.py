@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scapy.utils import wrpcap
 
+from tests.helpers.exchange import CLIENT, ISN_C, ISN_S, SERVER, _tcp
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge
@@ -192,3 +194,105 @@ def test_a_relay_delay_step_on_one_clock(name: str) -> None:
     rtt_before = (schedule["initial_fwd_ms"] + schedule["initial_rev_ms"]) / 1e3
     assert before.rtt_s == pytest.approx(rtt_before, rel=0.05)
     assert after.rtt_s == pytest.approx(step["rtt_ms"] / 1e3, rel=0.05)
+
+
+def _stepped_path(
+    tmp: Path,
+    *,
+    rtt_s: tuple[float, float],
+    step_s: float,
+    end_s: float,
+    offset_s: float,
+    skew_ppm: float,
+    standing_s: float = 0.0,
+) -> tuple[Path, Path]:
+    """A crafted bulk transfer, one segment every 10 ms, each acknowledged on arrival, over a
+    path whose one-way delays are half of rtt_s[0] both ways until step_s and half of
+    rtt_s[1] after; with `standing_s`, the data also wait that long in a queue after the step
+    until the last second (a window sized for the longer path standing in a shorter one). The
+    receiver's clock reads t + offset + skew * t; both hops are first in, first out."""
+    rng = np.random.default_rng(20)
+
+    def one_way(t: np.ndarray) -> np.ndarray:
+        return np.where(t < step_s, rtt_s[0], rtt_s[1]) / 2
+
+    def fifo(sent: np.ndarray, delay: np.ndarray) -> np.ndarray:
+        return np.maximum.accumulate(sent + delay)
+
+    sent = np.arange(rtt_s[0], end_s, 0.010)
+    queue = rng.exponential(0.002, sent.size)
+    queue += np.where((sent >= step_s) & (sent < end_s - 1.0), standing_s, 0.0)
+    arrived = fifo(sent, one_way(sent) + queue)
+    acked = arrived + 100e-6
+    returned = fifo(acked, one_way(acked) + rng.exponential(50e-6, sent.size))
+
+    def rclock(t: float) -> float:
+        return t + offset_s + skew_ppm * 1e-6 * t
+
+    c, s, cp, sp = CLIENT, SERVER, 40000, 5001
+    d0 = rtt_s[0] / 2
+    snd = [
+        _tcp(0.0, c, s, cp, sp, "S", ISN_C, 0, 1),
+        _tcp(2 * d0, s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
+        _tcp(2 * d0, c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
+    ]
+    rcv = [
+        _tcp(rclock(d0), c, s, cp, sp, "S", ISN_C, 0, 1),
+        _tcp(rclock(d0), s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
+        _tcp(rclock(3 * d0), c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
+    ]
+    for k in range(sent.size):
+        seq, ack, ip_id = ISN_C + 1 + 1000 * k, ISN_C + 1001 + 1000 * k, 10 + k
+        snd.append(_tcp(sent[k], c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, 1000, sent=sent[k]))
+        rcv.append(_tcp(rclock(arrived[k]), c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, 1000))
+        rcv.append(_tcp(rclock(acked[k]), s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
+        snd.append(_tcp(returned[k], s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
+    snd.sort(key=lambda p: float(p.time))
+    rcv.sort(key=lambda p: float(p.time))
+    wrpcap(str(tmp / "sender.pcap"), snd)
+    wrpcap(str(tmp / "receiver.pcap"), rcv)
+    return tmp / "sender.pcap", tmp / "receiver.pcap"
+
+
+@pytest.mark.parametrize(
+    ("rtt_s", "step_s", "end_s", "standing_s"),
+    [
+        # A satellite path lengthened by half, 30 round trips in all.
+        ((0.400, 0.600), 2.5, 12.0, 0.0),
+        # A path that shortened by 200 ms while a window sized for the longer one stood in a
+        # queue of as much: the round trip's floor comes down only as the transfer ends.
+        ((0.334, 0.134), 2.2, 7.6, 0.200),
+    ],
+)
+def test_a_path_change_in_a_short_transfer_is_not_a_skew(
+    tmp_path: Path,
+    rtt_s: tuple[float, float],
+    step_s: float,
+    end_s: float,
+    standing_s: float,
+) -> None:
+    # Fewer than 64 base round trips, the floors' two windows: the step still splits the
+    # phases, and neither passes for a skew of thousands of ppm.
+    offset_s, skew_ppm = 3.7, -30.0
+    sender, receiver = _stepped_path(
+        tmp_path,
+        rtt_s=rtt_s,
+        step_s=step_s,
+        end_s=end_s,
+        offset_s=offset_s,
+        skew_ppm=skew_ppm,
+        standing_s=standing_s,
+    )
+    m = merge(build_connections(read_capture(sender)), build_connections(read_capture(receiver)))
+    assert m.clock is not None
+    # Microsecond stamps over a stretch of 2-9 s: a hull edge tilts by at most 1 us / 2 s.
+    assert m.clock.skew_ppm == pytest.approx(skew_ppm, abs=2.0)
+    # Symmetric delays: the offset is half the two floors' difference, each floor the least of
+    # its queue's exponential waits (2 ms over the 100 segments of the last second, about 20 us)
+    # and the stamps' microsecond.
+    assert m.clock.offset_s == pytest.approx(offset_s, abs=50e-6)
+    before, after = m.clock.phases
+    assert before.rtt_s == pytest.approx(rtt_s[0], abs=100e-6)
+    assert after.rtt_s == pytest.approx(rtt_s[1], abs=100e-6)
+    # The step is placed at a bin's edge, bins of 4 base RTTs: within two bins.
+    assert after.start_s == pytest.approx(step_s, abs=8 * min(rtt_s))
