@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scapy.utils import wrpcap
 
-from tests.helpers.exchange import CLIENT, ISN_C, ISN_S, SERVER, _tcp
+from tests.helpers.exchange import stepped_path
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge
@@ -196,64 +195,6 @@ def test_a_relay_delay_step_on_one_clock(name: str) -> None:
     assert after.rtt_s == pytest.approx(step["rtt_ms"] / 1e3, rel=0.05)
 
 
-def _stepped_path(
-    tmp: Path,
-    *,
-    rtt_s: tuple[float, float],
-    step_s: float,
-    end_s: float,
-    offset_s: float,
-    skew_ppm: float,
-    standing_s: float = 0.0,
-) -> tuple[Path, Path]:
-    """A crafted bulk transfer, one segment every 10 ms, each acknowledged on arrival, over a
-    path whose one-way delays are half of rtt_s[0] both ways until step_s and half of
-    rtt_s[1] after; with `standing_s`, the data also wait that long in a queue after the step
-    until the last second (a window sized for the longer path standing in a shorter one). The
-    receiver's clock reads t + offset + skew * t; both hops are first in, first out."""
-    rng = np.random.default_rng(20)
-
-    def one_way(t: np.ndarray) -> np.ndarray:
-        return np.where(t < step_s, rtt_s[0], rtt_s[1]) / 2
-
-    def fifo(sent: np.ndarray, delay: np.ndarray) -> np.ndarray:
-        return np.maximum.accumulate(sent + delay)
-
-    sent = np.arange(rtt_s[0], end_s, 0.010)
-    queue = rng.exponential(0.002, sent.size)
-    queue += np.where((sent >= step_s) & (sent < end_s - 1.0), standing_s, 0.0)
-    arrived = fifo(sent, one_way(sent) + queue)
-    acked = arrived + 100e-6
-    returned = fifo(acked, one_way(acked) + rng.exponential(50e-6, sent.size))
-
-    def rclock(t: float) -> float:
-        return t + offset_s + skew_ppm * 1e-6 * t
-
-    c, s, cp, sp = CLIENT, SERVER, 40000, 5001
-    d0 = rtt_s[0] / 2
-    snd = [
-        _tcp(0.0, c, s, cp, sp, "S", ISN_C, 0, 1),
-        _tcp(2 * d0, s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
-        _tcp(2 * d0, c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
-    ]
-    rcv = [
-        _tcp(rclock(d0), c, s, cp, sp, "S", ISN_C, 0, 1),
-        _tcp(rclock(d0), s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
-        _tcp(rclock(3 * d0), c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
-    ]
-    for k in range(sent.size):
-        seq, ack, ip_id = ISN_C + 1 + 1000 * k, ISN_C + 1001 + 1000 * k, 10 + k
-        snd.append(_tcp(sent[k], c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, 1000, sent=sent[k]))
-        rcv.append(_tcp(rclock(arrived[k]), c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, 1000))
-        rcv.append(_tcp(rclock(acked[k]), s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
-        snd.append(_tcp(returned[k], s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
-    snd.sort(key=lambda p: float(p.time))
-    rcv.sort(key=lambda p: float(p.time))
-    wrpcap(str(tmp / "sender.pcap"), snd)
-    wrpcap(str(tmp / "receiver.pcap"), rcv)
-    return tmp / "sender.pcap", tmp / "receiver.pcap"
-
-
 @pytest.mark.parametrize(
     ("rtt_s", "step_s", "end_s", "standing_s"),
     [
@@ -274,7 +215,7 @@ def test_a_path_change_in_a_short_transfer_is_not_a_skew(
     # Fewer than 64 base round trips, the floors' two windows: the step still splits the
     # phases, and neither passes for a skew of thousands of ppm.
     offset_s, skew_ppm = 3.7, -30.0
-    sender, receiver = _stepped_path(
+    sender, receiver = stepped_path(
         tmp_path,
         rtt_s=rtt_s,
         step_s=step_s,
