@@ -237,3 +237,19 @@ def test_a_path_change_in_a_short_transfer_is_not_a_skew(
     assert after.rtt_s == pytest.approx(rtt_s[1], abs=100e-6)
     # The step is placed at a bin's edge, bins of 4 base RTTs: within two bins.
     assert after.start_s == pytest.approx(step_s, abs=8 * min(rtt_s))
+
+
+def test_floors_that_slope_faster_than_any_clock_give_a_bounded_skew() -> None:
+    # Both directions' floors lengthen by 5 ms/s together (a mobile path's delay drifting with
+    # its radio, no step to find): the floors' slopes are 5000 ppm the same way, which no clock
+    # makes (skew moves them opposite ways, and by at most 500 ppm, RFC 5905). The clocks' own
+    # 20 ppm cannot be told from such a drift; the skew is Moon et al.'s LP under that bound.
+    rng = np.random.default_rng(9)
+    t = np.sort(rng.uniform(0, 10, 20_000))
+    owd = 0.050 + 0.005 * t
+    skew = 20e-6
+    fwd = owd + rng.exponential(0.001, t.size) + skew * t
+    rev = owd + rng.exponential(0.0001, t.size) - skew * t
+    fit = fit_clocks(t, fwd, t, rev)
+    assert abs(fit.skew_ppm) <= 500.0
+    assert fit.skew_disagreement_ppm == pytest.approx(2 * 5000.0, rel=0.05)
