@@ -15,7 +15,7 @@ from tracekit.cli import common
 from tracekit import units
 from tracekit.connections import data_direction, ranked, records
 from tracekit.findings import Finding, Severity
-from tracekit.merge.clock import PathPhase
+from tracekit.merge.clock import MAX_SKEW_PPM, PathPhase
 from tracekit.report.verdict import (
     at_least,
     evidence_rows,
@@ -218,10 +218,16 @@ def _two_vantage(result: object) -> None:
         if merged.clock is not None:
             c = merged.clock
             if c.offset_known:
+                # Skew moves the two floors opposite ways by one slope: slopes that disagree by
+                # more than two clocks' worth of drift are a queue's trend, not the clocks.
+                apart = abs(c.skew_disagreement_ppm)
+                why = (
+                    ": a queue's trend, no clock drifts so fast" if apart > 2 * MAX_SKEW_PPM else ""
+                )
                 click.echo(
                     f"receiver clock: offset {c.offset_s:+.6f} s "
                     f"(+-{c.offset_bound_s * 1e3:.3f} ms), skew {c.skew_ppm:+.2f} ppm "
-                    f"(directions disagree by {abs(c.skew_disagreement_ppm):.2f} ppm)"
+                    f"(directions disagree by {apart:.2f} ppm{why})"
                 )
                 for before, after in itertools.pairwise(c.phases):
                     click.echo(_path_change(before, after))

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.exchange import stepped_path
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge
@@ -192,3 +193,63 @@ def test_a_relay_delay_step_on_one_clock(name: str) -> None:
     rtt_before = (schedule["initial_fwd_ms"] + schedule["initial_rev_ms"]) / 1e3
     assert before.rtt_s == pytest.approx(rtt_before, rel=0.05)
     assert after.rtt_s == pytest.approx(step["rtt_ms"] / 1e3, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("rtt_s", "step_s", "end_s", "standing_s"),
+    [
+        # A satellite path lengthened by half, 30 round trips in all.
+        ((0.400, 0.600), 2.5, 12.0, 0.0),
+        # A path that shortened by 200 ms while a window sized for the longer one stood in a
+        # queue of as much: the round trip's floor comes down only as the transfer ends.
+        ((0.334, 0.134), 2.2, 7.6, 0.200),
+    ],
+)
+def test_a_path_change_in_a_short_transfer_is_not_a_skew(
+    tmp_path: Path,
+    rtt_s: tuple[float, float],
+    step_s: float,
+    end_s: float,
+    standing_s: float,
+) -> None:
+    # Fewer than 64 base round trips, the floors' two windows: the step still splits the
+    # phases, and neither passes for a skew of thousands of ppm.
+    offset_s, skew_ppm = 3.7, -30.0
+    sender, receiver = stepped_path(
+        tmp_path,
+        rtt_s=rtt_s,
+        step_s=step_s,
+        end_s=end_s,
+        offset_s=offset_s,
+        skew_ppm=skew_ppm,
+        standing_s=standing_s,
+    )
+    m = merge(build_connections(read_capture(sender)), build_connections(read_capture(receiver)))
+    assert m.clock is not None
+    # Microsecond stamps over a stretch of 2-9 s: a hull edge tilts by at most 1 us / 2 s.
+    assert m.clock.skew_ppm == pytest.approx(skew_ppm, abs=2.0)
+    # Symmetric delays: the offset is half the two floors' difference, each floor the least of
+    # its queue's exponential waits (2 ms over the 100 segments of the last second, about 20 us)
+    # and the stamps' microsecond.
+    assert m.clock.offset_s == pytest.approx(offset_s, abs=50e-6)
+    before, after = m.clock.phases
+    assert before.rtt_s == pytest.approx(rtt_s[0], abs=100e-6)
+    assert after.rtt_s == pytest.approx(rtt_s[1], abs=100e-6)
+    # The step is placed at a bin's edge, bins of 4 base RTTs: within two bins.
+    assert after.start_s == pytest.approx(step_s, abs=8 * min(rtt_s))
+
+
+def test_floors_that_slope_faster_than_any_clock_give_a_bounded_skew() -> None:
+    # Both directions' floors lengthen by 5 ms/s together (a mobile path's delay drifting with
+    # its radio, no step to find): the floors' slopes are 5000 ppm the same way, which no clock
+    # makes (skew moves them opposite ways, and by at most 500 ppm, RFC 5905). The clocks' own
+    # 20 ppm cannot be told from such a drift; the skew is Moon et al.'s LP under that bound.
+    rng = np.random.default_rng(9)
+    t = np.sort(rng.uniform(0, 10, 20_000))
+    owd = 0.050 + 0.005 * t
+    skew = 20e-6
+    fwd = owd + rng.exponential(0.001, t.size) + skew * t
+    rev = owd + rng.exponential(0.0001, t.size) - skew * t
+    fit = fit_clocks(t, fwd, t, rev)
+    assert abs(fit.skew_ppm) <= 500.0
+    assert fit.skew_disagreement_ppm == pytest.approx(2 * 5000.0, rel=0.05)

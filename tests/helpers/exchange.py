@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
@@ -163,3 +164,61 @@ def clean(n: int = 6) -> tuple[list[Seg], list[Ack]]:
     segs = [Seg(0.1 + 0.001 * i, 1 + 1000 * i, 1000, 10 + i) for i in range(n)]
     acks = [Ack(0.1 + 0.001 * i + DELAY_S + 0.0005, 1001 + 1000 * i, 100 + i) for i in range(n)]
     return segs, acks
+
+
+def stepped_path(
+    tmp: Path,
+    *,
+    rtt_s: tuple[float, float],
+    step_s: float,
+    end_s: float,
+    offset_s: float,
+    skew_ppm: float,
+    standing_s: float = 0.0,
+) -> tuple[Path, Path]:
+    """A crafted bulk transfer, one segment every 10 ms, each acknowledged on arrival, over a
+    path whose one-way delays are half of rtt_s[0] both ways until step_s and half of
+    rtt_s[1] after; with `standing_s`, the data also wait that long in a queue after the step
+    until the last second (a window sized for the longer path standing in a shorter one). The
+    receiver's clock reads t + offset + skew * t; both hops are first in, first out."""
+    rng = np.random.default_rng(20)
+
+    def one_way(t: np.ndarray) -> np.ndarray:
+        return np.where(t < step_s, rtt_s[0], rtt_s[1]) / 2
+
+    def fifo(sent: np.ndarray, delay: np.ndarray) -> np.ndarray:
+        return np.maximum.accumulate(sent + delay)
+
+    sent = np.arange(rtt_s[0], end_s, 0.010)
+    queue = rng.exponential(0.002, sent.size)
+    queue += np.where((sent >= step_s) & (sent < end_s - 1.0), standing_s, 0.0)
+    arrived = fifo(sent, one_way(sent) + queue)
+    acked = arrived + 100e-6
+    returned = fifo(acked, one_way(acked) + rng.exponential(50e-6, sent.size))
+
+    def rclock(t: float) -> float:
+        return t + offset_s + skew_ppm * 1e-6 * t
+
+    c, s, cp, sp = CLIENT, SERVER, 40000, 5001
+    d0 = rtt_s[0] / 2
+    snd = [
+        _tcp(0.0, c, s, cp, sp, "S", ISN_C, 0, 1),
+        _tcp(2 * d0, s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
+        _tcp(2 * d0, c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
+    ]
+    rcv = [
+        _tcp(rclock(d0), c, s, cp, sp, "S", ISN_C, 0, 1),
+        _tcp(rclock(d0), s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
+        _tcp(rclock(3 * d0), c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
+    ]
+    for k in range(sent.size):
+        seq, ack, ip_id = ISN_C + 1 + 1000 * k, ISN_C + 1001 + 1000 * k, 10 + k
+        snd.append(_tcp(sent[k], c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, 1000, sent=sent[k]))
+        rcv.append(_tcp(rclock(arrived[k]), c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, 1000))
+        rcv.append(_tcp(rclock(acked[k]), s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
+        snd.append(_tcp(returned[k], s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
+    snd.sort(key=lambda p: float(p.time))
+    rcv.sort(key=lambda p: float(p.time))
+    wrpcap(str(tmp / "sender.pcap"), snd)
+    wrpcap(str(tmp / "receiver.pcap"), rcv)
+    return tmp / "sender.pcap", tmp / "receiver.pcap"

@@ -78,9 +78,15 @@ class PathChange(Detector):
         if not inside.any():
             return None
         starts = phases.starts_s[inside]
+        # Each phase's base RTT: from two captures the path's own, its least forward plus least
+        # reverse one-way delay over the phase; the sender's samples can all sit above it by a
+        # queue that stood for the whole phase (a window sized for a longer path, standing in
+        # the buffer once the path shortened). From one capture, its RTT floor.
+        clock = ctx.merge.clock if ctx.merge is not None else None
+        base = np.array([p.rtt_s for p in clock.phases]) if clock else phases.rtt_s
         # The phase before each step and after the last one kept.
         first = int(np.flatnonzero(inside)[0])
-        rtts = np.r_[phases.rtt_s[first], phases.rtt_s[1:][inside]]
+        rtts = np.r_[base[first], base[1:][inside]]
         name = DIRECTIONS[direction]
         moves = ", then ".join(
             f"{units.duration(float(a))} -> {units.duration(float(b))} at {t:.2f} s"

@@ -21,7 +21,6 @@ as the minimal round-trip time; that band is the offset's uncertainty.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,16 +110,29 @@ def lower_line(x: npt.ArrayLike, y: npt.ArrayLike) -> LowerLine:
 STEP_BIN_RTTS = 4.0
 # And at least 16 packets of each direction on average: the least of that many is a floor.
 STEP_BIN_PACKETS = 16
-# The floor before and after a candidate step is the least over 8 bins (32 base RTTs): long
-# enough for a queue to drain at least once in slow start or congestion avoidance (Reno or
-# CUBIC halve or cut the window at each loss, which empties a buffer of up to a BDP), short
-# enough to see a step of a few seconds' phase on a path of 100 ms.
+# The floor before and after a candidate step is the least over up to 8 bins (32 base RTTs):
+# long enough for a queue to drain at least once in slow start or congestion avoidance (Reno
+# or CUBIC halve or cut the window at each loss, which empties a buffer of up to a BDP), short
+# enough to see a step of a few seconds' phase on a path of 100 ms. At the capture's ends the
+# windows hold what there is: a transfer shorter than 64 base RTTs (38 s on a 600 ms satellite
+# path) still has its floors, and its start holds the handshake's, before any queue.
 STEP_SPAN_BINS = 8
-# Both floors must move by a quarter of the base RTT or more, the same way: less changes no
-# window or rate estimate by more than a quarter, while clock drift over 32 RTTs (100 ppm of
-# 32 RTTs is 0.3% of one RTT) and capture jitter, against floors that are minima of many
-# packets, stay far below it.
+# The round trip's floor must move by a quarter of the base RTT or more: less changes no
+# window or rate estimate by more than a quarter.
 STEP_MIN_RTT_FRACTION = 0.25
+# The ACKs' floor, the witness, must move the same way by its share of that: on a symmetric
+# path each way carries half the round trip, so a step of the round trip by a quarter moves
+# each way's floor by an eighth (a step of 400 -> 600 ms is 100 ms each way, a quarter of the
+# round trip, not of one way).
+STEP_MIN_WAY_FRACTION = STEP_MIN_RTT_FRACTION / 2
+# Clock skew is bounded: a crystal oscillator drifts by tens of ppm, an NTP-disciplined clock
+# by far less, and NTP itself assumes at most 500 ppm (RFC 5905, section 11.1: PHI is 15 ppm,
+# the frequency tolerance MAXFREQ 500 ppm). A floor that moves faster than that between two
+# times is not the clocks; skew moves the two directions' floors opposite ways by a slope, a
+# path change moves them the same way by a step. The bound is a rate, so it holds at every
+# scale: across the two windows of a step (at most 64 base RTTs) it is 0.032 RTT, a quarter of
+# the ACKs' least step, whether the RTT is a LAN's 50 us or a satellite's 600 ms.
+MAX_SKEW_PPM = 500.0
 # A step is at least twice the wobble of the floors it separates (see path_steps).
 STEP_NOISE_FACTOR = 2.0
 # And at least this many ticks of the captures' clocks: a floor is a whole number of them, so
@@ -197,9 +209,9 @@ def _tick(delays: np.ndarray) -> float:
 
 def path_steps(
     fx: np.ndarray, fy: np.ndarray, rx: np.ndarray, ry: np.ndarray
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Times (s) where the reverse direction's delay floor and the round trip's stepped the
-    same way, and the bin width.
+    same way, and for each the bin it fell in (from, to), to be left out of either phase.
 
     Forward delays (fx, fy) and reverse delays (rx, ry) as fit_clocks takes them: whatever the
     offset and skew, a step of the path moves the round trip's floor, and the ACKs' floor
@@ -207,8 +219,9 @@ def path_steps(
     """
     lo = float(min(fx.min(), rx.min()))
     span_s = float(max(fx.max(), rx.max())) - lo
+    none = np.zeros(0), np.zeros((0, 2))
     if span_s <= 0:
-        return np.zeros(0), 0.0
+        return none
     # The base RTT: the least sum of the two floors within coarse bins (offset and, within a
     # bin, skew cancel in the sum).
     coarse = max(span_s / 200, 1e-9)
@@ -216,7 +229,7 @@ def path_steps(
     rtt = _bin_minima(fx, fy, lo, coarse, n) + _bin_minima(rx, ry, lo, coarse, n)
     rtt = rtt[np.isfinite(rtt)]
     if rtt.size == 0 or rtt.min() <= 0:
-        return np.zeros(0), 0.0
+        return none
     base = float(rtt.min())
     # A bin holds a floor only if it holds packets: on a LAN, where the RTT is shorter than a
     # host's turn to send, 4 RTTs may hold none, so bins also hold STEP_BIN_PACKETS of the
@@ -224,8 +237,8 @@ def path_steps(
     sparse = min(fx.size, rx.size)
     width = max(STEP_BIN_RTTS * base, span_s * STEP_BIN_PACKETS / sparse, span_s / MAX_STEP_BINS)
     n = int(span_s / width) + 1
-    if n < 2 * STEP_SPAN_BINS:
-        return np.zeros(0), width
+    if n < 2:
+        return none
     f_bins = _bin_minima(fx, fy, lo, width, n)
     r_bins = _bin_minima(rx, ry, lo, width, n)
     r_before, r_after = windowed_min(r_bins, STEP_SPAN_BINS)
@@ -236,12 +249,16 @@ def path_steps(
     seen = np.isfinite(jr) & np.isfinite(js)
     jr, js = np.where(seen, jr, 0.0), np.where(seen, js, 0.0)
     sign = np.sign(jr)
-    # The reverse floor and the round trip's moved the same way, by a quarter of the base RTT
-    # or more, and by more than a few ticks of the captures' clocks (a floor is a whole number
-    # of ticks: on a LAN captured in microseconds the base RTT itself is a tick or two).
-    least = max(STEP_MIN_RTT_FRACTION * base, STEP_MIN_TICKS * _tick(ry))
+    # The reverse floor and the round trip's moved the same way, the round trip's by a quarter
+    # of the base RTT or more, the ACKs' by an eighth and by more than the clocks can drift
+    # across the two windows; both by more than a few ticks of the captures' clocks (a floor is
+    # a whole number of ticks: on a LAN captured in microseconds the base RTT itself is a tick
+    # or two).
+    ticks = STEP_MIN_TICKS * _tick(ry)
+    drift = MAX_SKEW_PPM * 1e-6 * 2 * STEP_SPAN_BINS * width
     step = (sign != 0) & (sign == np.sign(js))
-    step &= np.minimum(np.abs(jr), np.abs(js)) >= least
+    step &= np.abs(js) >= max(STEP_MIN_RTT_FRACTION * base, ticks)
+    step &= np.abs(jr) >= max(STEP_MIN_WAY_FRACTION * base, drift, ticks)
     # The witness is the reverse direction, the ACKs': the data's own direction carries the
     # transfer's queue, which a window-based sender builds and drains on its own schedule
     # (Reno or CUBIC through a buffer of a BDP grows it over tens of RTTs), so its floor
@@ -257,16 +274,22 @@ def path_steps(
         )
         step[p] = abs(jr[p]) >= STEP_NOISE_FACTOR * wobble
     if not step.any():
-        return np.zeros(0), width
+        return none
     # Runs of boundaries that straddle one step: an upward step at bin s shows at boundaries
     # s..s+span-1 (the windows after it all above), a downward one at s-span+1..s.
     k = np.flatnonzero(step)
     breaks = np.flatnonzero((np.diff(k) > 1) | (np.diff(sign[k]) != 0)) + 1
-    times = []
+    times, held = [], []
     for run in np.split(k, breaks):
-        at = run[0] if sign[run[0]] > 0 else run[-1]
-        times.append(lo + (at + 1) * width)  # position p is the boundary before bin p + 1
-    return np.asarray(times, dtype=np.float64), width
+        up = sign[run[0]] > 0
+        at = lo + ((run[0] if up else run[-1]) + 1) * width  # p is the boundary before bin p + 1
+        times.append(at)
+        # Where the step fell: an upward one in the bin before the boundary (that bin's floor is
+        # still the old one, the next's all new); a downward one in the bin after it (the first
+        # to hold a packet on the shorter path; the packets queued behind the old delay that a
+        # first-in, first-out hop still holds sit above the old floor, not below it).
+        held.append((at - width, at) if up else (at, at + width))
+    return np.asarray(times, dtype=np.float64), np.asarray(held, dtype=np.float64).reshape(-1, 2)
 
 
 @dataclass(frozen=True)
@@ -362,15 +385,20 @@ def fit_clocks(
     # lever arm (50 ppm times a 3.7 s offset is 185 us), the arrival time only a delay's worth.
     rx, ry = np.asarray(rev_t_s, dtype=np.float64), np.asarray(rev_delay_s, dtype=np.float64)
     fx, fy = np.asarray(fwd_t_s, dtype=np.float64), np.asarray(fwd_delay_s, dtype=np.float64)
-    steps, guard = path_steps(fx, fy, rx, ry)
-    edges = np.r_[-np.inf, steps, np.inf]
-    # Each stretch between steps is fitted alone, a bin's width clear of each step (the step
-    # falls somewhere in the bin); the clocks are one, so the stretches' skews are one skew,
-    # each weighted by its span squared (a slope's error falls as 1 / span).
+    steps, held = path_steps(fx, fy, rx, ry)
+    # Each stretch between steps is fitted alone, clear of where each step fell; the clocks
+    # are one, so the stretches' skews are one skew, each weighted by its span squared (a
+    # slope's error falls as 1 / span). The ACKs' samples are clear of the bin their own floor
+    # stepped in. The data's are stamped at departure, a one-way delay and its queue before the
+    # hop that changed, up to a bin before the ACKs show it (a bin is 4 base RTTs; a lab buffer
+    # of 3 BDP holds 3), and they keep a bin's width on both sides of the step.
+    width = held[:, 1] - held[:, 0]
+    r_from, r_to = np.r_[-np.inf, held[:, 1]], np.r_[held[:, 0], np.inf]
+    f_from, f_to = np.r_[-np.inf, steps + width], np.r_[steps - width, np.inf]
     parts, kept = [], []
-    for k, (lo, hi) in enumerate(itertools.pairwise(edges)):
-        f = (fx >= lo + guard) & (fx < hi - guard)
-        r = (rx >= lo + guard) & (rx < hi - guard)
+    for k in range(steps.size + 1):
+        f = (fx >= f_from[k]) & (fx < f_to[k])
+        r = (rx >= r_from[k]) & (rx < r_to[k])
         if f.sum() >= 2 and r.sum() >= 2:
             parts.append((*_where(f, fx, fy), *_where(r, rx, ry)))
             kept.append(k)
@@ -430,6 +458,16 @@ def _two_way(
     # of its samples above its line. The data direction queues at the bottleneck for the whole
     # transfer when it is short; averaging both slopes would carry that queue's growth into
     # the skew (50 ppm on the lab's clean capture), the ACK direction rarely queues.
-    fwd_height = float(np.mean(fy - fwd.at(fx)))
-    rev_height = float(np.mean(ry - rev.at(rx)))
-    return (fwd.slope if fwd_height <= rev_height else -rev.slope), fwd, rev
+    # A floor that slopes faster than any clock drifts (MAX_SKEW_PPM) is a queue's trend or a
+    # path change too small to find, not the clocks: the other direction decides if its slope
+    # is a clock's. With both out of bounds the skew is Moon et al.'s LP under that bound, whose
+    # optimum is the unbounded slope clipped to it (the line's height at the mean time is a
+    # minimum of functions linear in the slope, concave, so it falls away from its peak).
+    bound = MAX_SKEW_PPM * 1e-6
+    candidates = [
+        (float(np.mean(fy - fwd.at(fx))), fwd.slope),
+        (float(np.mean(ry - rev.at(rx))), -rev.slope),
+    ]
+    possible = [c for c in candidates if abs(c[1]) <= bound] or candidates
+    _, skew = min(possible, key=lambda c: c[0])
+    return float(np.clip(skew, -bound, bound)), fwd, rev
