@@ -105,43 +105,71 @@ def handshake_splits(ctx: AnalysisContext) -> dict[int, CaptureSplit]:
     """Per connection whose handshake the capture holds once (one SYN of a, one SYN-ACK of b,
     then an ACK of a), how its capture point split the handshake's round trip. A SYN or SYN-ACK
     sent again holds a retransmission timeout, not a round trip: such a connection is left out.
-    One pass over the packet table, whatever the number of connections."""
+    One compiled pass over the packet table's columns as they are, whatever the number of
+    connections: its memory is a few numbers per connection."""
     pk = ctx.packets
     if pk.num_rows == 0:
         return {}
-    conn = pk.column("conn").to_numpy(zero_copy_only=False).astype(np.int64)
-    tcp = (pk.column("proto").to_numpy(zero_copy_only=False) == PROTO_TCP) & (conn >= 0)
-    flags = pk.column("tcp_flags").to_numpy(zero_copy_only=False)
-    a2b = pk.column("dir").to_numpy(zero_copy_only=False) == 0
-    ts = pk.column("ts_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-    syn = tcp & ((flags & (TH_SYN | TH_ACK | TH_RST)) == TH_SYN) & a2b
-    synack = tcp & ((flags & (TH_SYN | TH_ACK | TH_RST)) == (TH_SYN | TH_ACK)) & ~a2b
-    n = int(conn.max()) + 1 if tcp.any() else 0
-    syns = np.bincount(conn[syn], minlength=n)
-    synacks = np.bincount(conn[synack], minlength=n)
-    once = (syns == 1) & (synacks == 1)
-    if not once.any():
+    conn = pk.column("conn").to_numpy(zero_copy_only=False)
+    n = max(int(conn.max()), -1) + 1
+    if n == 0:
         return {}
-    syn_row = np.full(n, -1, dtype=np.int64)
-    syn_row[conn[syn]] = np.flatnonzero(syn)
-    synack_row = np.full(n, -1, dtype=np.int64)
-    synack_row[conn[synack]] = np.flatnonzero(synack)
-    # The client's first ACK after the SYN-ACK, in capture order.
-    rows = np.flatnonzero(
-        tcp & a2b & ((flags & (TH_SYN | TH_ACK | TH_RST)) == TH_ACK) & once[np.maximum(conn, 0)]
+    syns, synacks, at = _handshake_times(
+        conn,
+        pk.column("dir").to_numpy(zero_copy_only=False),
+        pk.column("proto").to_numpy(zero_copy_only=False),
+        pk.column("tcp_flags").to_numpy(zero_copy_only=False),
+        pk.column("ts_ns").to_numpy(zero_copy_only=False),
+        n,
     )
-    rows = rows[rows > synack_row[conn[rows]]]
-    first_conn, first_at = np.unique(conn[rows], return_index=True)
     splits: dict[int, CaptureSplit] = {}
-    for c, row in zip(first_conn.tolist(), rows[first_at].tolist(), strict=True):
-        s, sa = int(syn_row[c]), int(synack_row[c])
-        if s > sa:
-            continue  # the SYN-ACK came first: not one round trip
-        server = (ts[sa] - ts[s]) / 1e9
-        client = (ts[row] - ts[sa]) / 1e9
-        if server >= 0 and client >= 0:
-            splits[c] = CaptureSplit(server_s=server, client_s=client)
+    once = np.flatnonzero((syns == 1) & (synacks == 1) & (at[:, 2] >= 0))
+    for c in once.tolist():
+        syn, synack, ack = (int(x) for x in at[c])
+        if syn <= synack <= ack:
+            splits[c] = CaptureSplit(server_s=(synack - syn) / 1e9, client_s=(ack - synack) / 1e9)
     return splits
+
+
+@jit
+def _handshake_times(
+    conn: np.ndarray,
+    side: np.ndarray,
+    proto: np.ndarray,
+    flags: np.ndarray,
+    ts: np.ndarray,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per connection: its SYNs of a and SYN-ACKs of b, and the times (ns) of the first SYN, the
+    first SYN-ACK and a's first ACK after it, in capture order (-1: none)."""
+    syns = np.zeros(n, dtype=np.int64)
+    synacks = np.zeros(n, dtype=np.int64)
+    at = np.full((n, 3), -1, dtype=np.int64)
+    mask = TH_SYN | TH_ACK | TH_RST
+    for r in range(conn.size):
+        c = np.int64(conn[r])
+        if c < 0 or c >= n or proto[r] != PROTO_TCP:
+            continue
+        f = flags[r] & mask
+        if side[r] == 0:
+            if f == TH_SYN:
+                syns[c] += 1
+                if at[c, 0] < 0:
+                    at[c, 0] = ts[r]
+            elif f == TH_ACK and at[c, 1] >= 0 and at[c, 2] < 0:
+                at[c, 2] = ts[r]
+        elif f == (TH_SYN | TH_ACK):
+            synacks[c] += 1
+            if at[c, 1] < 0:
+                at[c, 1] = ts[r]
+    return syns, synacks, at
+
+
+# The distinct timestamp values of each end that an echo is looked for among: the latest few.
+# An end echoes the latest value it took in order (RFC 7323 4.3: TS.Recent), or one a delayed
+# ACK or a reordering held back a little; older values are left unmatched, which only leaves
+# samples out of a floor that many more make.
+ECHO_RECENT_VALUES = 4
 
 
 def echo_floors(ctx: AnalysisContext, conns: npt.ArrayLike) -> dict[int, tuple[float, float]]:
@@ -149,41 +177,84 @@ def echo_floors(ctx: AnalysisContext, conns: npt.ArrayLike) -> dict[int, tuple[f
     from a packet of a carrying a timestamp value to the first packet of b that echoes it, and
     the same from b to a: the round trip from the capture point to b and back, and to a and
     back, each with that host's quickest answer. Where one end never echoed the other, that
-    floor is infinite. One pass over the packet table."""
+    floor is infinite. One compiled pass; its memory is a few numbers per connection."""
     pk = ctx.packets
     wanted = np.asarray(conns, dtype=np.int64)
+    wanted = wanted[wanted >= 0]
     if pk.num_rows == 0 or wanted.size == 0:
         return {}
-    conn = pk.column("conn").to_numpy(zero_copy_only=False).astype(np.int64)
-    keep = np.isin(conn, wanted)
-    keep &= pk.column("proto").to_numpy(zero_copy_only=False) == PROTO_TCP
-    rows = np.flatnonzero(keep)
-    conn = conn[rows]
-    side = pk.column("dir").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
-    ts = pk.column("ts_ns").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
-    tsval = pk.column("tsval").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
-    tsecr = pk.column("tsecr").to_numpy(zero_copy_only=False)[rows].astype(np.int64)
-    floors: dict[int, list[float]] = {}
-    for sender in (0, 1):
-        # A value's first carrier from this end, and the first echo of it from the other.
-        carried = (side == sender) & (tsval != 0)
-        echoed = (side != sender) & (tsecr != 0)
-        k_carry = (conn[carried] << 32) | tsval[carried]
-        k_echo = (conn[echoed] << 32) | tsecr[echoed]
-        u_carry, first_carry = np.unique(k_carry, return_index=True)
-        u_echo, first_echo = np.unique(k_echo, return_index=True)
-        common, i_carry, i_echo = np.intersect1d(
-            u_carry, u_echo, assume_unique=True, return_indices=True
-        )
-        delay = ts[echoed][first_echo[i_echo]] - ts[carried][first_carry[i_carry]]
-        ok = delay >= 0
-        c = common[ok] >> 32
-        best = np.full(int(wanted.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(best, c, delay[ok])
-        for k in np.unique(c).tolist():
-            floors.setdefault(k, [np.inf, np.inf])[sender] = best[k] / 1e9
+    conn = pk.column("conn").to_numpy(zero_copy_only=False)
+    wanted = np.unique(wanted)
+    # Each chosen connection's place in the floors' arrays (-1: not chosen): their state is
+    # kept for the chosen ones only.
+    chosen = np.full(max(int(conn.max()), int(wanted.max())) + 1, -1, dtype=np.int64)
+    chosen[wanted] = np.arange(wanted.size)
+    floors = _echo_floors(
+        conn,
+        pk.column("dir").to_numpy(zero_copy_only=False),
+        pk.column("proto").to_numpy(zero_copy_only=False),
+        pk.column("tsval").to_numpy(zero_copy_only=False),
+        pk.column("tsecr").to_numpy(zero_copy_only=False),
+        pk.column("ts_ns").to_numpy(zero_copy_only=False),
+        chosen,
+        ECHO_RECENT_VALUES,
+    )
     # a's values echoed by b: the round trip toward b; b's echoed by a: toward a.
-    return {k: (v[1], v[0]) for k, v in floors.items()}
+    return {
+        int(c): (float(floors[i, 1]) / 1e9, float(floors[i, 0]) / 1e9)
+        for i, c in enumerate(wanted.tolist())
+        if np.isfinite(floors[i]).any()
+    }
+
+
+@jit
+def _echo_floors(
+    conn: np.ndarray,
+    side: np.ndarray,
+    proto: np.ndarray,
+    tsval: np.ndarray,
+    tsecr: np.ndarray,
+    ts: np.ndarray,
+    chosen: np.ndarray,
+    k: int,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per chosen connection (`chosen`: each connection's place, -1: not chosen) and end (a: 0,
+    b: 1), the least delay (ns, inf: none) from the first packet of that end carrying a
+    timestamp value to the first packet of the other end echoing it, over the latest k
+    distinct values of each end."""
+    n = 0
+    for x in range(chosen.size):
+        n = max(n, chosen[x] + 1)
+    value = np.zeros((n, 2, k), dtype=np.int64)
+    first = np.full((n, 2, k), -1, dtype=np.int64)
+    echoed = np.zeros((n, 2, k), dtype=np.bool_)
+    slot = np.zeros((n, 2), dtype=np.int64)
+    floors = np.full((n, 2), np.inf)
+    for r in range(conn.size):
+        g = np.int64(conn[r])
+        if g < 0 or g >= chosen.size or chosen[g] < 0 or proto[r] != PROTO_TCP:
+            continue
+        c = chosen[g]
+        e = np.int64(1) if side[r] != 0 else np.int64(0)
+        o = 1 - e
+        echo = np.int64(tsecr[r])
+        if echo != 0:
+            for m in range(k):
+                if first[c, o, m] >= 0 and value[c, o, m] == echo and not echoed[c, o, m]:
+                    echoed[c, o, m] = True
+                    delay = np.float64(ts[r] - first[c, o, m])
+                    if delay >= 0 and delay < floors[c, o]:
+                        floors[c, o] = delay
+        v = np.int64(tsval[r])
+        if v != 0:
+            latest = (slot[c, e] + k - 1) % k
+            if first[c, e, latest] < 0 or value[c, e, latest] != v:
+                s = slot[c, e]
+                value[c, e, s] = v
+                first[c, e, s] = ts[r]
+                echoed[c, e, s] = False
+                slot[c, e] = (s + 1) % k
+    return floors
 
 
 def capture_splits(ctx: AnalysisContext, conns: npt.ArrayLike) -> dict[int, CaptureSplit]:

@@ -377,7 +377,12 @@ class RateLimitCause(Detector):
     config: Config
 
     def detect(self, ctx: AnalysisContext) -> Iterator[Finding]:
-        judged = [c for c, _ in ctx.series.with_data()]
+        # Where the capture was taken is asked of the directions judged below only.
+        judged = [
+            c
+            for c, direction in ctx.series.with_data()
+            if ctx.series.data_segments(c, direction) >= self.config.min_data_segments
+        ]
         splits = capture_splits(ctx, judged) if judged else {}
         for conn, direction, d in data_directions(ctx):
             found = self._direction(ctx, conn, direction, d, splits.get(conn))
