@@ -6,6 +6,8 @@ import ipaddress
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -73,16 +75,26 @@ def endpoint(host: str) -> str:
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
+@contextmanager
+def plain_capture(path: Path) -> Iterator[Path]:
+    """The capture as a plain file: itself, or a zstd-compressed one decompressed to a
+    temporary file (tcptrace and tshark read gzip and plain files only)."""
+    if path.suffix != ".zst":
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / path.stem
+        plain.write_bytes(
+            zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
+        )
+        yield plain
+
+
 def tcptrace_rexmt(path: Path) -> dict[tuple[str, str], tuple[int, int]]:
-    if path.suffix == ".zst":  # tcptrace reads gzip and plain files only: it is given the bytes
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
-        with tempfile.NamedTemporaryFile(suffix=".pcap") as plain:
-            plain.write(data)
-            plain.flush()
-            return tcptrace_rexmt(Path(plain.name))
-    out = subprocess.run(
-        ["tcptrace", "-l", "-n", str(path)], check=True, capture_output=True, text=True
-    ).stdout
+    with plain_capture(path) as plain:
+        out = subprocess.run(
+            ["tcptrace", "-l", "-n", str(plain)], check=True, capture_output=True, text=True
+        ).stdout
     result = {}
     for block in re.split(r"^TCP connection \d+:$", out, flags=re.MULTILINE)[1:]:
         hosts = [endpoint(h) for h in re.findall(r"host \w+:\s+(\S+)", block)]
@@ -112,11 +124,7 @@ def conversations(path: Path) -> dict[frozenset[str], int]:
 def tshark_initial_rtt_s(path: Path) -> float:
     """tshark's round trip of the first connection's handshake (tcp.analysis.initial_rtt: SYN
     to the ACK of the SYN-ACK), from a pcap or a zstd-compressed one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        plain = path
-        if path.suffix == ".zst":
-            plain = Path(tmp) / path.stem
-            plain.write_bytes(zstandard.ZstdDecompressor().decompress(path.read_bytes()))
+    with plain_capture(path) as plain:
         out = subprocess.run(
             ["tshark", "-r", str(plain), "-T", "fields", "-e", "tcp.analysis.initial_rtt"],
             check=True,

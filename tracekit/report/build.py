@@ -637,19 +637,14 @@ def build_report(
             plots, receiver_plots = drawn, drawn_receiver
         rtt = _median_rtt(d)
         # What held each direction back comes first: the verdict of rate_limit_cause.
-        verdicts = tuple(
-            ("what held it back", f.summary)
-            for f in analysis.findings
-            if f.conn == conn and f.kind == "rate_limit_cause"
-        )
+        held = [f for f in analysis.findings if f.conn == conn and f.kind == "rate_limit_cause"]
+        verdicts = tuple(("what held it back", f.summary) for f in held)
         rtt_text = units.duration(rtt) if rtt else "no samples"
         round_trip = next(
             (
                 f.evidence.get("round_trip_s")
-                for f in analysis.findings
-                if f.conn == conn
-                and f.kind == "rate_limit_cause"
-                and f.direction == DIRECTIONS[direction]
+                for f in held
+                if f.direction == DIRECTIONS[direction]
                 and f.evidence.get("capture_end") == "receiver"
             ),
             None,
