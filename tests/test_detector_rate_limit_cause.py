@@ -338,6 +338,95 @@ def test_the_window_holds_the_sender_as_the_kernel_counts_it(name: str) -> None:
     assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
 
 
+PACED_UNDER_A_WINDOW = ["bbr_rcvbuf_24k_10ms", "bbr_rcvbuf_24k_50ms", "paced_reno_rcvbuf_24k_50ms"]
+
+
+def _paced_readings(name: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The pacer's intervals read off the sender's capture where the timer released a burst
+    (seconds per byte, with Linux's credit for a late burst), and the kernel's pacing rate
+    (TCP_INFO, sampled every RTT) at each."""
+    from tracekit.detectors._limits import (
+        ANSWERED,
+        LATE_CREDIT,
+        _bursts,
+        line_rate,
+        turnaround_s,
+    )
+    from tracekit.detectors._measure import segment_size_bytes
+
+    d = _sweep_direction(name)
+    _, doc = _sweep_kernel(name)
+    data, acks = d.data, d.acks
+    t, length = data["t_s"].to_numpy(), data["len"].to_numpy()
+    line = line_rate(t, length.astype(np.int64))
+    release = max(turnaround_s(d), 2 * segment_size_bytes(d.segments) / line)
+    start, size, flags = _bursts(
+        acks["frame"].to_numpy(),
+        data["frame"].to_numpy(),
+        acks["t_s"].to_numpy(),
+        t,
+        length,
+        line,
+        release,
+    )
+    credit = np.where(flags[:-1] & ANSWERED, LATE_CREDIT, 1.0)
+    timer = (flags[1:] & ANSWERED) == 0
+    per_byte = (np.diff(start) / (size[:-1] * credit))[timer]
+    samples = doc["tcp_info_samples"]
+    col = {f: i for i, f in enumerate(samples["fields"])}
+    # The samples' clock starts at connect; the capture's at its first record.
+    offset = samples["t0_epoch_s"] - doc["capture"]["counts"]["sender"]["first_epoch_s"]
+    at = np.array([offset + r[col["t_ms"]] / 1000 for r in samples["rows"]])
+    rate = np.array([r[col["pacing_rate"]] for r in samples["rows"]], dtype=np.float64)
+    where = np.clip(np.searchsorted(at, start[:-1][timer]), 0, rate.size - 1)
+    return per_byte, rate[where]
+
+
+@pytest.mark.parametrize("name", PACED_UNDER_A_WINDOW)
+def test_the_pacers_interval_is_read_where_its_timer_released_a_burst(name: str) -> None:
+    # BBR and SO_MAX_PACING_RATE hold the sender B/P after a burst of B bytes (half that after
+    # a burst sent late: Linux's credit for it). Where the next burst waited on the timer, its
+    # start reads that interval: times the kernel's pacing rate, 1 at the median.
+    per_byte, rate = _paced_readings(name)
+    assert per_byte.size >= 8
+    assert np.median(per_byte * rate) == pytest.approx(1.0, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("name", "paced"),
+    [(n, True) for n in PACED_UNDER_A_WINDOW] + [("base", False), ("rtt_100ms", False)],
+)
+def test_the_window_waits_behind_the_pacer(name: str, paced: bool) -> None:
+    # With the receive window far below the BDP, the window has no room after every burst,
+    # but Linux asks its pacer first: the kernel counts the pacer's hold busy, and its
+    # rwnd_limited share is well short of the window's time. Without a pacer (CUBIC unpaced)
+    # no hold is told. Of the pacer's time (the window's whole time, less the kernel's
+    # rwnd_limited), the holds give back at least half, and all within 10 points where the
+    # pacer's rate holds still (Reno's, at its SO_MAX_PACING_RATE); BBR's moves with its
+    # gains, and where its bursts answer ACKs at once the holds are the least it can have
+    # held, so the share stays above the kernel's.
+    from tracekit.detectors._limits import RECEIVE_WINDOW, pacer_holds
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    d = _sweep_direction(name)
+    rtt = min_rtt_s(d)
+    assert rtt is not None
+    holds, _, _ = pacer_holds(d, segment_size_bytes(d.segments), rtt)
+    assert (holds.size > 0) == paced
+    if not paced:
+        return
+    kernel, doc = _sweep_kernel(name)
+    shares = _sweep_shares(name)
+    window_alone = 1.0 - kernel["application"]  # the window had no room all the busy time
+    if doc["sender"]["so_max_pacing_rate_bytes_per_s"]:
+        assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
+    else:
+        pacer = window_alone - kernel["receive_window"]
+        assert (
+            kernel["receive_window"] < shares[RECEIVE_WINDOW] < kernel["receive_window"] + pacer / 2
+        )
+
+
 @pytest.mark.parametrize(
     "name", ["sndbuf_16k", "sndbuf_48k", "bursty_writes_big_buffer", "rcvbuf_64k"]
 )

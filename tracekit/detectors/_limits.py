@@ -29,7 +29,9 @@ account off the sender's capture, so that the verdict can be checked against the
   sender's queue sees its answer a few serialisation times late, and the kernel judged it at
   the ACK), except while more of that answer is still to leave than TCP small queues let into
   the device (the same 1 ms of pacing rate): the rest waits in the sender's queue for the
-  device to drain, busy time, not the window's.
+  device to drain, busy time, not the window's; nor while the sender's pacer holds it after
+  a burst (Linux asks its pacer first): the window's time starts when the pacer would have
+  let the next burst go (`pacer_holds`).
 - `network`: data in flight and room under the window: the congestion window or pacing held
   it, the path's business (slow start, loss recovery, a full bottleneck, a pacing rate).
 
@@ -135,6 +137,7 @@ def limit_states(
         window_known = True
     data_t = data["t_s"].to_numpy()
     data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
+    holds, line, release = pacer_holds(direction, mss, rtt_s)
     # Frame numbers are only compared, to merge the two in capture order: as they are stored.
     start, end, state = _limit_runs(
         acks["frame"].to_numpy(),
@@ -145,6 +148,10 @@ def limit_states(
         data["frame"].to_numpy(),
         data_t,
         data_end,
+        data["len"].to_numpy(),
+        holds,
+        line,
+        release,
         float(room),
         float(mss),
         float(rtt_s),
@@ -333,6 +340,201 @@ def copy_pauses(
     return app[(end_s[app] - start_s[app]) * line_bytes_per_s <= burst]
 
 
+# A pacer is told from at least this many bursts it held past the moment they could have left:
+# the least sample whose spread says anything (eight, as for the paced windows' starts).
+MIN_HELD_BURSTS = 8
+# Linux forgives a burst sent late, after its pacer's time had passed (the window or the ACKs
+# held it), up to half of its pacing interval: the next burst may leave half an interval
+# after it (tcp_update_skb_after_send: "take into account OS jitter", len_ns -= min(len_ns/2,
+# credit)). A burst that answered an ACK left late so; one the timer released left on time.
+LATE_CREDIT = 0.5
+
+
+def pacer_holds(
+    direction: Direction, mss: int, rtt_s: float
+) -> tuple[npt.NDArray[np.float64], float, float]:
+    """How long the sender's pacer held it after each of its bursts: (seconds from each
+    burst's start until the pacer would let the next one go, the line rate in bytes per
+    second and the release time the bursts are told by, as `_limit_runs` groups them again).
+    The holds are empty where no pacer is told.
+
+    Linux asks its pacer before its windows (tcp_write_xmit: tcp_pacing_check, then
+    tcp_cwnd_test, then tcp_snd_wnd_test): while the pacer holds the sender after a burst
+    (SO_MAX_PACING_RATE, BBR; for B bytes at pacing rate P, B/P, tcp_update_skb_after_send),
+    the kernel counts the sender busy even where the receive window has no room; the window's
+    time starts once the pacer would have let the next burst go. The capture shows the pacer's
+    interval only where it ran past the moment the next burst could have left: a burst that
+    starts later than the host's turnaround after the ACK before it, or after the burst before
+    it with no ACK between, was released by the timer, and its start is where the pacer let go
+    (an exact reading of the interval, in seconds per byte of the burst before). A burst that
+    answers an ACK at once says only that the pacer had let go by then (the interval is at
+    most that long). Those are the two sides of a left-censored sample, and the Kaplan-Meier
+    estimate of it (`_censored_means`) gives each answered burst the interval expected below
+    its bound. A sender without a pacer leaves no burst to the timer but by its host's own
+    jitter; fewer than MIN_HELD_BURSTS of those tell no pacer. Nor does a host whose turnaround
+    outlasts the round trip (a LAN): its own pace hides any timer's.
+    """
+    data, acks = direction.data, direction.acks
+    none = np.zeros(0)
+    turnaround = turnaround_s(direction)
+    if data.empty or acks.empty or turnaround > rtt_s:
+        return none, 0.0, 0.0
+    data_t = data["t_s"].to_numpy()
+    length = data["len"].to_numpy()
+    line = line_rate(data_t, length.astype(np.int64, copy=False))
+    if line <= 0:
+        return none, 0.0, 0.0
+    # A segment released when it could leave leaves within the host's turnaround of that
+    # moment, and no sooner than two of its serialisations (the NIC's queue ahead of the
+    # capture spaces back-to-back segments by one).
+    release = max(turnaround, 2 * mss / line)
+    start, size, flags = _bursts(
+        acks["frame"].to_numpy(),
+        data["frame"].to_numpy(),
+        acks["t_s"].to_numpy(),
+        data_t,
+        length,
+        line,
+        release,
+    )
+    # TCP small queues let into the device 2**-10 s of the pacing rate (`_queue_limit`, the
+    # rate 1.2 windows per RTT: the flight the sender keeps), and at least twice an skb's
+    # truesize: an skb holds a paced burst of at least two segments (tcp_min_tso_segs), and
+    # its truesize counts them with their buffers' overhead, so at least four segments.
+    flight = direction.flight["flight_bytes"].to_numpy()
+    window = float(np.median(flight)) if flight.size else 0.0
+    queue = max(_queue_limit(window, mss, rtt_s), 2 * MIN_BURST_SEGMENTS * mss)
+    return _expected_holds(start, size, flags, queue), line, release
+
+
+# `_bursts` flags: the burst answered an ACK (left within the release time of it), and an ACK
+# came since the burst before.
+ANSWERED, AFTER_ACK = 1, 2
+
+
+@jit
+def _bursts(
+    ack_frame: np.ndarray,
+    data_frame: np.ndarray,
+    ack_t: np.ndarray,
+    data_t: np.ndarray,
+    length: np.ndarray,
+    line: float,
+    release: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The sender's bursts in capture order: (start, bytes, flags). A burst starts at a data
+    segment that follows an ACK or leaves later than `release` after the one before it ended
+    at the `line` rate; `_limit_runs` groups them by the same rule. Counted first, then filled:
+    the arrays are as long as the bursts."""
+    n_ack, n_data = ack_frame.size, data_frame.size
+    count = 0
+    i = 0
+    after_ack = False
+    prev_end = -np.inf
+    for j in range(n_data):
+        while i < n_ack and ack_frame[i] < data_frame[j]:
+            after_ack = True
+            i += 1
+        if after_ack or data_t[j] - prev_end > release:
+            count += 1
+        prev_end = data_t[j] + length[j] / line
+        after_ack = False
+    start = np.empty(count)
+    size = np.zeros(count)
+    flags = np.zeros(count, dtype=np.int8)
+    b = -1
+    i = 0
+    after_ack = False
+    last_ack = -np.inf
+    prev_end = -np.inf
+    for j in range(n_data):
+        while i < n_ack and ack_frame[i] < data_frame[j]:
+            after_ack = True
+            last_ack = ack_t[i]
+            i += 1
+        t = data_t[j]
+        if (after_ack or t - prev_end > release) and b + 1 < count:
+            b += 1
+            start[b] = t
+            if after_ack:
+                flags[b] = AFTER_ACK | (ANSWERED if t - last_ack <= release else 0)
+        if b >= 0:
+            size[b] += length[j]
+        prev_end = t + length[j] / line
+        after_ack = False
+    return start, size, flags
+
+
+def _expected_holds(
+    start: npt.NDArray[np.float64],
+    size: npt.NDArray[np.float64],
+    flags: npt.NDArray[np.int8],
+    queue_bytes: float,
+) -> npt.NDArray[np.float64]:
+    """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
+    burst waited on the timer, expected where it answered an ACK at once; empty where fewer
+    than MIN_HELD_BURSTS waited.
+
+    A burst that waits with no ACK since the one before, in a release (the bursts between two
+    ACKs) larger than TCP small queues let into the device (`queue_bytes`), may wait on the
+    device, not on a pacer (the kernel queued the release at the ACK; tcp_small_queue_check):
+    its reading is left out, neither exact nor bound.
+    """
+    n = start.size
+    if n < 2:
+        return np.zeros(0)
+    # The interval the next burst's start reads, per byte at the pacing rate: a burst that
+    # answered an ACK was sent late and earns the pacer's credit for it.
+    credit = np.where(flags[:-1] & ANSWERED, LATE_CREDIT, 1.0)
+    scale = size[:-1] * credit
+    x = np.diff(start) / scale
+    exact = (flags[1:] & ANSWERED) == 0
+    # The bytes of each release: the bursts since the last ACK (an ACK starts the next).
+    release = np.cumsum((flags & AFTER_ACK) > 0)
+    total = np.bincount(release, weights=size)
+    read = ~(exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes))
+    held = _censored_means(x[read], exact[read])
+    if held is None:
+        return np.zeros(0)
+    expected = np.zeros(n - 1)
+    expected[read] = held
+    holds = np.zeros(n)
+    holds[:-1] = expected * scale
+    return holds
+
+
+def _censored_means(
+    x: npt.NDArray[np.float64], exact: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64] | None:
+    """Each reading where `exact`, else its expected value below its bound, under the
+    Kaplan-Meier estimate of the left-censored sample (sorted, then a running product: no
+    step per reading). None with fewer than MIN_HELD_BURSTS exact readings."""
+    m = x.size
+    if int(exact.sum()) < MIN_HELD_BURSTS:
+        return None
+    # Left-censored (an answered burst: the interval is at most x) becomes right-censored in
+    # -x; sorted ascending in -x, i.e. from the longest interval down.
+    order = np.argsort(-x, kind="stable")
+    at_risk = m - np.arange(m, dtype=np.float64)
+    survive = np.cumprod(1.0 - np.where(exact[order], 1.0 / at_risk, 0.0))
+    mass = np.r_[1.0, survive[:-1]] - survive
+    # What is left below the shortest interval read exactly may lie anywhere below it, down to
+    # no hold at all: it is given none, the least the pacer can have held. A sender with no
+    # pacer has only its host's jitter to read, and most of its bursts answer sooner.
+    rest = survive[-1]
+    # Ascending in x: the mass and its moment at or below each interval.
+    xs = x[order[::-1]]
+    below = np.cumsum(mass[::-1])
+    moment = np.cumsum(mass[::-1] * xs)
+    k = np.searchsorted(xs, x, side="right") - 1
+    at = np.maximum(k, 0)
+    within = rest + np.where(k >= 0, below[at], 0.0)
+    expected = np.divide(
+        np.where(k >= 0, moment[at], 0.0), within, out=np.zeros(m), where=within > 0
+    )
+    return np.where(exact, x, expected)
+
+
 def state_seconds(
     start_s: npt.NDArray[np.float64], end_s: npt.NDArray[np.float64], state: npt.NDArray[np.int8]
 ) -> npt.NDArray[np.float64]:
@@ -351,6 +553,10 @@ def _limit_runs(
     data_frame: np.ndarray,
     data_t: np.ndarray,
     data_end: np.ndarray,
+    length: np.ndarray,
+    holds: np.ndarray,
+    line: float,
+    release: float,
     room: float,
     mss: float,
     rtt: float,
@@ -363,10 +569,17 @@ def _limit_runs(
     for j in range(n_data):
         last_end = max(last_end, data_end[j])
     first = data_t[0]
-    start = np.empty(size)
-    end = np.empty(size)
-    state = np.empty(size, dtype=np.int8)
+    # Each event ends at most two runs: the pacer's hold, then the state after it.
+    start = np.empty(2 * size)
+    end = np.empty(2 * size)
+    state = np.empty(2 * size, dtype=np.int8)
     n = 0
+    # The sender's bursts, grouped as `_bursts` groups them, and until when the pacer held it
+    # after the last one started (`pacer_holds`; -inf without a pacer told).
+    burst = -1
+    after_ack = False
+    prev_end = -np.inf
+    held_until = -np.inf
     # One walk over the events (ACKs and data merged in capture order), holding after each
     # SND.UNA, the highest byte sent and the window's right edge: no array per event, on a
     # capture of millions of them.
@@ -389,10 +602,17 @@ def _limit_runs(
             una = max(una, ack_line[i])
             # Unscaled, only a zero window is a byte count: the right edge is then SND.UNA.
             right = np.float64(edge[i]) if known else (np.inf if win[i] > 0 else np.float64(una))
+            after_ack = True
             i += 1
         else:
             t = data_t[j]
             nxt = max(nxt, data_end[j])
+            if holds.size > 0:
+                if after_ack or t - prev_end > release:
+                    burst += 1
+                    held_until = t + holds[burst] if burst < holds.size else -np.inf
+                prev_end = t + length[j] / line
+            after_ack = False
             j += 1
         if k == 0:
             idle_since = t
@@ -446,6 +666,19 @@ def _limit_runs(
         b = ack_t[i] if next_is_ack else data_t[j]
         if b <= a:
             continue
+        if s == 1 and flight > 0 and held_until > a:
+            # The window has no room, but the pacer holds the sender until then: busy.
+            cut = min(held_until, b)
+            if n > 0 and state[n - 1] == 2 and end[n - 1] == a:
+                end[n - 1] = cut
+            else:
+                start[n] = a
+                end[n] = cut
+                state[n] = 2
+                n += 1
+            a = cut
+            if b <= a:
+                continue
         if n > 0 and state[n - 1] == s and end[n - 1] == a:
             end[n - 1] = b
         else:
