@@ -166,3 +166,61 @@ def test_quiet_on_a_pacer_whose_flight_is_as_constant(tmp_path: Path) -> None:
     # came every 5 ms: no socket buffer held it.
     ctx = context(_capped(tmp_path, paced=True))
     assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
+
+
+def _behind_a_host_queue(tmp_path: Path, lag_s: float, flight_segments: int) -> Path:
+    """A sender under a 20,000-byte receive window (20 segments of 1000 bytes), through an
+    8 Mbit/s bottleneck (1 ms per segment) and 50 ms of delay (a window of 0.4 BDP); the
+    receiver acknowledges every second segment 0.5 ms after it arrives. Each ACK frees two
+    segments and the sender sends them at once up to `flight_segments` in flight, but they
+    reach the capture point `lag_s` later, through a first-in first-out queue in the sending
+    host: a lag past the next ACK (2 ms) keeps the captured flight two segments below what
+    TCP has in flight, until the queue drains in the idle end of each round trip."""
+    c, srv = 1000, 5000
+    opts = [("MSS", 1000)]
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
+        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", srv, c + 1, options=opts, window=20_000),
+        tcp(0.05, CLIENT, SERVER, 40000, 80, "A", c + 1, srv + 1),
+    ]
+    sent: list[float] = []
+    arrived: list[float] = []
+    acked: dict[int, float] = {}
+    n = flight_segments
+    for k in range(1000):
+        if k < n:
+            t = 0.06 + k * 1e-4
+        else:
+            # The pair k, k + 1 (k - n even) is released by the ACK of segment k + 1 - n.
+            released = k + 1 - n if (k - n) % 2 == 0 else k - n
+            t = max(acked[released] + lag_s, sent[-1] + 10e-6)
+        sent.append(t)
+        arrived.append(max(t + 0.025, arrived[-1] + 1e-3) if arrived else t + 0.025)
+        if k % 2:
+            acked[k] = arrived[k] + 0.5e-3 + 0.025
+    for k, t in enumerate(sent):
+        pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", c + 1 + k * 1000, srv + 1, 1000))
+    for k, t in acked.items():
+        ack = c + 1 + (k + 1) * 1000
+        pkts.append(tcp(t, SERVER, CLIENT, 80, 40000, "A", srv + 1, ack, window=20_000))
+    pkts.sort(key=lambda p: p.time)
+    return write(tmp_path / "behind.pcap", pkts)
+
+
+def test_a_window_seen_behind_a_host_queue_is_pinned_by_the_round_trip(tmp_path: Path) -> None:
+    # The captured flight reaches the window only in the last bursts of each round trip's
+    # train, a fifth of the segments: every round trip is pinned whole.
+    ctx = context(_behind_a_host_queue(tmp_path, lag_s=2.5e-3, flight_segments=20))
+    (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
+    assert f.evidence["limited_by"] == "receiver"
+    assert f.evidence["window_bytes"] == 20_000
+    assert f.evidence["pinned_fraction"] >= 0.9
+
+
+def test_a_flight_held_below_the_window_is_not_the_receivers(tmp_path: Path) -> None:
+    # A cap of 18 segments under the 20-segment window, answered at once, no host queue: no
+    # round trip shows the receive window binding, and the cap is the sender's.
+    ctx = context(_behind_a_host_queue(tmp_path, lag_s=20e-6, flight_segments=18))
+    (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
+    assert f.evidence["limited_by"] == "sender"
+    assert f.evidence["window_bytes"] == 18_000
