@@ -129,7 +129,7 @@ def test_a_flow_that_ran_for_part_of_the_transfer_competes(tmp_path: Path) -> No
     test = flows["test"]["bottleneck"]
     frame = truth["path"]["mtu_bytes"] + 14
     udp_bytes = flows["cross_udp"]["rate_bps"] / 8 * 0.3
-    # Under a full frame per round trip over the transfer, dozens while it ran.
+    # Under a full frame per round trip over the transfer, over sixteen while it ran.
     assert udp_bytes < frame * (test["last_epoch_s"] - test["first_epoch_s"]) / rtt_s
     assert udp_bytes > 16 * frame * 0.3 / rtt_s
     (f,) = [x for x in doc["findings"] if x["kind"] == "competing_traffic"]
