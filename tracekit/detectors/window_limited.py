@@ -42,7 +42,11 @@ class WindowLimited(Detector):
     evidence = (
         Evidence("limited_by", "", "what pinned the flight", values=("receiver", "sender")),
         Evidence("window_bytes", "bytes", "the window the flight was pinned at"),
-        Evidence("pinned_fraction", "", "share of data segments sent in bursts that filled it"),
+        Evidence(
+            "pinned_fraction",
+            "",
+            "share of data segments sent in round trips in which a burst filled it",
+        ),
         Evidence("rtt_s", "s", "the smallest RTT sample"),
         Evidence("achieved_rate_bps", "bit/s", "goodput"),
         Evidence("window_rate_bps", "bit/s", "what the window allows, window x 8 / RTT"),
