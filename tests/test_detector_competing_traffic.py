@@ -94,3 +94,44 @@ def test_quiet_without_other_traffic() -> None:
 @pytest.mark.parametrize("scenario", ["clean", "udp_loss", "slow_start_overrun"])
 def test_quiet_on_the_lab_pairs(scenario: str) -> None:
     assert lab_kind(scenario, "competing_traffic") == []
+
+
+def test_a_flow_that_ran_for_part_of_the_transfer_competes(tmp_path: Path) -> None:
+    # The sweep's pair with the receiver's capture cut down to 0.3 s of the UDP flow (5 Mbit/s
+    # in the relay's truth) and none of the other TCP flow: over the transfer's 6.6 s it
+    # averages less than one full segment per 50 ms round trip, but while it ran it carried
+    # dozens per round trip through the same bottleneck.
+    from scapy.layers.inet import IP, UDP
+    from scapy.utils import rdpcap, wrpcap
+
+    from tests.helpers.independent import plain_capture
+
+    folder = SWEEP / CROSS
+    truth = json.loads((folder / "truth.json").read_text())
+    flows = truth["cross_traffic"]["flows"]
+    udp_src = flows["cross_udp"]["bottleneck"]["src"]
+    tcp_src = flows["cross_tcp"]["bottleneck"]["src"]
+    origin = truth["capture"]["counts"]["sender"]["first_epoch_s"]
+    kept = []
+    with plain_capture(folder / "receiver.pcap.zst") as plain:
+        for p in rdpcap(str(plain)):
+            src = f"{p[IP].src}:{p.sport}" if IP in p and hasattr(p, "sport") else ""
+            dst = f"{p[IP].dst}:{p.dport}" if IP in p and hasattr(p, "dport") else ""
+            if tcp_src in (src, dst):
+                continue
+            if UDP in p and src == udp_src and not 3.0 <= float(p.time) - origin < 3.3:
+                continue
+            kept.append(p)
+    cut = tmp_path / "receiver.pcap"
+    wrpcap(str(cut), kept)
+    doc = analyze(read_capture(folder / "sender.pcap.zst"), read_capture(cut)).to_dict()
+    rtt_s = truth["path"]["rtt_ms"] / 1000
+    test = flows["test"]["bottleneck"]
+    frame = truth["path"]["mtu_bytes"] + 14
+    udp_bytes = flows["cross_udp"]["rate_bps"] / 8 * 0.3
+    # Under a full frame per round trip over the transfer, over sixteen while it ran.
+    assert udp_bytes < frame * (test["last_epoch_s"] - test["first_epoch_s"]) / rtt_s
+    assert udp_bytes > 16 * frame * 0.3 / rtt_s
+    (f,) = [x for x in doc["findings"] if x["kind"] == "competing_traffic"]
+    assert f["evidence"]["competing_flows"].split(" -> ")[0] == udp_src
+    assert "udp" in f["evidence"]["competing_flows"]

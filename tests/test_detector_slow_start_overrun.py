@@ -351,3 +351,43 @@ def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> No
     assert ev["bottleneck_bps"] == pytest.approx(path["bottleneck_rate_bps"], rel=0.1)
     configured = path["bottleneck_buffer_bytes"]
     assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
+
+
+def test_the_initial_trains_overflow_is_one_block_across_the_rounds(tmp_path: Path) -> None:
+    # 10 packets at 100 Mbit/s into 30 Mbit/s with room for 5 waiting: the initial window
+    # queues 7 and loses 2; its first ACKs come back 1 ms later, while its queue still drains,
+    # and release packets into the same full queue. Every one of those was lost before the
+    # sender could know of any loss: one overflow, the initial train's (eq. 1, N_b = 10).
+    pkts, dropped, round_of = simulate(
+        s_bps=30e6, f_bps=100e6, buffer_packets=5, rtt_s=1e-3, max_segments=300
+    )
+    by_round = lost_by_round(dropped, round_of)
+    assert 0 < by_round[0] < SlowStartOverrun.Config().min_lost_packets <= by_round[1]
+    (f,) = detect(pkts, tmp_path / "first.pcap")
+    assert f.evidence["round"] == 0
+    assert f.evidence["lost_packets"] == by_round[0]
+    assert 6 * WIRE / 1.5 <= f.evidence["buffer_estimate_bytes"] <= 6 * WIRE * 1.5
+
+
+def test_a_first_round_overrun_in_the_sweep_is_the_initial_windows() -> None:
+    # Eq. 1 with the configured rates and buffer: the initial window of 10 frames leaving at
+    # the sender's NIC rate queues more than the tbf holds, so its own tail overflows, and the
+    # next round's first packets meet the queue it left.
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    folder = SWEEP / "overrun_reno_30m_10ms"
+    truth = json.loads((folder / "truth.json").read_text())
+    path = truth["path"]
+    f_bps, s_bps = path["sender_nic_rate_bps"], path["bottleneck_rate_bps"]
+    configured = path["bottleneck_buffer_bytes"]
+    assert 10 * (f_bps - s_bps) / f_bps * (path["mtu_bytes"] + 14) > configured
+    doc = analyze(
+        read_capture(next(folder.glob("sender.pcap*"))),
+        read_capture(next(folder.glob("receiver.pcap*"))),
+    ).to_dict()
+    (found,) = [f for f in doc["findings"] if f["kind"] == KIND]
+    ev = found["evidence"]
+    assert ev["round"] == 0
+    assert 1 <= ev["lost_packets"] <= truth["drops"]["network"]
+    assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -117,31 +118,28 @@ def test_path_rate_from_the_arrivals_when_each_burst_gets_one_ack() -> None:
 PATH_8M = WindowLimited.Config(path_rate_bps=8e6)
 
 
-def _capped(tmp_path: Path, paced: bool) -> Path:
-    """A sender whose flight holds at 20 segments of 1000 bytes under a 65,535-byte window,
-    through an 8 Mbit/s bottleneck (1 ms per segment) and 50 ms of delay: 10 segments back to
-    back, 10 more every 2.5 ms, then 800 more, each pair two segments after the ACK of the pair
-    20 before (the receiver acknowledges every second segment 0.5 ms after it arrives). Paced:
-    one every 2.5 ms on the sender's own timer, 2 ms after the ACK that comes before it; else
-    each pair 20 and 30 us after that ACK, as a sender with data ready answers it."""
+def _through_8m(
+    path: Path,
+    count: int,
+    depart: Callable[[int, list[float], dict[int, float]], float],
+    window: int = 65535,
+) -> Path:
+    """`count` segments of 1000 bytes through an 8 Mbit/s bottleneck (1 ms per segment) and
+    50 ms of delay, segment k leaving at `depart(k, sent, acked)` (the departures before it,
+    and the ACK times so far by the last segment each covers); the receiver acknowledges every
+    second segment 0.5 ms after it arrives, offering `window` bytes."""
     c, srv = 1000, 5000
     opts = [("MSS", 1000)]
     pkts = [
         tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
-        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", srv, c + 1, options=opts),
+        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", srv, c + 1, options=opts, window=window),
         tcp(0.05, CLIENT, SERVER, 40000, 80, "A", c + 1, srv + 1),
     ]
     sent: list[float] = []
     arrived: list[float] = []
     acked: dict[int, float] = {}
-    for k in range(820):
-        if k < 10:
-            t = 0.06 + k * 1e-4
-        elif k < 20 or paced:
-            t = sent[-1] + 2.5e-3
-        else:
-            # Segment k leaves after the ACK of segment k - 19 (k even) or k - 20 (k odd).
-            t = acked[k - 19] + 20e-6 if k % 2 == 0 else acked[k - 20] + 30e-6
+    for k in range(count):
+        t = depart(k, sent, acked)
         sent.append(t)
         arrived.append(max(t + 0.025, arrived[-1] + 1e-3) if arrived else t + 0.025)
         if k % 2:
@@ -149,9 +147,28 @@ def _capped(tmp_path: Path, paced: bool) -> Path:
     for k, t in enumerate(sent):
         pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", c + 1 + k * 1000, srv + 1, 1000))
     for k, t in acked.items():
-        pkts.append(tcp(t, SERVER, CLIENT, 80, 40000, "A", srv + 1, c + 1 + (k + 1) * 1000))
+        ack = c + 1 + (k + 1) * 1000
+        pkts.append(tcp(t, SERVER, CLIENT, 80, 40000, "A", srv + 1, ack, window=window))
     pkts.sort(key=lambda p: p.time)
-    return write(tmp_path / "capped.pcap", pkts)
+    return write(path, pkts)
+
+
+def _capped(tmp_path: Path, paced: bool) -> Path:
+    """A sender whose flight holds at 20 segments under a 65,535-byte window (`_through_8m`):
+    10 segments back to back, 10 more every 2.5 ms, then 800 more, each pair two segments after
+    the ACK of the pair 20 before. Paced: one every 2.5 ms on the sender's own timer, 2 ms after
+    the ACK that comes before it; else each pair 20 and 30 us after that ACK, as a sender with
+    data ready answers it."""
+
+    def depart(k: int, sent: list[float], acked: dict[int, float]) -> float:
+        if k < 10:
+            return 0.06 + k * 1e-4
+        if k < 20 or paced:
+            return sent[-1] + 2.5e-3
+        # Segment k leaves after the ACK of segment k - 19 (k even) or k - 20 (k odd).
+        return acked[k - 19] + 20e-6 if k % 2 == 0 else acked[k - 20] + 30e-6
+
+    return _through_8m(tmp_path / "capped.pcap", 820, depart)
 
 
 def test_a_cap_whose_acks_are_answered_at_once_is_the_senders(tmp_path: Path) -> None:
@@ -166,3 +183,41 @@ def test_quiet_on_a_pacer_whose_flight_is_as_constant(tmp_path: Path) -> None:
     # came every 5 ms: no socket buffer held it.
     ctx = context(_capped(tmp_path, paced=True))
     assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
+
+
+def _behind_a_host_queue(tmp_path: Path, lag_s: float, flight_segments: int) -> Path:
+    """A sender under a 20,000-byte receive window (20 segments, `_through_8m`: a window of
+    0.4 BDP). Each ACK frees two segments and the sender sends them at once up to
+    `flight_segments` in flight, but they reach the capture point `lag_s` later, through a
+    first-in first-out queue in the sending host: a lag past the next ACK (2 ms) keeps the
+    captured flight two segments below what TCP has in flight, until the queue drains in the
+    idle end of each round trip."""
+    n = flight_segments
+
+    def depart(k: int, sent: list[float], acked: dict[int, float]) -> float:
+        if k < n:
+            return 0.06 + k * 1e-4
+        # The pair k, k + 1 (k - n even) is released by the ACK of segment k + 1 - n.
+        released = k + 1 - n if (k - n) % 2 == 0 else k - n
+        return max(acked[released] + lag_s, sent[-1] + 10e-6)
+
+    return _through_8m(tmp_path / "behind.pcap", 1000, depart, window=20_000)
+
+
+def test_a_window_seen_behind_a_host_queue_is_pinned_by_the_round_trip(tmp_path: Path) -> None:
+    # The captured flight reaches the window only in the last bursts of each round trip's
+    # train, a fifth of the segments: every round trip is pinned whole.
+    ctx = context(_behind_a_host_queue(tmp_path, lag_s=2.5e-3, flight_segments=20))
+    (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
+    assert f.evidence["limited_by"] == "receiver"
+    assert f.evidence["window_bytes"] == 20_000
+    assert f.evidence["pinned_fraction"] >= 0.9
+
+
+def test_a_flight_held_below_the_window_is_not_the_receivers(tmp_path: Path) -> None:
+    # A cap of 18 segments under the 20-segment window, answered at once, no host queue: no
+    # round trip shows the receive window binding, and the cap is the sender's.
+    ctx = context(_behind_a_host_queue(tmp_path, lag_s=20e-6, flight_segments=18))
+    (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
+    assert f.evidence["limited_by"] == "sender"
+    assert f.evidence["window_bytes"] == 18_000

@@ -201,3 +201,47 @@ def test_quiet_when_the_window_stays_whole_and_only_the_ack_line_moves(tmp_path:
     # held unread data (every ACK offers the whole window), so no reader stopped the sender.
     ctx = context(_window_cycles(tmp_path, read_between=False))
     assert run_detectors(ctx, [WindowOscillation]) == []
+
+
+def _recovery_cycles(tmp_path: Path) -> Path:
+    """Eight rounds, 100 ms apart, each losing its first segment of a 10,000-byte window: the
+    receiver answers the others with duplicate ACKs (SACK, RFC 2018) that leave the window's
+    right edge where it was, the sender fills the window up to it and stops, resends the lost
+    segment, and its ACK offers what the data released above the hole left of the buffer (500
+    bytes, under a segment) until the reader takes that data 10 ms later and the window is
+    whole again. A window closed by loss recovery, reopened by a read of what the hole held."""
+    c, s = 1000, 5000
+    opts = [("MSS", 1000), ("SAckOK", b"")]
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
+        tcp(0.01, SERVER, CLIENT, 80, 40000, "SA", s, c + 1, options=opts, window=10_000),
+        tcp(0.02, CLIENT, SERVER, 40000, 80, "A", c + 1, s + 1),
+    ]
+
+    def ack(t: float, line: int, window: int, sacked: int = 0) -> None:
+        sack = [("SAck", (line + 1000, line + sacked))] if sacked else []
+        pkts.append(tcp(t, SERVER, CLIENT, 80, 40000, "A", s + 1, line, 0, sack, window))
+
+    for r in range(8):
+        t0 = 0.03 + r * 0.1
+        base = c + 1 + r * 10_000
+        for i in range(10):
+            # The first half leaves at once; the second when the duplicates of the first came.
+            t = t0 + i * 1e-4 + (0.021 if i >= 5 else 0.0)
+            pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", base + i * 1000, s + 1, 1000))
+            if i:
+                ack(t + 0.02, base, 10_000, (i + 1) * 1000)
+        pkts.append(tcp(t0 + 0.0215, CLIENT, SERVER, 40000, 80, "A", base, s + 1, 1000))
+        ack(t0 + 0.0425, base + 10_000, 500)
+        ack(t0 + 0.0525, base + 10_000, 10_000)
+    pkts.sort(key=lambda p: p.time)  # type: ignore[attr-defined]
+    return write(tmp_path / "recovery.pcap", pkts)
+
+
+def test_quiet_when_loss_recovery_closes_the_window(tmp_path: Path) -> None:
+    # Every closing came while the ACK line stood at the hole: the data filling the window sat
+    # above it in the receiver, and no reader held the sender back.
+    ctx = context(_recovery_cycles(tmp_path))
+    acks = ctx.series.of(0, 0).acks
+    assert int(acks["dupack"].sum()) >= 8 * 8
+    assert run_detectors(ctx, [WindowOscillation]) == []

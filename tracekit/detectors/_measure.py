@@ -592,6 +592,12 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
 # average: the least rate a congestion window reacts to (RFC 5681 counts the window in
 # segments), on any path from a LAN to a satellite hop.
 COMPETING_MIN_RTT_RATE_PACKETS = 1.0
+# That average is taken over windows of this many round trips of the transfer, and a flow
+# competes when it reached it in one of them: a flow that ran for part of the transfer took
+# its share while it ran, and a window reacts to it then (a congestion window within a few
+# round trips), however long the transfer lasted before or after. Sixteen round trips keep a
+# flow of a few stray packets (a lookup, a keep-alive) far below it on any path.
+COMPETING_WINDOW_RTTS = 16.0
 # The bottleneck was busy when all the flows together arrived at 80% of its rate or more (as
 # rate_limit_cause judges the ACKs; the rate estimate is good to about 10%).
 COMPETING_BUSY_FRACTION = 0.8
@@ -622,6 +628,7 @@ def competition(
     d: Direction,
     min_rtt_rate_packets: float = COMPETING_MIN_RTT_RATE_PACKETS,
     busy_fraction: float = COMPETING_BUSY_FRACTION,
+    window_rtts: float = COMPETING_WINDOW_RTTS,
 ) -> Competition | None:
     """The flows of the receiver's capture that competed with this direction (Merge.competing),
     or None without a receiver capture, without such flows, or without an RTT."""
@@ -649,7 +656,12 @@ def competition(
     during = others[(others["t_s"] >= start) & (others["t_s"] <= end)]
     per_flow = during.groupby("conn")["wire_bytes"].sum()
     full = int(np.median(length)) + header
-    per_flow = per_flow[per_flow >= min_rtt_rate_packets * full * (end - start) / rtt]
+    # Each flow's busiest window of `window_rtts` round trips (the whole span where shorter).
+    window = min(window_rtts * rtt, end - start)
+    k = ((during["t_s"].to_numpy() - start) / window).astype(np.int64)
+    busiest = during.assign(window=k).groupby(["conn", "window"])["wire_bytes"].sum()
+    peak = busiest.groupby(level="conn").max()
+    per_flow = per_flow[peak.reindex(per_flow.index) >= min_rtt_rate_packets * full * window / rtt]
     if per_flow.empty:
         return None
     per_flow = per_flow.sort_values(ascending=False)

@@ -18,6 +18,7 @@ from tracekit import units
 from tracekit.detectors._measure import (
     COMPETING_BUSY_FRACTION,
     COMPETING_MIN_RTT_RATE_PACKETS,
+    COMPETING_WINDOW_RTTS,
     Competition,
     competition,
     data_directions,
@@ -79,8 +80,9 @@ class CompetingTraffic(Detector):
         # more: then the others' share is rate the transfer could have had, and it warns.
         busy_fraction: float = COMPETING_BUSY_FRACTION
         # Shares over time in windows of this many round trips of the transfer: enough
-        # packets per window for a share, short enough to see a flow start and stop.
-        window_rtts: float = 16.0
+        # packets per window for a share, short enough to see a flow start and stop. A flow
+        # competes when it reached min_rtt_rate_packets in one of them.
+        window_rtts: float = COMPETING_WINDOW_RTTS
 
     config: Config
 
@@ -90,7 +92,13 @@ class CompetingTraffic(Detector):
         cfg = self.config
         for conn, direction, d in data_directions(ctx):
             found = competition(
-                ctx, conn, direction, d, cfg.min_rtt_rate_packets, cfg.busy_fraction
+                ctx,
+                conn,
+                direction,
+                d,
+                cfg.min_rtt_rate_packets,
+                cfg.busy_fraction,
+                cfg.window_rtts,
             )
             if found is not None:
                 yield self._finding(conn, direction, found)

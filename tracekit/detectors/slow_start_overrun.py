@@ -54,6 +54,7 @@ class _Round:
     lost: int
     spurious: int
     lost_total: int
+    block_end_s: float  # the block's losses are those sent from start_s to here
 
 
 @jit
@@ -163,7 +164,7 @@ class SlowStartOverrun(Detector):
         if mine.empty:
             return False
         t = mine["sender_t_s"].to_numpy(dtype=np.float64)
-        in_round = (t >= rnd.start_s) & (t < max(rnd.end_s, rnd.start_s))
+        in_round = (t >= rnd.start_s) & (t < max(rnd.block_end_s, rnd.start_s))
         on_path = int((mine["fate"].to_numpy()[in_round] == "network_drop").sum())
         return on_path < self.config.min_lost_packets
 
@@ -185,6 +186,18 @@ class SlowStartOverrun(Detector):
         # sender is in loss recovery and no longer sends what the ACK clock of slow start gives.
         first_again, flights, lost_per_round = _round_flights(starts, t, first_copy, again, lost)
         block = np.flatnonzero(lost_per_round >= self.config.min_lost_packets)
+        # The initial window's train is eq. 1's burst from an empty queue; what it could not
+        # queue is lost at its tail, and where the round trip is short beside the queue's
+        # drain (N_b (f - s) / f packets at s), the next round's first packets, released by
+        # its first ACKs, meet the same full queue. Every first copy lost before the sender
+        # resent anything left before any loss could be known to it (a duplicate ACK takes a
+        # round trip): one overflow, the initial train's, however the rounds divide it. It is
+        # a block when that episode is, and the round that overran is the initial window.
+        episode_end = float(first_again.min())
+        if lost_per_round[0] > 0 and np.isfinite(episode_end):
+            unknown = first_copy & (t < episode_end)
+            if int(lost[unknown].sum()) >= self.config.min_lost_packets:
+                block = np.r_[0, block]
         if block.size == 0:
             return None
         r = int(block[0])
@@ -214,6 +227,11 @@ class SlowStartOverrun(Detector):
             lost=int(lost[members].sum()),
             spurious=int(spurious[members].sum()),
             lost_total=int(lost.sum()),
+            block_end_s=(
+                episode_end
+                if r == 0 and lost_per_round[0] < self.config.min_lost_packets
+                else float(rnd["end_s"].iloc[r])
+            ),
         )
 
     @staticmethod

@@ -22,6 +22,7 @@ import numpy as np
 
 from tracekit import physics, units
 from tracekit.detectors._measure import (
+    RttPhases,
     achieved_rate_bps,
     answered_share_at,
     findings_per_direction,
@@ -41,7 +42,11 @@ class WindowLimited(Detector):
     evidence = (
         Evidence("limited_by", "", "what pinned the flight", values=("receiver", "sender")),
         Evidence("window_bytes", "bytes", "the window the flight was pinned at"),
-        Evidence("pinned_fraction", "", "share of data segments sent in bursts that filled it"),
+        Evidence(
+            "pinned_fraction",
+            "",
+            "share of data segments sent in round trips in which a burst filled it",
+        ),
         Evidence("rtt_s", "s", "the smallest RTT sample"),
         Evidence("achieved_rate_bps", "bit/s", "goodput"),
         Evidence("window_rate_bps", "bit/s", "what the window allows, window x 8 / RTT"),
@@ -110,7 +115,7 @@ class WindowLimited(Detector):
         if fl.size < cfg.min_data_segments:
             return None
         # Receiver-limited: the flight of each burst reached the advertised window.
-        at_rwnd = (rwnd - fl) < mss
+        at_rwnd = _per_round_trip((rwnd - fl) < mss, d.flight["t_s"].to_numpy()[known], phases)
         # Sender-limited: a constant cap clearly below the advertised window.
         cap = float(np.percentile(fl, 95))
         at_cap = (fl >= cap - mss) & (rwnd - fl >= cfg.min_cap_segments * mss)
@@ -212,6 +217,29 @@ class WindowLimited(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
+    """Per segment, whether the flight reached the window within its round trip.
+
+    A sender the window holds fills it each time an ACK frees room (RFC 9293 3.8.6.2.1), but
+    the capture point may lie behind a queue in the sending host (the qdisc, a shaped NIC, up
+    to the millisecond of the pacing rate that TCP small queues lets wait there): segments TCP
+    has sent wait there unseen, and the captured flight stays that far below the window until
+    the queue drains, which it does at least once in every round trip the window binds (the
+    window lets out no more than the ACKs free). A round trip in which the flight reached the
+    window is pinned whole; one that never reached it was held by the congestion window or
+    the application. Round trips are counted in the RTT of the path phase each falls in, so
+    the unit is the transfer's own from a LAN to a satellite path.
+    """
+    if t_s.size == 0:
+        return reached
+    rtt0 = float(phases.rtt_s[0])
+    aligned = phases.aligned(float(t_s[0]), rtt0)
+    index = np.floor((aligned.warp(t_s) - t_s[0]) / rtt0).astype(np.int64)
+    index -= index.min()
+    touched = np.bincount(index, weights=reached.astype(np.float64)) > 0
+    return np.asarray(touched[index])
 
 
 def _at_once_s(d: Any) -> float:

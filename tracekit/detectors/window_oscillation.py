@@ -48,6 +48,7 @@ class _Transitions(NamedTuple):
     open_ack: np.ndarray  # index among the ACKs of the last ACK at or before each reopening
     shut_at: np.ndarray  # event index of each closing
     shut_t: np.ndarray
+    shut_ack: np.ndarray  # index among the ACKs of the last ACK at or before each closing
 
 
 def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
@@ -93,7 +94,7 @@ def _window_transitions(
     mss: float,
     known: bool,
 ) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:  # pragma: no cover
     # Two passes along the merged timeline: the first counts the closings and reopenings, the
     # second writes them into outputs of exactly that size (a million events close a window
@@ -107,6 +108,7 @@ def _window_transitions(
     open_ack = np.empty(0, dtype=np.int64)
     shut_at = np.empty(0, dtype=np.int64)
     shut_t = np.empty(0)
+    shut_ack = np.empty(0, dtype=np.int64)
     for write in (False, True):
         if write:
             open_at = np.empty(n_open, dtype=np.int64)
@@ -115,6 +117,7 @@ def _window_transitions(
             open_ack = np.empty(n_open, dtype=np.int64)
             shut_at = np.empty(n_shut, dtype=np.int64)
             shut_t = np.empty(n_shut)
+            shut_ack = np.empty(n_shut, dtype=np.int64)
         n_open = n_shut = 0
         right = last_win = np.nan
         high = first
@@ -136,6 +139,7 @@ def _window_transitions(
                 if write:
                     shut_at[n_shut] = k
                     shut_t[n_shut] = t
+                    shut_ack[n_shut] = max(i - 1, 0)
                 n_shut += 1
             elif not closed and k > 0 and was_closed:
                 if write:
@@ -145,7 +149,7 @@ def _window_transitions(
                     open_ack[n_open] = max(i - 1, 0)
                 n_open += 1
             was_closed = closed
-    return open_at, open_t, open_usable, open_ack, shut_at, shut_t
+    return open_at, open_t, open_usable, open_ack, shut_at, shut_t, shut_ack
 
 
 # The share of the ACKs owed at once (two fresh full segments) a receiver must hold back for its
@@ -314,9 +318,21 @@ class WindowOscillation(Detector):
         # it waited in the receiver, the window open). No unread data stopped the sender.
         before = np.maximum(opener - 1, 0)
         big &= (win[opener] > win[before]) | (opener == 0)
+        # A window that closed while the ACK line stood at a hole (the ACK then a duplicate,
+        # RFC 5681 2) was filled by loss recovery, not by a reader: the receiver holds the data
+        # above the hole and cannot hand it to its application (RFC 9293 3.10.7.4), so the
+        # sender's new data ran into an edge the ACK line could not move. The ACK of the resent
+        # segment releases that data at once and offers what is left of the window; the reads
+        # of it that follow grow the window within moments, whatever the path's RTT. A
+        # reader's start/stop closes a window it keeps full with data in order.
+        shut = np.searchsorted(tr.shut_at, tr.open_at, side="left") - 1
+        at_hole = np.zeros(opener.size, dtype=bool)
+        after_shut = shut >= 0
+        at_hole[after_shut] = d.acks["dupack"].to_numpy()[tr.shut_ack[shut[after_shut]]]
+        big &= ~at_hole
         # With the receiver's capture too: a reopening by more than the ACK clock's two
         # segments that came with an ACK the receiver held back is its reader's, however small.
-        beyond_clock = ~big & (tr.open_usable > 2 * mss)
+        beyond_clock = ~big & ~at_hole & (tr.open_usable > 2 * mss)
         if big.sum() + beyond_clock.sum() >= cfg.min_cycles_count:
             held = _held_acks(ctx, conn, direction, d, mss)
             if held is not None:
