@@ -487,12 +487,16 @@ def _expected_holds(
     # answered an ACK was sent late and earns the pacer's credit for it.
     credit = np.where(flags[:-1] & ANSWERED, LATE_CREDIT, 1.0)
     scale = size[:-1] * credit
-    x = np.diff(start) / scale
+    gap = np.diff(start)
+    # A capture's clock may step back, and a burst of no bytes reads nothing: left out.
+    usable = (scale > 0) & (gap >= 0)
+    x = np.divide(gap, scale, out=np.zeros(n - 1), where=usable)
     exact = (flags[1:] & ANSWERED) == 0
     # The bytes of each release: the bursts since the last ACK (an ACK starts the next).
     release = np.cumsum((flags & AFTER_ACK) > 0)
     total = np.bincount(release, weights=size)
-    read = ~(exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes))
+    queued = exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes)
+    read = usable & ~queued
     held = _censored_means(x[read], exact[read])
     if held is None:
         return np.zeros(0)
