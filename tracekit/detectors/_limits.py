@@ -407,6 +407,20 @@ def pacer_holds(
     return _expected_holds(start, size, flags, queue), line, release
 
 
+@jit
+def _starts_burst(
+    t: float, prev_end: float, serialisation: float, after_ack: bool, release: float
+) -> bool:  # pragma: no cover - compiled
+    """Whether a data segment leaving at `t` starts a burst, the one before it having left the
+    line at `prev_end`. A segment that follows it back to back (within one serialisation: the
+    NIC's queue ahead of the capture) is the same burst, an ACK between them or not: the kernel
+    queued them together (a TSO burst, or the answer to an ACK the NIC was still busy with).
+    After an ACK any later one starts a burst; with no ACK between, one later than the release
+    time (the host's turnaround) does: a timer, not the host, let it go."""
+    gap = t - prev_end
+    return gap > release or (after_ack and gap > serialisation)
+
+
 # `_bursts` flags: the burst answered an ACK (left within the release time of it), and an ACK
 # came since the burst before.
 ANSWERED, AFTER_ACK = 1, 2
@@ -435,7 +449,7 @@ def _bursts(
         while i < n_ack and ack_frame[i] < data_frame[j]:
             after_ack = True
             i += 1
-        if after_ack or data_t[j] - prev_end > release:
+        if _starts_burst(data_t[j], prev_end, length[j] / line, after_ack, release):
             count += 1
         prev_end = data_t[j] + length[j] / line
         after_ack = False
@@ -453,7 +467,7 @@ def _bursts(
             last_ack = ack_t[i]
             i += 1
         t = data_t[j]
-        if (after_ack or t - prev_end > release) and b + 1 < count:
+        if _starts_burst(t, prev_end, length[j] / line, after_ack, release) and b + 1 < count:
             b += 1
             start[b] = t
             if after_ack:
@@ -612,7 +626,7 @@ def _limit_runs(
             t = data_t[j]
             nxt = max(nxt, data_end[j])
             if holds.size > 0:
-                if after_ack or t - prev_end > release:
+                if _starts_burst(t, prev_end, length[j] / line, after_ack, release):
                     burst += 1
                     held_until = t + holds[burst] if burst < holds.size else -np.inf
                 prev_end = t + length[j] / line
