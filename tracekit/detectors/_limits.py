@@ -531,25 +531,42 @@ def _censored_means(
     if int(exact.sum()) < MIN_HELD_BURSTS:
         return None
     # Left-censored (an answered burst: the interval is at most x) becomes right-censored in
-    # -x; sorted ascending in -x, i.e. from the longest interval down.
+    # -x; sorted ascending in -x, i.e. from the longest interval down. Each step works in
+    # place and lets go of what it no longer needs: a burst's few columns, not dozens.
     order = np.argsort(-x, kind="stable")
-    at_risk = m - np.arange(m, dtype=np.float64)
-    survive = np.cumprod(1.0 - np.where(exact[order], 1.0 / at_risk, 0.0))
-    mass = np.r_[1.0, survive[:-1]] - survive
+    # The hazard at each exact reading: one over the readings at or below it.
+    survive = exact[order].astype(np.float64)
+    survive /= m - np.arange(m, dtype=np.float64)
+    np.subtract(1.0, survive, out=survive)
+    np.cumprod(survive, out=survive)
     # What is left below the shortest interval read exactly may lie anywhere below it, down to
     # no hold at all: it is given none, the least the pacer can have held. A sender with no
     # pacer has only its host's jitter to read, and most of its bursts answer sooner.
-    rest = survive[-1]
+    rest = float(survive[-1])
+    mass = np.empty(m)
+    mass[0] = 1.0 - survive[0]
+    np.subtract(survive[:-1], survive[1:], out=mass[1:])
+    del survive
     # Ascending in x: the mass and its moment at or below each interval.
+    mass = mass[::-1]
     xs = x[order[::-1]]
-    below = np.cumsum(mass[::-1])
-    moment = np.cumsum(mass[::-1] * xs)
+    del order
+    below = np.cumsum(mass)
+    mass *= xs
+    moment = np.cumsum(mass)
+    del mass
     k = np.searchsorted(xs, x, side="right") - 1
-    at = np.maximum(k, 0)
-    within = rest + np.where(k >= 0, below[at], 0.0)
-    expected = np.divide(
-        np.where(k >= 0, moment[at], 0.0), within, out=np.zeros(m), where=within > 0
-    )
+    del xs
+    none = k < 0
+    np.maximum(k, 0, out=k)
+    within = below[k]
+    within[none] = 0.0
+    within += rest
+    expected = moment[k]
+    expected[none] = 0.0
+    del below, moment, k, none
+    np.divide(expected, within, out=expected, where=within > 0)
+    expected[within <= 0] = 0.0
     return np.where(exact, x, expected)
 
 
