@@ -19,7 +19,7 @@ from tracekit.connections import Connections, build_connections
 from tracekit.core.memory import available_bytes
 from tracekit.core.paths import printable, require_regular_file
 from tracekit.detectors import run_detectors
-from tracekit.detectors.base import AnalysisContext
+from tracekit.detectors.base import PACKET_COLUMN_NAMES, AnalysisContext
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.findings import Finding
 from tracekit.merge import merge
@@ -195,8 +195,11 @@ def analyze(
         del rcv_series
     del rcv_conns
     done()
-    snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
-    del snd_conns
+    snd_series = build_series(snd_conns)
+    # The series, the merge and the UDP streams have read the packets: from here on only the
+    # columns the detectors read (and the CI metrics, a subset) are kept.
+    snd = Vantage(connections=snd_conns.keeping(PACKET_COLUMN_NAMES), series=snd_series)
+    del snd_conns, snd_series
     done()
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
