@@ -23,9 +23,11 @@ from tracekit.detectors.base import PACKET_COLUMN_NAMES, AnalysisContext
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.findings import Finding
 from tracekit.merge import merge
+from tracekit.merge.stage import PACKET_COLUMNS_READ as MERGE_COLUMNS
 from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
 from tracekit.schema import PROTO_TCP
 from tracekit.series import Series, build_series
+from tracekit.series.stage import PACKET_COLUMNS_READ as SERIES_COLUMNS
 
 # A reader progress callback: (bytes done, bytes in all).
 Progress = Callable[[int, int], None]
@@ -174,10 +176,20 @@ def analyze(
     captures = [receiver, sender]
     del sender, receiver
     selection = selection or Selection()
-    snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection)
+    pair = captures[0] is not None
+    # Each capture keeps the packet columns the stages still to run read: the others go as
+    # soon as its connections are built, before the next capture is read.
+    merged_columns = MERGE_COLUMNS if pair else frozenset()
+    snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection).keeping(
+        SERIES_COLUMNS | PACKET_COLUMN_NAMES | merged_columns
+    )
     done()
     rcv_conns = (
-        connections(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
+        connections(cast(Capture, captures.pop()), udp_layout).keeping(
+            merged_columns | (SERIES_COLUMNS if receiver_series else frozenset())
+        )
+        if pair
+        else None
     )
     done()
     # The merge reads the connections and packets, never the series: run first, its working
@@ -198,7 +210,9 @@ def analyze(
     snd_series = build_series(snd_conns)
     # The series, the merge and the UDP streams have read the packets: from here on only the
     # columns the detectors read (and the CI metrics, a subset) are kept.
-    snd = Vantage(connections=snd_conns.keeping(PACKET_COLUMN_NAMES), series=snd_series)
+    snd = Vantage(
+        connections=snd_conns.keeping(PACKET_COLUMN_NAMES, side_tables=False), series=snd_series
+    )
     del snd_conns, snd_series
     done()
     ctx = AnalysisContext(

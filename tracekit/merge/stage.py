@@ -45,6 +45,13 @@ from tracekit.schema import (
 if TYPE_CHECKING:
     from tracekit.connections import Connections
 
+# The packet table's columns `merge` and `udp_streams` read, of either capture (besides the
+# reader's SACK and UDP side tables).
+PACKET_COLUMNS_READ = frozenset(
+    {"ts_ns", "frame", "conn", "dir", "proto", "tcp_flags", "seq_rel", "ack_rel"}
+    | {"payload_bytes", "win_raw", "ip_id", "tsval"}
+)
+
 
 class ReceiverMismatch(TracekitError):
     """A receiver capture that holds none of the sender capture's connections: nothing merges,

@@ -48,6 +48,12 @@ T = TypeVar("T")
 
 
 TABLES = tuple(SERIES_TABLES)
+# The packet table's columns `build_series` reads (besides the reader's SACK table and the
+# connections stage's segment kinds).
+PACKET_COLUMNS_READ = frozenset(
+    {"ts_ns", "frame", "conn", "dir", "proto", "tcp_flags", "seq_rel", "ack_rel"}
+    | {"payload_bytes", "win_raw", "opts", "tsval", "tsecr"}
+)
 
 
 class Direction:
