@@ -4,7 +4,7 @@ The values it returns are in `tracekit.analysis`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -151,7 +151,7 @@ def analyze(
     addr_map: Mapping[str, str] | None = None,
     udp_layout: Layout | None = None,
     selection: Selection | None = None,
-    receiver_series: bool = True,
+    receiver_series: bool | Collection[str] = True,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
@@ -166,7 +166,9 @@ def analyze(
     The merge and the detectors read the receiver's packets, never its series: only views of
     the receiver's capture (the report's receiver TSG, exports, the notebook API) do. With
     `receiver_series` False they are not built, and `Analysis.receiver` holds empty ones; on a
-    big pair that is the memory of a second copy of the data segments. `after_stage` is called
+    big pair that is the memory of a second copy of the data segments. Given as names of series
+    tables (`tracekit.series.TABLES`), only those are kept (the others empty), for a view
+    that draws those alone. `after_stage` is called
     after each stage, once its working memory is let go (a command returns it to the system
     there: `cli/memory.py`).
     """
@@ -200,6 +202,8 @@ def analyze(
     rcv = None
     if rcv_conns is not None:
         rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
+        if not isinstance(receiver_series, bool):
+            rcv_series = rcv_series.keeping(receiver_series)
         # The merge and the UDP streams have read the receiver's packets, and its series are
         # built: only its connections table and series are read from here on (the report's
         # receiver TSG). Let go before the sender's series are built, not beside them.
@@ -261,7 +265,7 @@ def analyze_files(
     on_warning: Callable[[str], None] | None = None,
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
     selection: Selection | None = None,
-    receiver_series: bool = True,
+    receiver_series: bool | Collection[str] = True,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
@@ -271,8 +275,8 @@ def analyze_files(
     reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
     `selection` limits the analysis to one connection or a time window,
-    `receiver_series` False leaves the receiver's series unbuilt, and `after_stage` is called
-    after each stage (`analyze`).
+    `receiver_series` False leaves the receiver's series unbuilt (names of tables: only those
+    are kept), and `after_stage` is called after each stage (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:

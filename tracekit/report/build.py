@@ -335,6 +335,10 @@ def _receiver_plots(
     return (Deferred(lambda: _receiver_tsg(analysis, rc, rdir, shades)),)
 
 
+# The receiver's series tables its TSG draws (`tsg_plot`): all the page reads of them.
+RECEIVER_TABLES = ("segments", "acks", "sacks", "rtt")
+
+
 def _receiver_tsg(analysis: Analysis, rc: int, rdir: int, shades: tuple[Shade, ...]) -> Plot:
     """The receiver's TSG of its connection `rc`, direction `rdir`."""
     assert analysis.receiver is not None and analysis.merge is not None
