@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -239,12 +239,13 @@ def run_analysis(
     udp_seq_width: int,
     configs: DetectorConfigs | None = None,
     selection: Selection | None = None,
-    receiver_series: bool = True,
+    receiver_series: bool | Collection[str] = True,
 ) -> Analysis:
     """Read the captures and run the whole pipeline on them, with a bar and warnings;
     `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
     or a time window; `receiver_series` False skips the receiver's series, for a command that
-    draws nothing of the receiver's capture (`analyze_files`)."""
+    draws nothing of the receiver's capture, and names of series tables keep those alone
+    (`analyze_files`)."""
     from tracekit.cli.memory import give_back
 
     from tracekit.merge.udpstream import Layout

@@ -13,7 +13,7 @@ from tracekit.core.paths import printable
 from tracekit.errors import TracekitError
 from tracekit.findings import Severity
 from tracekit.report import chromium
-from tracekit.report.build import ReportConfig, build_report
+from tracekit.report.build import RECEIVER_TABLES, ReportConfig, build_report
 from tracekit.report.figures import IMAGE_NAME, export
 from tracekit.report.html import write
 
@@ -117,8 +117,16 @@ def report(
         common.prepare_output(output)
     for folder in folders.values():
         common.prepare_output(folder, folder=True)
+    # Of the receiver's series, only what its TSG draws is kept.
     analysis = common.run_analysis(
-        capture, receiver, maps, udp_seq_offset, udp_seq_width, configs=configs, selection=selection
+        capture,
+        receiver,
+        maps,
+        udp_seq_offset,
+        udp_seq_width,
+        configs=configs,
+        selection=selection,
+        receiver_series=RECEIVER_TABLES,
     )
     common.require_merge(analysis, capture, receiver)
     # As the page names them: a file name may hold bytes no UTF-8 page can.

@@ -233,18 +233,18 @@ def test_findings_come_sorted_by_connection_then_time() -> None:
     assert [f.conn for f in findings] == [0, 1, 2]
 
 
-def test_context_columns_are_those_the_connections_stage_produces() -> None:
+def test_context_columns_are_some_the_connections_stage_produces() -> None:
     from tracekit.connections import packet_schema
 
-    assert set(packet_schema().names) == PACKET_COLUMN_NAMES
+    assert set(packet_schema().names) > PACKET_COLUMN_NAMES
 
 
 def test_context_refuses_tables_without_the_declared_columns() -> None:
     ctx = context([1.0])
     with pytest.raises(ValueError, match="duration_s"):
         AnalysisContext(ctx.connections.drop(columns="duration_s"), ctx.packets)
-    with pytest.raises(ValueError, match="seq_rel"):
-        AnalysisContext(ctx.connections, ctx.packets.drop_columns(["seq_rel"]))
+    with pytest.raises(ValueError, match="tsecr"):
+        AnalysisContext(ctx.connections, ctx.packets.drop_columns(["tsecr"]))
 
 
 # --- discovery over a temporary package ------------------------------------------------------

@@ -4,7 +4,7 @@ The values it returns are in `tracekit.analysis`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -19,13 +19,15 @@ from tracekit.connections import Connections, build_connections
 from tracekit.core.memory import available_bytes
 from tracekit.core.paths import printable, require_regular_file
 from tracekit.detectors import run_detectors
-from tracekit.detectors.base import AnalysisContext
+from tracekit.detectors.base import PACKET_COLUMN_NAMES, AnalysisContext
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.findings import Finding
 from tracekit.merge import merge
+from tracekit.merge.stage import PACKET_COLUMNS_READ as MERGE_COLUMNS
 from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
 from tracekit.schema import PROTO_TCP
 from tracekit.series import Series, build_series
+from tracekit.series.stage import PACKET_COLUMNS_READ as SERIES_COLUMNS
 
 # A reader progress callback: (bytes done, bytes in all).
 Progress = Callable[[int, int], None]
@@ -149,7 +151,7 @@ def analyze(
     addr_map: Mapping[str, str] | None = None,
     udp_layout: Layout | None = None,
     selection: Selection | None = None,
-    receiver_series: bool = True,
+    receiver_series: bool | Collection[str] = True,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
@@ -164,7 +166,9 @@ def analyze(
     The merge and the detectors read the receiver's packets, never its series: only views of
     the receiver's capture (the report's receiver TSG, exports, the notebook API) do. With
     `receiver_series` False they are not built, and `Analysis.receiver` holds empty ones; on a
-    big pair that is the memory of a second copy of the data segments. `after_stage` is called
+    big pair that is the memory of a second copy of the data segments. Given as names of series
+    tables (`tracekit.series.TABLES`), only those are kept (the others empty), for a view
+    that draws those alone. `after_stage` is called
     after each stage, once its working memory is let go (a command returns it to the system
     there: `cli/memory.py`).
     """
@@ -174,10 +178,20 @@ def analyze(
     captures = [receiver, sender]
     del sender, receiver
     selection = selection or Selection()
-    snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection)
+    pair = captures[0] is not None
+    # Each capture keeps the packet columns the stages still to run read: the others go as
+    # soon as its connections are built, before the next capture is read.
+    merged_columns = MERGE_COLUMNS if pair else frozenset()
+    snd_conns = connections(cast(Capture, captures.pop()), udp_layout, selection).keeping(
+        SERIES_COLUMNS | PACKET_COLUMN_NAMES | merged_columns
+    )
     done()
     rcv_conns = (
-        connections(cast(Capture, captures.pop()), udp_layout) if captures[-1] is not None else None
+        connections(cast(Capture, captures.pop()), udp_layout).keeping(
+            merged_columns | (SERIES_COLUMNS if receiver_series else frozenset())
+        )
+        if pair
+        else None
     )
     done()
     # The merge reads the connections and packets, never the series: run first, its working
@@ -188,6 +202,8 @@ def analyze(
     rcv = None
     if rcv_conns is not None:
         rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
+        if not isinstance(receiver_series, bool):
+            rcv_series = rcv_series.keeping(receiver_series)
         # The merge and the UDP streams have read the receiver's packets, and its series are
         # built: only its connections table and series are read from here on (the report's
         # receiver TSG). Let go before the sender's series are built, not beside them.
@@ -195,8 +211,13 @@ def analyze(
         del rcv_series
     del rcv_conns
     done()
-    snd = Vantage(connections=snd_conns, series=build_series(snd_conns))
-    del snd_conns
+    snd_series = build_series(snd_conns)
+    # The series, the merge and the UDP streams have read the packets: from here on only the
+    # columns the detectors read (and the CI metrics, a subset) are kept.
+    snd = Vantage(
+        connections=snd_conns.keeping(PACKET_COLUMN_NAMES, side_tables=False), series=snd_series
+    )
+    del snd_conns, snd_series
     done()
     ctx = AnalysisContext(
         connections=snd.connections.frame(),
@@ -244,7 +265,7 @@ def analyze_files(
     on_warning: Callable[[str], None] | None = None,
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
     selection: Selection | None = None,
-    receiver_series: bool = True,
+    receiver_series: bool | Collection[str] = True,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
@@ -254,8 +275,8 @@ def analyze_files(
     reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
     `selection` limits the analysis to one connection or a time window,
-    `receiver_series` False leaves the receiver's series unbuilt, and `after_stage` is called
-    after each stage (`analyze`).
+    `receiver_series` False leaves the receiver's series unbuilt (names of tables: only those
+    are kept), and `after_stage` is called after each stage (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:

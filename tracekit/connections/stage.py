@@ -63,6 +63,34 @@ class Connections:
         ts = self.packets.column("ts_ns").to_numpy()
         return int(ts.min()) if ts.size else 0
 
+    def keeping(self, columns: Collection[str], *, side_tables: bool = True) -> Connections:
+        """These connections with only `columns` of the packet table, for the stages after one
+        that read the others: the reader's own packet table, which shares their buffers, keeps
+        only those of them it has. With `side_tables` False, the reader's SACK and UDP side
+        tables and the segment kinds go too (emptied, their columns kept), for the stages after
+        the series and the merge. Times still count from the capture's first packet.
+        """
+        capture = replace(
+            self.capture,
+            packets=self.capture.packets.select(
+                [name for name in self.capture.packets.column_names if name in columns]
+            ),
+        )
+        if not side_tables:
+            capture = replace(
+                capture,
+                sack=capture.sack.schema.empty_table(),
+                udp=capture.udp.schema.empty_table(),
+            )
+        kept = [name for name in self.packets.column_names if name in columns]
+        return replace(
+            self,
+            capture=capture,
+            packets=self.packets.select(kept),
+            data_kind=self.data_kind if side_tables else None,
+            origin_ns=self.t0_ns,
+        )
+
     def select(self, keep: np.ndarray) -> Connections:
         """These connections with only the packets `keep` (a mask over `packets`) selects.
 

@@ -39,9 +39,27 @@ def _cummax_prev(values: np.ndarray, starts: np.ndarray) -> np.ndarray:  # pragm
     return out
 
 
-def as_slice(rows: np.ndarray) -> slice | None:
+# A group's rows: ascending positions, or a slice where they are one run with no gap.
+Rows = np.ndarray | slice
+
+
+def as_slice(rows: Rows) -> slice | None:
     """Ascending row positions (a group's, in table order) as a slice when they are one run
     with no gap, else None: a slice takes a view of a table's rows, positions a copy."""
+    if isinstance(rows, slice):
+        return rows
     if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
         return slice(int(rows[0]), int(rows[-1]) + 1)
     return None
+
+
+def row_count(rows: Rows) -> int:
+    """How many rows a group has."""
+    return rows.stop - rows.start if isinstance(rows, slice) else int(rows.size)
+
+
+def kept_rows(rows: Rows, keep: np.ndarray) -> np.ndarray:
+    """The positions among a group's rows that `keep` (one flag per row of the table) keeps."""
+    if isinstance(rows, slice):
+        return np.flatnonzero(keep[rows]) + rows.start
+    return rows[keep[rows]]

@@ -102,6 +102,10 @@ def run_detectors(
     unknown = sorted(set(configs) - {cls.kind for cls in classes})
     if unknown:
         raise TracekitError(f"no detector of kind {', '.join(unknown)}")
+    # Detectors that share a measure run one after another (a stable sort by the measures they
+    # read), so that each measure is held from its first reader to its last with no other
+    # detector's working memory beside it. The findings are sorted below, whatever the order.
+    classes = tuple(sorted(classes, key=lambda cls: sorted(cls.measures)))
     findings: list[Finding] = []
     for i, cls in enumerate(classes):
         detector = cls(configs.get(cls.kind))

@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from tracekit.core.groups import kept_rows, row_count
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding
 from tracekit.merge import Merge
@@ -20,9 +21,9 @@ def rows_where(merge: Merge, keep: np.ndarray) -> Iterator[tuple[int, int, np.nd
     (one flag per row) keeps, where it keeps any, and how many rows the direction has. Read
     from the merge's grouping of the rows by direction: no copy of the whole table is made."""
     for (conn, direction), rows in sorted(merge.transmission_groups().items()):
-        hit = rows[keep[rows]]
+        hit = kept_rows(rows, keep)
         if hit.size:
-            yield conn, direction, hit, int(rows.size)
+            yield conn, direction, hit, row_count(rows)
 
 
 def by_connection(merge: Merge, fate: str) -> Iterator[tuple[int, int, pd.DataFrame, int]]:

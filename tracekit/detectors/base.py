@@ -71,12 +71,13 @@ UNIT_SUFFIXES = (
     "_factor",
 )
 
-# The packet table after the connections stage: the reader's columns with `flow`, `src_end`,
-# `seq` and `ack` replaced by CONNECTION_PACKET_COLUMNS (tracekit/schema.py).
-_REPLACED_BY_CONNECTIONS = frozenset({"flow", "src_end", "seq", "ack"})
+# The packet table's columns a detector reads: those of the connections stage's table
+# (`tracekit.connections.packet_schema`) that are about a packet's timing, its connection and
+# what it carried. The pipeline hands the detectors these alone; the others (raw and relative
+# numbers, windows, frame numbers, the handshake's options) are read into the series and the
+# merge, which the detectors read instead, and are let go before the detectors run.
 PACKET_COLUMN_NAMES = frozenset(
-    [c.name for c in schema.PACKET_COLUMNS if c.name not in _REPLACED_BY_CONNECTIONS]
-    + [c.name for c in schema.CONNECTION_PACKET_COLUMNS]
+    ("ts_ns", "conn", "dir", "proto", "payload_bytes", "tcp_flags", "opts", "tsval", "tsecr")
 )
 CONNECTION_COLUMN_NAMES = frozenset(c.name for c in schema.CONNECTION_COLUMNS)
 
@@ -121,11 +122,11 @@ class AnalysisContext:
     """What every detector reads, built once per analysis.
 
     `connections` has one row per connection (CONNECTION_COLUMNS); `packets` is the packet table
-    after the connections stage, in capture order; `series` holds the per (conn, dir) series of
-    `tracekit.series` (none by default: a context of the two tables alone). `merge` is the
-    `tracekit.merge.Merge` of the sender's and the receiver's captures (None with one capture);
-    `udp` the numbered UDP test streams (`tracekit.merge.udpstream.UdpStream`, empty when none).
-    Missing columns raise ValueError.
+    after the connections stage, in capture order, with at least PACKET_COLUMN_NAMES; `series`
+    holds the per (conn, dir) series of `tracekit.series` (none by default: a context of the
+    two tables alone). `merge` is the `tracekit.merge.Merge` of the sender's and the receiver's
+    captures (None with one capture); `udp` the numbered UDP test streams
+    (`tracekit.merge.udpstream.UdpStream`, empty when none). Missing columns raise ValueError.
     """
 
     connections: pd.DataFrame

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.connections import data_direction
-from tracekit.core.groups import as_slice
+from tracekit.core.groups import Rows, as_slice
 from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
@@ -44,6 +44,13 @@ from tracekit.schema import (
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
+
+# The packet table's columns `merge` and `udp_streams` read, of either capture (besides the
+# reader's SACK and UDP side tables).
+PACKET_COLUMNS_READ = frozenset(
+    {"ts_ns", "frame", "conn", "dir", "proto", "tcp_flags", "seq_rel", "ack_rel"}
+    | {"payload_bytes", "win_raw", "ip_id", "tsval"}
+)
 
 
 class ReceiverMismatch(TracekitError):
@@ -106,10 +113,10 @@ class Merge:
     competing_names: Mapping[int, str] = dataclasses.field(default_factory=dict)
     # Row positions of each (conn, dir) in transmissions and in reverse_acks, grouped once: a
     # detector asks per direction, and a capture may hold thousands of connections.
-    transmission_rows: Mapping[tuple[int, int], np.ndarray] = dataclasses.field(
-        default_factory=dict
-    )
-    reverse_ack_rows: Mapping[tuple[int, int], np.ndarray] = dataclasses.field(default_factory=dict)
+    # A run of rows with no gap (a capture's one busy direction is most of the table) is held
+    # as a slice: positions would take 8 bytes a row.
+    transmission_rows: Mapping[tuple[int, int], Rows] = dataclasses.field(default_factory=dict)
+    reverse_ack_rows: Mapping[tuple[int, int], Rows] = dataclasses.field(default_factory=dict)
 
     @property
     def matched(self) -> int:
@@ -124,7 +131,7 @@ class Merge:
         found = tx["fate"].value_counts()
         return {name: int(found.get(name, 0)) for name in FATES}
 
-    def transmission_groups(self) -> Mapping[tuple[int, int], np.ndarray]:
+    def transmission_groups(self) -> Mapping[tuple[int, int], Rows]:
         """Row positions of the transmissions per (conn, dir), in table order (grouped here
         for a Merge made without its grouping)."""
         return self.transmission_rows or _rows_by_direction(self.transmissions)
@@ -266,7 +273,7 @@ def merge(
 
 def _of(
     table: pd.DataFrame,
-    grouped: Mapping[tuple[int, int], np.ndarray],
+    grouped: Mapping[tuple[int, int], Rows],
     conn: int,
     direction: int,
 ) -> pd.DataFrame:
@@ -303,15 +310,18 @@ def _group_rows(
     return order, starts
 
 
-def _rows_by_direction(table: pd.DataFrame) -> dict[tuple[int, int], np.ndarray]:
-    """Row positions per (conn, dir), in table order."""
+def _rows_by_direction(table: pd.DataFrame) -> dict[tuple[int, int], Rows]:
+    """Row positions per (conn, dir), in table order: a slice where they are one run, else a
+    copy of its own (the whole table's order is let go)."""
     if table.empty:
         return {}
     order, starts = _group_rows(table["conn"].to_numpy(), table["dir"].to_numpy())
-    return {
-        (int(k) // 2, int(k) % 2): order[starts[k] : starts[k + 1]]
-        for k in np.flatnonzero(np.diff(starts))
-    }
+    grouped: dict[tuple[int, int], Rows] = {}
+    for k in np.flatnonzero(np.diff(starts)):
+        rows = order[starts[k] : starts[k + 1]]
+        run = as_slice(rows)
+        grouped[(int(k) // 2, int(k) % 2)] = run if run is not None else rows.copy()
+    return grouped
 
 
 def _competing(

@@ -11,7 +11,7 @@ import pandas as pd
 from tracekit import __version__, units
 from tracekit.analysis import Analysis
 from tracekit.connections import data_direction, ranked
-from tracekit.core.groups import as_slice
+from tracekit.core.groups import Rows, as_slice, row_count
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.merge import Merge
 from tracekit.merge.udpstream import UdpStream
@@ -335,6 +335,10 @@ def _receiver_plots(
     return (Deferred(lambda: _receiver_tsg(analysis, rc, rdir, shades)),)
 
 
+# The receiver's series tables its TSG draws (`tsg_plot`): all the page reads of them.
+RECEIVER_TABLES = ("segments", "acks", "sacks", "rtt")
+
+
 def _receiver_tsg(analysis: Analysis, rc: int, rdir: int, shades: tuple[Shade, ...]) -> Plot:
     """The receiver's TSG of its connection `rc`, direction `rdir`."""
     assert analysis.receiver is not None and analysis.merge is not None
@@ -364,7 +368,7 @@ def _merge_plots(
     # The direction's rows by position, from the merge's grouping, and only the columns each
     # trace draws: a filtered copy of the whole table would be most of it on a big capture.
     rows = m.transmission_groups().get((conn, direction))
-    if rows is None or rows.size == 0:
+    if rows is None or row_count(rows) == 0:
         return ()
     return (
         Deferred(lambda: _combined_plot(m, rows, shades)),
@@ -372,7 +376,7 @@ def _merge_plots(
     )
 
 
-def _combined_plot(m: Merge, rows: np.ndarray, shades: tuple[Shade, ...]) -> Plot:
+def _combined_plot(m: Merge, rows: Rows, shades: tuple[Shade, ...]) -> Plot:
     """Departures against arrivals of one direction's transmission `rows`, fates marked."""
     tx = m.transmissions
     span = as_slice(rows)

@@ -15,7 +15,7 @@ ones of the connections stage.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
@@ -48,6 +48,12 @@ T = TypeVar("T")
 
 
 TABLES = tuple(SERIES_TABLES)
+# The packet table's columns `build_series` reads (besides the reader's SACK table and the
+# connections stage's segment kinds).
+PACKET_COLUMNS_READ = frozenset(
+    {"ts_ns", "frame", "conn", "dir", "proto", "tcp_flags", "seq_rel", "ack_rel"}
+    | {"payload_bytes", "win_raw", "opts", "tsval", "tsecr"}
+)
 
 
 class Direction:
@@ -190,6 +196,14 @@ class Series:
             sacks=empty_frame(SERIES_SACK_COLUMNS),
             rtt=empty_frame(SERIES_RTT_COLUMNS),
             flight=empty_frame(SERIES_FLIGHT_COLUMNS),
+        )
+
+    def keeping(self, tables: Collection[str]) -> Series:
+        """These series with only `tables` (of TABLES), the others emptied: for a view that
+        draws those alone."""
+        return replace(
+            self,
+            **{name: empty_frame(SERIES_TABLES[name]) for name in TABLES if name not in tables},
         )
 
     def of(self, conn: int, direction: int) -> Direction:
