@@ -84,7 +84,7 @@ def no_series(conns: Connections) -> Series:
 # command's slope). A floor, not an estimate: a capture is refused only where it surely cannot
 # fit, never where it might. Other packets (UDP, a numbered stream's datagrams) cost less and
 # are not counted.
-ANALYSIS_BYTES_PER_PACKET = 64
+ANALYSIS_BYTES_PER_PACKET = 128
 
 
 def require_room(conns: Connections, tcp_packets: int, room: int | None = None) -> None:
