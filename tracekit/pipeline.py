@@ -80,10 +80,11 @@ def no_series(conns: Connections) -> Series:
 
 
 # What the series, the merge and the detectors take per TCP packet of a capture, beyond the
-# packet table the reader already holds: at least this much (bench/scale.py measures the whole
-# command's slope). A floor, not an estimate: a capture is refused only where it surely cannot
-# fit, never where it might. Other packets (UDP, a numbered stream's datagrams) cost less and
-# are not counted.
+# packet table the reader already holds: the whole slope bench/scale.py measures for one
+# capture's analyze (the table included), so a capture that would just fit may be refused; half
+# of it lets the kernel kill a million-packet capture under a tight memory limit while it is
+# read, before the check speaks (tests/test_memory.py). Other packets (UDP, a numbered stream's
+# datagrams) cost less and are not counted.
 ANALYSIS_BYTES_PER_PACKET = 128
 
 
