@@ -436,10 +436,9 @@ def _bursts(
     line: float,
     release: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """The sender's bursts in capture order: (start, bytes, flags). A burst starts at a data
-    segment that follows an ACK or leaves later than `release` after the one before it ended
-    at the `line` rate; `_limit_runs` groups them by the same rule. Counted first, then filled:
-    the arrays are as long as the bursts."""
+    """The sender's bursts in capture order: (start, bytes, flags), where `_starts_burst`
+    starts one (the segment before ended at the `line` rate); `_limit_runs` groups them by the
+    same rule. Counted first, then filled: the arrays are as long as the bursts."""
     n_ack, n_data = ack_frame.size, data_frame.size
     count = 0
     i = 0
