@@ -214,11 +214,65 @@ class _Kernel:
         return self.module.jit()[self.name](*args)
 
 
-def jit(function: Callable[..., Any]) -> Any:
-    """A compiled loop of a stage after connections: `numba.njit(cache=True, nogil=True)`."""
-    import numba
+class Jitted:
+    """A compiled loop of a stage after connections: `numba.njit(cache=True, nogil=True)` of
+    `function`, made when first used. Until then numba need not be imported: importing the
+    stages costs nothing of numba's, and its import and disk cache can be loaded on another
+    thread (`tracekit.core.preload`) while the capture is read.
 
-    return numba.njit(cache=True, nogil=True)(function)
+    numba types this object as its dispatcher (`_numba_type_`), so a compiled function that
+    calls it by its global name compiles the call as it would a dispatcher's.
+    """
+
+    def __init__(self, function: Callable[..., Any], numba_names: dict[str, str]) -> None:
+        self.py_func = function
+        self.numba_names = numba_names
+        self.__doc__ = function.__doc__
+        self.__name__ = function.__name__
+        self.__qualname__ = function.__qualname__
+        self.__module__ = function.__module__
+        self.__wrapped__ = function
+        self._dispatcher: Any = None
+
+    def dispatcher(self) -> Any:
+        """numba's dispatcher of the function, made on first use (by one thread)."""
+        made = self._dispatcher
+        if made is not None:
+            return made
+        import numba
+        from numba.core.compiler_lock import global_compiler_lock
+
+        # numba's own lock, which a compilation holds while it types the functions it calls:
+        # a lock of this object's, taken inside that one by one thread and outside it by
+        # another, could deadlock the two.
+        with global_compiler_lock:
+            if self._dispatcher is None:
+                namespace = self.py_func.__globals__
+                for name, path in self.numba_names.items():
+                    value: Any = numba
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    namespace[name] = value
+                self._dispatcher = numba.njit(cache=True, nogil=True)(self.py_func)
+            return self._dispatcher
+
+    @property
+    def _numba_type_(self) -> Any:
+        return self.dispatcher()._numba_type_
+
+    def __call__(self, *args: Any) -> Any:
+        return self.dispatcher()(*args)
+
+
+def jit(
+    function: Callable[..., Any] | None = None, *, numba_names: dict[str, str] | None = None
+) -> Any:
+    """A compiled loop of a stage after connections (`Jitted`); `numba_names` are numba objects
+    the loop uses by these global names (e.g. typed.Dict), put in its module when it is
+    compiled, so that the module need not import numba."""
+    if function is None:
+        return lambda f: Jitted(f, numba_names or {})
+    return Jitted(function, numba_names or {})
 
 
 def bind(
