@@ -12,6 +12,7 @@ from tracekit.cli.memory import give_back
 from tracekit.analysis import Selection
 from tracekit.core import preload
 from tracekit.core.paths import printable
+from tracekit.detectors import all_detectors
 from tracekit.errors import TracekitError
 from tracekit.findings import Severity
 from tracekit.report import chromium
@@ -120,8 +121,11 @@ def report(
         common.prepare_output(output)
     for folder in folders.values():
         common.prepare_output(folder, folder=True)
-    # numba and the later stages' compiled functions load while the capture is read.
-    loading = preload.start()
+    # numba and the later stages' compiled functions load while the capture is read, those of
+    # the detectors too (found when the package is scanned, as the analysis would), and the
+    # merge's only with a receiver's capture to merge.
+    all_detectors()
+    loading = preload.start(skip=() if receiver is not None else ("tracekit.merge",))
     try:
         _report(
             capture,

@@ -29,15 +29,19 @@ def _rank(module: str) -> int:
     return next((i for i, p in enumerate(_ORDER) if module.startswith(p)), len(_ORDER))
 
 
-def _functions() -> list[Jitted]:
-    """The compiled functions of the tracekit modules imported so far, in pipeline order."""
+def _functions(skip: tuple[str, ...] = ()) -> list[Jitted]:
+    """The compiled functions of the tracekit modules imported so far, in pipeline order, but
+    those of modules under `skip`. A function that other compiled functions call is left out:
+    its code is in theirs, each loaded with its own."""
     found: dict[int, Jitted] = {}
-    for name in sorted((m for m in list(sys.modules) if m.startswith("tracekit.")), key=_rank):
+    names = (m for m in list(sys.modules) if m.startswith("tracekit.") and not m.startswith(skip))
+    for name in sorted(names, key=_rank):
         module = sys.modules.get(name)
         for value in list(vars(module).values()) if module is not None else ():
             if isinstance(value, Jitted) and value.__module__ == name:
                 found.setdefault(id(value), value)
-    return list(found.values())
+    called = {name for f in found.values() for name in f.py_func.__code__.co_names}
+    return [f for f in found.values() if f.__name__ not in called]
 
 
 def _load_cached(dispatcher: Any) -> None:
@@ -67,15 +71,17 @@ def _load_cached(dispatcher: Any) -> None:
             dispatcher.add_overload(compiled)
 
 
-def _load_all() -> None:
-    for function in _functions():
+def _load_all(skip: tuple[str, ...]) -> None:
+    for function in _functions(skip):
         with contextlib.suppress(Exception):
             _load_cached(function.dispatcher())
 
 
-def start() -> threading.Thread:
-    """Start importing numba and loading on a second thread; join it before the process
-    exits."""
-    thread = threading.Thread(target=_load_all, name="tracekit-preload", daemon=True)
+def start(skip: tuple[str, ...] = ()) -> threading.Thread:
+    """Start importing numba and loading the functions of the tracekit modules imported so far
+    (but those under the packages in `skip`, which this run does not call) on a second thread;
+    join it before the process exits. Import what the run imports first: the two threads then
+    import nothing at the same time but numba."""
+    thread = threading.Thread(target=_load_all, args=(skip,), name="tracekit-preload", daemon=True)
     thread.start()
     return thread
