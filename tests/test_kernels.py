@@ -89,6 +89,35 @@ def test_reading_and_connections_start_without_numba() -> None:
     assert numba_loaded == "False"
 
 
+def test_importing_the_later_stages_imports_no_numba() -> None:
+    # Their compiled functions are made on first use: numba's import can then be paid on another
+    # thread (tracekit.core.preload) while the capture is read.
+    code = (
+        "import sys\n"
+        "import tracekit.pipeline, tracekit.report.build, tracekit.report.html\n"
+        "from tracekit.detectors import all_detectors\n"
+        "all_detectors()\n"
+        "print('numba' in sys.modules)\n"
+    )
+    assert _run(code).stdout.split() == ["False"]
+
+
+@kernels.jit
+def _double(x: int) -> int:  # pragma: no cover - compiled
+    return 2 * x
+
+
+@kernels.jit
+def _double_plus_one(x: int) -> int:  # pragma: no cover - compiled
+    return _double(x) + 1
+
+
+def test_a_compiled_function_calls_another_by_its_global_name() -> None:
+    # numba types the global `_double` (a kernels.Jitted, not a dispatcher) as its dispatcher.
+    assert _double_plus_one(20) == 41
+    assert _double(4) == 8
+
+
 def test_ahead_of_time_tables_equal_numbas(tmp_path: Path) -> None:
     readable = []
     for path in CAPTURES:

@@ -1,0 +1,51 @@
+"""Loading the later stages' compiled functions from numba's cache on a second thread."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Calls a compiled function of the series stage once: numba compiles it, or loads it, and its
+# cache then holds it for float64 times.
+_CALL = (
+    "import numpy as np\n"
+    "from tracekit.series import measures\n"
+    "measures._bin_of(np.array([0.5, 1.5, 2.5]), 0.0, 1.0, 3)\n"
+)
+
+# Preloads in a fresh process, skipping the packages given, and prints how many versions of that
+# function are loaded, without having called it.
+_PRELOAD = (
+    "import sys\n"
+    "from tracekit.series import measures\n"
+    "from tracekit.core import preload\n"
+    "preload.start(skip=tuple(sys.argv[1:])).join()\n"
+    "print(len(measures._bin_of.dispatcher().overloads))\n"
+)
+
+
+def _run(code: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACEKIT_JIT", "NUMBA_DISABLE_JIT")}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+
+
+def test_a_cached_function_is_loaded_before_its_first_call() -> None:
+    _run(_CALL)
+    assert int(_run(_PRELOAD)) >= 1
+
+
+def test_a_skipped_package_is_not_loaded() -> None:
+    _run(_CALL)
+    assert int(_run(_PRELOAD, "tracekit.series")) == 0
