@@ -7,9 +7,6 @@ through numba instead, which is the independent path these tests compare with.
 from __future__ import annotations
 
 import importlib
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers.python import run_python
 from tracekit.capture import decode as decode_module
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
@@ -55,19 +53,7 @@ for i, path in enumerate(sys.argv[2:]):
 """
 
 
-def _run(code: str, *args: str, jit: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_JIT"}
-    if jit:
-        env["TRACEKIT_JIT"] = "1"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
+_run = run_python
 
 
 def test_the_installed_tree_runs_the_ahead_of_time_kernels() -> None:

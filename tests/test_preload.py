@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.python import run_python
 
 # Calls a compiled function of the series stage once: numba compiles it, or loads it, and its
 # cache then holds it for float64 times.
@@ -29,16 +24,7 @@ _PRELOAD = (
 
 
 def _run(code: str, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRACEKIT_JIT", "NUMBA_DISABLE_JIT")}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    ).stdout
+    return run_python(code, *args).stdout
 
 
 def test_a_cached_function_is_loaded_before_its_first_call() -> None:
