@@ -140,7 +140,8 @@ def report(
             folders,
         )
     finally:
-        loading.join()
+        if loading is not None:
+            loading.join()
 
 
 def _report(

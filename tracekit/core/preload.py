@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any
 
-from tracekit.core.kernels import Jitted
+from tracekit.core.kernels import Jitted, later_ahead_of_time
 
 # Loaded in the order the pipeline calls them.
 _ORDER = ("tracekit.series", "tracekit.merge", "tracekit.detectors", "tracekit.report")
@@ -77,11 +77,15 @@ def _load_all(skip: tuple[str, ...]) -> None:
             _load_cached(function.dispatcher())
 
 
-def start(skip: tuple[str, ...] = ()) -> threading.Thread:
+def start(skip: tuple[str, ...] = ()) -> threading.Thread | None:
     """Start importing numba and loading the functions of the tracekit modules imported so far
     (but those under the packages in `skip`, which this run does not call) on a second thread;
     join it before the process exits. Import what the run imports first: the two threads then
-    import nothing at the same time but numba."""
+    import nothing at the same time but numba. None when the loops were built ahead of time
+    (`tracekit.core.kernels.LATER_SPECS`): numba is then needed only for a call with other
+    arguments, which loads what it needs itself."""
+    if later_ahead_of_time():
+        return None
     thread = threading.Thread(target=_load_all, args=(skip,), name="tracekit-preload", daemon=True)
     thread.start()
     return thread
