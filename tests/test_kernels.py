@@ -123,6 +123,53 @@ def test_ahead_of_time_tables_equal_numbas(tmp_path: Path) -> None:
         assert conns.table.equals(jit_table), path.name
 
 
+# `tracekit analyze --json` of each capture pair given on the command line, one JSON a line.
+_ANALYZE = """
+import sys
+from click.testing import CliRunner
+from tracekit.cli.main import cli
+for sender, receiver in zip(sys.argv[1::2], sys.argv[2::2]):
+    result = CliRunner().invoke(cli, ["analyze", sender, "--receiver", receiver, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    sys.stdout.write(result.stdout)
+"""
+
+
+def test_ahead_of_time_analyses_equal_numbas() -> None:
+    # The later stages' loops (LATER_SPECS), built ahead of time, against numba's: every finding
+    # and number of the analysis of each lab pair.
+    pairs = sorted((ROOT / "fixtures" / "captures").glob("*/receiver.pcap"))
+    args = [str(p) for r in pairs for p in (r.with_name("sender.pcap"), r)]
+    assert len(pairs) >= 5
+    ahead = _run(_ANALYZE, *args).stdout
+    assert ahead.count('"findings"') == len(pairs)
+    assert ahead == _run(_ANALYZE, *args, jit=True).stdout
+
+
+def test_the_later_stages_run_ahead_of_time_without_numba() -> None:
+    assert kernels.later_ahead_of_time(), "tracekit.core._aot stale: run `pip install -e .`"
+    code = (
+        "import sys\n"
+        "from tracekit.pipeline import analyze_files\n"
+        f"analyze_files({str(ROOT / 'fixtures/captures/clean/sender.pcap')!r})\n"
+        "print('numba' in sys.modules)\n"
+    )
+    assert _run(code).stdout.split() == ["False"]
+
+
+def test_a_later_stage_given_other_types_goes_to_numba() -> None:
+    # The ahead-of-time version takes float64 times and float bounds; float32 times, or an
+    # integer for a float, are what numba compiles anew, as it would without the build.
+    from tracekit.series import measures
+
+    t = np.array([0.5, 1.5, 2.5])
+    expected = measures._bin_of.py_func(t, 0.0, 1.0, 3)
+    assert measures._bin_of.compiled, "built ahead of time"
+    assert np.array_equal(measures._bin_of(t, 0.0, 1.0, 3), expected)
+    assert np.array_equal(measures._bin_of(t.astype(np.float32), 0.0, 1.0, 3), expected)
+    assert np.array_equal(measures._bin_of(t, 0, 1, 3), expected)
+
+
 def test_arguments_of_other_types_go_to_numba() -> None:
     # An ahead-of-time function would read an int64 array as if it held int32s; the call must
     # notice and compile the kernel for these types instead.

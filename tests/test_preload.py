@@ -1,4 +1,5 @@
-"""Loading the later stages' compiled functions from numba's cache on a second thread."""
+"""Loading the later stages' compiled functions from numba's cache on a second thread, which
+`tracekit report` does when they are not built ahead of time (here: TRACEKIT_JIT=1)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ _PRELOAD = (
 
 
 def _run(code: str, *args: str) -> str:
-    return run_python(code, *args).stdout
+    return run_python(code, *args, jit=True).stdout
 
 
 def test_a_cached_function_is_loaded_before_its_first_call() -> None:
@@ -35,3 +36,11 @@ def test_a_cached_function_is_loaded_before_its_first_call() -> None:
 def test_a_skipped_package_is_not_loaded() -> None:
     _run(_CALL)
     assert int(_run(_PRELOAD, "tracekit.series")) == 0
+
+
+def test_nothing_is_loaded_when_the_loops_are_built_ahead_of_time() -> None:
+    code = (
+        "from tracekit.core import kernels, preload\n"
+        "print(kernels.later_ahead_of_time(), preload.start())\n"
+    )
+    assert run_python(code).stdout.split() == ["True", "None"]
