@@ -75,13 +75,15 @@ def compiler() -> Any:
     for module, functions in kernels.LATER_SPECS.items():
         importlib.import_module(module)
         for name, versions in functions.items():
-            dispatcher = kernels.jit_dispatcher(module, name)
             for i, version in enumerate(versions):
-                argtypes = tuple(_later_type(s) for s in version)
+                # A loop gone or whose arguments changed is left to numba at run time; the
+                # read and connection kernels are built all the same.
                 try:
+                    dispatcher = kernels.jit_dispatcher(module, name)
+                    argtypes = tuple(_later_type(s) for s in version)
                     dispatcher.compile(argtypes)
                 except Exception:
-                    continue  # its arguments changed: numba compiles it at run time
+                    continue
                 signature = dispatcher.overloads[argtypes].signature
                 cc.export(kernels.later_export_name(module, name, i), signature)(dispatcher.py_func)
     namespace: dict[str, Any] = {}
