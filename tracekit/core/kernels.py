@@ -96,7 +96,8 @@ SOURCES = (
 # The later stages' loops (`jit`) compiled ahead of time too, for the arguments their callers
 # pass: each a tuple of specs as in SPECS, and besides "f8" a float, a trailing "a" an array of
 # any layout (a strided view), a tuple of specs a tuple of those. A call with other arguments
-# goes to numba, which compiles them on demand, as without this build.
+# goes to numba, which compiles them on demand, as without this build. `bench/later_specs.py`
+# writes this table from the calls of reports of captures of each kind.
 Spec = str | tuple[str, ...]
 LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors._limits": {
@@ -108,6 +109,21 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "i8[:]r",
                 "i8[:]r",
                 "i8[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "b1",
+            ),
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]",
+                "i8[:]",
                 "u4[:]r",
                 "f8[:]r",
                 "i8[:]r",
@@ -139,8 +155,12 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
             ),
         ),
         "_burst_tops": (("u4[:]r", "u4[:]r", "i8[:]r", "i8[:]r"),),
+        "_echo_floors": (
+            ("i4[:]r", "u1[:]r", "u1[:]r", "u4[:]r", "u4[:]r", "i8[:]r", "i8[:]", "i8"),
+        ),
         "_handshake_times": (("i4[:]r", "u1[:]r", "u1[:]r", "u1[:]r", "i8[:]r", "i8"),),
         "_length_counts": (("u4[:]r",),),
+        "_warp": (("f8[:]", "f8[:]", "f8[:]", "f8[:]"), ("f8[:]r", "f8[:]", "f8[:]", "f8[:]")),
     },
     "tracekit.detectors.capture_gaps": {
         "_jumps_and_fills": (("i8[:]r", "i8[:]r", "b1", "i8[:,:]", "i8[:,:]"),),
@@ -153,10 +173,12 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors.rate_limit_cause": {
         "_flight_windows": (
             ("f8[:]r", "b1[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
+            ("f8[:]", "b1[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
         ),
         "_window_sums": (
             ("f8[:]r", "b1[:]", "f8", "f8", "i8"),
             ("f8[:]", "i8[:]", "f8", "f8", "i8"),
+            ("f8[:]", "b1[:]", "f8", "f8", "i8"),
         ),
     },
     "tracekit.detectors.receiver_coalescing": {
@@ -167,6 +189,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_round_flights": (("f8[:]r", "f8[:]r", "b1[:]", "b1[:]", "b1[:]r"),),
     },
     "tracekit.detectors.window_oscillation": {
+        "_owed_at_once": (("i8[:]", "i8[:]", "f8[:]", "f8[:]"),),
         "_window_transitions": (
             (
                 "u4[:]r",
@@ -265,6 +288,19 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "i8[:]",
                 "i8[:]",
             ),
+            (
+                "i8[:]",
+                "i8[:]",
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
         ),
     },
     "tracekit.merge.match": {
@@ -310,16 +346,27 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_group_rows": (("i4[:]r", "u1[:]r"),),
         "_pure_acks": (("i8[:]", "u1[:]r", "u4[:]r", "u1[:]r", "i8[:]"),),
         "_timing": (("i8[:]", "i8[:]", "u1[:]", "i8[:]", "i8[:]", "i8[:]r", "i8[:]r", "i8"),),
+        "_toward": (("i4[:]r", "u1[:]r", "i8[:]"),),
     },
     "tracekit.report.decimate": {
-        "_m4_pass": (("f8[:]", "i8[:]", "i8[:]", "i8"), ("f8[:]r", "f8[:]", "f8[:]", "i8")),
+        "_m4_any_order": (("f8[:]", "i8[:]", "i8[:]", "i8"), ("f8[:]", "f8[:]", "f8[:]", "i8")),
+        "_m4_pass": (
+            ("f8[:]", "i8[:]", "i8[:]", "i8"),
+            ("f8[:]r", "f8[:]", "f8[:]", "i8"),
+            ("f8[:]r", "i8[:]r", "i8[:]r", "i8"),
+            ("f8[:]", "f8[:]", "f8[:]", "i8"),
+        ),
     },
     "tracekit.report.html": {
         "_close_scaled": (("f8[:]", "i8", "f8[:]"),),
         "_zigzag_u4": (("i8[:]",),),
     },
     "tracekit.series.measures": {
-        "_bin_of": (("f8[:]r", "f8", "f8", "i8"),),
+        "_bin_of": (
+            ("f8[:]r", "f8", "f8", "i8"),
+            ("f8[:]", "f8", "f8", "i8"),
+            ("f8[:]", "i8", "i8", "i8"),
+        ),
         "_overlaps": (("i8[:]", "i8[:]", "i8[:]r", "i8[:]r"),),
         "_round_starts": (("f8[:]r", "i8[:]", "f8[:]r", "i8[:]", "i8"),),
         "_round_totals": (("f8[:]", "f8[:]r", "u4[:]r"),),
@@ -362,11 +409,47 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "i8[:]",
                 "i8[:]",
             ),
+            (
+                "i4[:]",
+                "i8[:]",
+                "u1[:]",
+                "i8[:]",
+                "i8",
+                "i4[:]",
+                "i8[:]",
+                "i8[:]",
+                "u4[:]",
+                "u1[:]",
+                "u2[:]",
+                "i8[:]",
+                "i1[:]",
+                "u4[:]",
+                "b1[:]",
+                ("i4[:]", "u1[:]", "f8[:]", "i8[:]", "i8[:]", "u4[:]", "i1[:]", "u4[:]", "u4[:]"),
+                (
+                    "i4[:]",
+                    "u1[:]",
+                    "f8[:]",
+                    "i8[:]",
+                    "i8[:]",
+                    "i8[:]",
+                    "b1[:]",
+                    "i4[:]",
+                    "b1[:]",
+                    "u4[:]",
+                    "u4[:]",
+                ),
+                ("i8[:]", "i8[:]"),
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
         ),
-        "by_connection": (("i4[:]r", "u1[:]r", "u4[:]r"),),
+        "by_connection": (("i4[:]r", "u1[:]r", "u4[:]r"), ("i4[:]", "u1[:]", "u4[:]")),
         "runs": (("i4[:]r", "u1[:]r"),),
         "timestamp_pairs": (
             ("i4[:]", "i8[:]", "u1[:]r", "b1[:]", "u4[:]r", "u1[:]r", "u4[:]r", "u4[:]r"),
+            ("i4[:]", "i8[:]", "u1[:]", "b1[:]", "u4[:]", "u1[:]", "u4[:]", "u4[:]"),
         ),
     },
 }
