@@ -1,11 +1,12 @@
 """The LATER_SPECS of tracekit.core.kernels, from what the later stages' loops are called with.
 
 Runs `tracekit report` of each capture (or pair: SENDER,RECEIVER) given, in this process, with
-every loop compiled by numba (TRACEKIT_JIT=1), then prints, for each loop that Python called, the
-argument types of every version it was called with, as LATER_SPECS declares them: paste the
-output over LATER_SPECS, then build again (`python setup.py build_ext --inplace --force`). Run it
-on captures of each kind the project meets (a sender's, a pair, several connections, UDP): a
-call with types no entry lists runs through numba, correct but with numba's start-up.
+every loop compiled by numba (TRACEKIT_JIT=1), then prints, for each loop that ran, the argument
+types of every version it ran with (called by Python or by another loop: a loop may be both), as
+LATER_SPECS declares them. Paste the output over LATER_SPECS, then build again (`python setup.py
+build_ext --inplace --force`). Run it on captures of each kind the project meets (a sender's, a
+pair, several connections, UDP): a call with types no entry lists runs through numba, correct
+but with numba's start-up.
 
 Usage: python bench/later_specs.py CAPTURE[,RECEIVER]... > specs.txt
 """
@@ -65,12 +66,9 @@ def main() -> None:
         for v in list(vars(sys.modules[m]).values())
         if isinstance(v, Jitted) and v.__module__ == m and v._dispatcher is not None
     }
-    called = {n for f in loops.values() for n in f.py_func.__code__.co_names}
     print("LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {")
     module = None
     for (m, name), loop in sorted(loops.items()):
-        if name in called:
-            continue  # called by compiled loops only: its code is in theirs
         versions = [tuple(spec(t) for t in sig) for sig in loop._dispatcher.overloads]
         versions = [v for v in versions if None not in v]
         if not versions:

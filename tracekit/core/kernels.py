@@ -101,6 +101,7 @@ SOURCES = (
 Spec = str | tuple[str, ...]
 LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors._limits": {
+        "_bursts": (("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "f8", "f8"),),
         "_gap_rates": (("f8[:]r", "i8[:]"),),
         "_limit_runs": (
             (
@@ -133,7 +134,27 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "f8",
                 "b1",
             ),
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "b1",
+            ),
         ),
+        "_queue_limit": (("f8", "i8", "f8"),),
     },
     "tracekit.detectors._measure": {
         "_ack_line_rates": (
