@@ -9,13 +9,17 @@ import click
 from tracekit.cli import common
 from tracekit.cli.memory import give_back
 
+from tracekit.analysis import Selection
+from tracekit.core import preload
 from tracekit.core.paths import printable
+from tracekit.detectors import all_detectors
 from tracekit.errors import TracekitError
 from tracekit.findings import Severity
 from tracekit.report import chromium
 from tracekit.report.build import RECEIVER_TABLES, ReportConfig, build_report
 from tracekit.report.figures import IMAGE_NAME, export
 from tracekit.report.html import write
+from tracekit.tunables import DetectorConfigs
 
 
 @click.command()
@@ -117,6 +121,42 @@ def report(
         common.prepare_output(output)
     for folder in folders.values():
         common.prepare_output(folder, folder=True)
+    # numba and the later stages' compiled functions load while the capture is read, those of
+    # the detectors too (found when the package is scanned, as the analysis would), and the
+    # merge's only with a receiver's capture to merge.
+    all_detectors()
+    loading = preload.start(skip=() if receiver is not None else ("tracekit.merge",))
+    try:
+        _report(
+            capture,
+            receiver,
+            maps,
+            udp_seq_offset,
+            udp_seq_width,
+            configs,
+            selection,
+            config,
+            output,
+            folders,
+        )
+    finally:
+        if loading is not None:
+            loading.join()
+
+
+def _report(
+    capture: Path,
+    receiver: Path | None,
+    maps: tuple[str, ...],
+    udp_seq_offset: int,
+    udp_seq_width: int,
+    configs: DetectorConfigs,
+    selection: Selection,
+    config: ReportConfig,
+    output: Path | None,
+    folders: dict[str, Path],
+) -> None:
+    """Analyse the captures and write the page, the images, or both."""
     # Of the receiver's series, only what its TSG draws is kept.
     analysis = common.run_analysis(
         capture,

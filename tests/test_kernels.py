@@ -7,9 +7,6 @@ through numba instead, which is the independent path these tests compare with.
 from __future__ import annotations
 
 import importlib
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers.python import run_python
 from tracekit.capture import decode as decode_module
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
@@ -55,19 +53,7 @@ for i, path in enumerate(sys.argv[2:]):
 """
 
 
-def _run(code: str, *args: str, jit: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_JIT"}
-    if jit:
-        env["TRACEKIT_JIT"] = "1"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
+_run = run_python
 
 
 def test_the_installed_tree_runs_the_ahead_of_time_kernels() -> None:
@@ -89,6 +75,35 @@ def test_reading_and_connections_start_without_numba() -> None:
     assert numba_loaded == "False"
 
 
+def test_importing_the_later_stages_imports_no_numba() -> None:
+    # Their compiled functions are made on first use: numba's import can then be paid on another
+    # thread (tracekit.core.preload) while the capture is read.
+    code = (
+        "import sys\n"
+        "import tracekit.pipeline, tracekit.report.build, tracekit.report.html\n"
+        "from tracekit.detectors import all_detectors\n"
+        "all_detectors()\n"
+        "print('numba' in sys.modules)\n"
+    )
+    assert _run(code).stdout.split() == ["False"]
+
+
+@kernels.jit
+def _double(x: int) -> int:  # pragma: no cover - compiled
+    return 2 * x
+
+
+@kernels.jit
+def _double_plus_one(x: int) -> int:  # pragma: no cover - compiled
+    return _double(x) + 1
+
+
+def test_a_compiled_function_calls_another_by_its_global_name() -> None:
+    # numba types the global `_double` (a kernels.Jitted, not a dispatcher) as its dispatcher.
+    assert _double_plus_one(20) == 41
+    assert _double(4) == 8
+
+
 def test_ahead_of_time_tables_equal_numbas(tmp_path: Path) -> None:
     readable = []
     for path in CAPTURES:
@@ -106,6 +121,53 @@ def test_ahead_of_time_tables_equal_numbas(tmp_path: Path) -> None:
         assert conns.packets.num_rows == jit_packets.num_rows, path.name
         assert conns.packets.equals(jit_packets), path.name
         assert conns.table.equals(jit_table), path.name
+
+
+# `tracekit analyze --json` of each capture pair given on the command line, one JSON a line.
+_ANALYZE = """
+import sys
+from click.testing import CliRunner
+from tracekit.cli.main import cli
+for sender, receiver in zip(sys.argv[1::2], sys.argv[2::2]):
+    result = CliRunner().invoke(cli, ["analyze", sender, "--receiver", receiver, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    sys.stdout.write(result.stdout)
+"""
+
+
+def test_ahead_of_time_analyses_equal_numbas() -> None:
+    # The later stages' loops (LATER_SPECS), built ahead of time, against numba's: every finding
+    # and number of the analysis of each lab pair.
+    pairs = sorted((ROOT / "fixtures" / "captures").glob("*/receiver.pcap"))
+    args = [str(p) for r in pairs for p in (r.with_name("sender.pcap"), r)]
+    assert len(pairs) >= 5
+    ahead = _run(_ANALYZE, *args).stdout
+    assert ahead.count('"findings"') == len(pairs)
+    assert ahead == _run(_ANALYZE, *args, jit=True).stdout
+
+
+def test_the_later_stages_run_ahead_of_time_without_numba() -> None:
+    assert kernels.later_ahead_of_time(), "tracekit.core._aot stale: run `pip install -e .`"
+    code = (
+        "import sys\n"
+        "from tracekit.pipeline import analyze_files\n"
+        f"analyze_files({str(ROOT / 'fixtures/captures/clean/sender.pcap')!r})\n"
+        "print('numba' in sys.modules)\n"
+    )
+    assert _run(code).stdout.split() == ["False"]
+
+
+def test_a_later_stage_given_other_types_goes_to_numba() -> None:
+    # The ahead-of-time version takes float64 times and float bounds; float32 times, or an
+    # integer for a float, are what numba compiles anew, as it would without the build.
+    from tracekit.series import measures
+
+    t = np.array([0.5, 1.5, 2.5])
+    expected = measures._bin_of.py_func(t, 0.0, 1.0, 3)
+    assert measures._bin_of.compiled, "built ahead of time"
+    assert np.array_equal(measures._bin_of(t, 0.0, 1.0, 3), expected)
+    assert np.array_equal(measures._bin_of(t.astype(np.float32), 0.0, 1.0, 3), expected)
+    assert np.array_equal(measures._bin_of(t, 0, 1, 3), expected)
 
 
 def test_arguments_of_other_types_go_to_numba() -> None:

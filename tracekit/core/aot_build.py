@@ -72,7 +72,44 @@ def compiler() -> Any:
             dispatcher.compile(argtypes)
             signature = dispatcher.overloads[argtypes].signature
             cc.export(kernels.export_name(module, name), signature)(dispatcher.py_func)
+    for module, functions in kernels.LATER_SPECS.items():
+        importlib.import_module(module)
+        for name, versions in functions.items():
+            for i, version in enumerate(versions):
+                # A loop gone or whose arguments changed is left to numba at run time; the
+                # read and connection kernels are built all the same.
+                try:
+                    dispatcher = kernels.jit_dispatcher(module, name)
+                    argtypes = tuple(_later_type(s) for s in version)
+                    dispatcher.compile(argtypes)
+                except Exception:
+                    continue
+                signature = dispatcher.overloads[argtypes].signature
+                cc.export(kernels.later_export_name(module, name, i), signature)(dispatcher.py_func)
     namespace: dict[str, Any] = {}
-    exec(f"def source_digest():\n    return {kernels.source_digest()}\n", namespace)
+    exec(
+        f"def source_digest():\n    return {kernels.source_digest()}\n"
+        f"def later_source_digest():\n    return {kernels.later_digest()}\n",
+        namespace,
+    )
     cc.export("source_digest", "i8()")(namespace["source_digest"])
+    cc.export("later_source_digest", "i8()")(namespace["later_source_digest"])
     return cc
+
+
+def _later_type(spec: Any) -> Any:
+    """The numba type of a LATER_SPECS spec (tracekit.core.kernels)."""
+    import numpy as np
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    if isinstance(spec, tuple):
+        return types.Tuple([_later_type(s) for s in spec])
+    if "[" not in spec:
+        return {"i8": types.int64, "f8": types.float64, "b1": types.boolean}[spec]
+    code, dims = spec.split("[", 1)
+    flags = dims.rsplit("]", 1)[1]
+    dtype: Any = from_dtype(np.dtype(code))
+    if "a" in flags:
+        return types.Array(dtype, dims.count(":"), "A", readonly="r" in flags)
+    return types.Array(dtype, dims.count(":"), "C", readonly="r" in flags)

@@ -25,6 +25,7 @@ caller's dtypes) go to the numba-compiled function instead, which is compiled on
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import os
@@ -92,6 +93,388 @@ SOURCES = (
     "core/kernels.py",
 )
 
+# The later stages' loops (`jit`) compiled ahead of time too, for the arguments their callers
+# pass: each a tuple of specs as in SPECS, and besides "f8" a float, a trailing "a" an array of
+# any layout (a strided view), a tuple of specs a tuple of those. A call with other arguments
+# goes to numba, which compiles them on demand, as without this build. `bench/later_specs.py`
+# writes this table from the calls of reports of captures of each kind.
+Spec = str | tuple[str, ...]
+LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
+    "tracekit.detectors._limits": {
+        "_bursts": (("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "f8", "f8"),),
+        "_gap_rates": (("f8[:]r", "i8[:]"),),
+        "_limit_runs": (
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "b1",
+            ),
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]",
+                "i8[:]",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "b1",
+            ),
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "f8",
+                "b1",
+            ),
+        ),
+        "_queue_limit": (("f8", "i8", "f8"),),
+    },
+    "tracekit.detectors._measure": {
+        "_ack_line_rates": (
+            (
+                "f8[:]r",
+                "i8[:]r",
+                "b1[:]r",
+                "b1[:]r",
+                "f8[:]a",
+                "i8[:]a",
+                "i8[:]",
+                "f8[:]",
+                "f8[:]",
+                "f8[:]",
+                "f8[:]",
+                "i8",
+                "f8[:]",
+                "i8[:]",
+            ),
+        ),
+        "_burst_tops": (("u4[:]r", "u4[:]r", "i8[:]r", "i8[:]r"),),
+        "_echo_floors": (
+            ("i4[:]r", "u1[:]r", "u1[:]r", "u4[:]r", "u4[:]r", "i8[:]r", "i8[:]", "i8"),
+        ),
+        "_handshake_times": (("i4[:]r", "u1[:]r", "u1[:]r", "u1[:]r", "i8[:]r", "i8"),),
+        "_length_counts": (("u4[:]r",),),
+        "_warp": (("f8[:]", "f8[:]", "f8[:]", "f8[:]"), ("f8[:]r", "f8[:]", "f8[:]", "f8[:]")),
+    },
+    "tracekit.detectors.capture_gaps": {
+        "_jumps_and_fills": (("i8[:]r", "i8[:]r", "b1", "i8[:,:]", "i8[:,:]"),),
+        "_uncovered": (("i8[:,:]", "i8[:,:]", "i8[:,:]", "b1"),),
+    },
+    "tracekit.detectors.line_rate_burst": {
+        "_count_between": (("b1[:]r", "i8[:]", "i8[:]"),),
+        "_gap_rates_bps": (("f8[:]r", "u4[:]r", "i8"),),
+    },
+    "tracekit.detectors.rate_limit_cause": {
+        "_flight_windows": (
+            ("f8[:]r", "b1[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
+            ("f8[:]", "b1[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
+        ),
+        "_window_sums": (
+            ("f8[:]r", "b1[:]", "f8", "f8", "i8"),
+            ("f8[:]", "i8[:]", "f8", "f8", "i8"),
+            ("f8[:]", "b1[:]", "f8", "f8", "i8"),
+        ),
+    },
+    "tracekit.detectors.receiver_coalescing": {
+        "_bunched": (("f8[:]r", "f8[:]r", "i8[:]", "f8", "f8"),),
+        "_increasing": (("f8[:]r", "i8[:]"),),
+    },
+    "tracekit.detectors.slow_start_overrun": {
+        "_round_flights": (("f8[:]r", "f8[:]r", "b1[:]", "b1[:]", "b1[:]r"),),
+    },
+    "tracekit.detectors.window_oscillation": {
+        "_owed_at_once": (("i8[:]", "i8[:]", "f8[:]", "f8[:]"),),
+        "_window_transitions": (
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "f8",
+                "f8",
+                "b1",
+            ),
+        ),
+    },
+    "tracekit.merge.clock": {
+        "_bin_minima": (("f8[:]", "f8[:]", "f8", "f8", "i8"),),
+        "_lower_hull": (("f8[:]", "f8[:]", "i8[:]"),),
+    },
+    "tracekit.merge.fate": {
+        "_arrival_fates": (("i8[:]", "i8[:]", "u1[:]", "u1[:]", "b1[:]", "i8[:]"),),
+        "_blocks": (("i8[:]", "i8[:]", "i8[:]r", "i4[:]r", "u1[:]r", "i8[:,:]", "u4[:]r"),),
+        "_data_rows_of": (("i8[:]", "u4[:]r", "i8[:]"),),
+        "_departures": (
+            (
+                "i8[:]",
+                "i8[:]",
+                "i8[:]r",
+                "i4[:]r",
+                "u1[:]r",
+                "i8[:,:]",
+                "u4[:]r",
+                "u4[:]r",
+                "i8[:]r",
+                "i8",
+                "i8",
+                "i4[:]",
+                "u1[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "f8[:]",
+            ),
+        ),
+        "_events": (("i4[:]r", "u1[:]r", "u1[:]r", "u4[:]r", "u1[:]r", "i8[:]"),),
+        "_first_arrival_columns": (("i8[:]", "u4[:]r", "i8[:]r", "i8", "i8[:]", "f8[:]"),),
+        "_first_arrivals": (
+            (
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8",
+                "i8",
+                "u4[:]r",
+                "u4[:]r",
+                "i8[:]r",
+                "i1[:]",
+                "b1[:]",
+            ),
+        ),
+        "_gaps": (
+            (
+                "i8[:]",
+                "b1[:]",
+                "i8[:]",
+                "u1[:]r",
+                "i8[:]r",
+                "i4[:]r",
+                "u1[:]r",
+                "i8[:,:]",
+                "u4[:]r",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
+        ),
+        "_max_ack": (
+            ("i8[:]", "u1[:]r", "u1[:]r", "i8[:]r", "i4[:]r", "u1[:]r", "i8[:,:]", "i8[:]", "i8"),
+        ),
+        "_overtaken_rows": (("i8", "i8[:]", "i8[:]", "i8[:]r", "i8[:]"),),
+        "_owners": (("i8[:]", "i8[:]", "i4[:]r", "i8[:]"),),
+        "_reordered": (("i8[:]", "i8[:]", "i8[:]", "i8[:]r", "i8"),),
+        "_scan": (
+            (
+                "i8[:]",
+                "i4[:]r",
+                "b1[:]",
+                "i8[:]r",
+                "u4[:]r",
+                "i8[:]r",
+                "u2[:]r",
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
+            (
+                "i8[:]",
+                "i8[:]",
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
+        ),
+    },
+    "tracekit.merge.match": {
+        "_cd": (("i4[:]r", "u1[:]r", "i8[:]", "u1[:]"),),
+        "_zip_equal": (
+            (
+                "i8",
+                "i8[:]",
+                "i8[:]",
+                (
+                    "i8[:]",
+                    "i8[:]r",
+                    "i8[:]r",
+                    "u4[:]r",
+                    "u1[:]r",
+                    "u2[:]r",
+                    "u4[:]r",
+                    "u8[:]",
+                    "i8[:,:]",
+                    "i8[:,:]",
+                    "i4[:]r",
+                    "u1[:]r",
+                ),
+                (
+                    "i8[:]",
+                    "i8[:]r",
+                    "i8[:]r",
+                    "u4[:]r",
+                    "u1[:]r",
+                    "u2[:]r",
+                    "u4[:]r",
+                    "u8[:]",
+                    "i8[:,:]",
+                    "i8[:,:]",
+                    "i4[:]r",
+                    "u1[:]r",
+                ),
+            ),
+        ),
+    },
+    "tracekit.merge.stage": {
+        "_conn_dir": (("i8[:]", "i8[:]"),),
+        "_group_rows": (("i4[:]r", "u1[:]r"),),
+        "_pure_acks": (("i8[:]", "u1[:]r", "u4[:]r", "u1[:]r", "i8[:]"),),
+        "_timing": (("i8[:]", "i8[:]", "u1[:]", "i8[:]", "i8[:]", "i8[:]r", "i8[:]r", "i8"),),
+        "_toward": (("i4[:]r", "u1[:]r", "i8[:]"),),
+    },
+    "tracekit.report.decimate": {
+        "_m4_any_order": (("f8[:]", "i8[:]", "i8[:]", "i8"), ("f8[:]", "f8[:]", "f8[:]", "i8")),
+        "_m4_pass": (
+            ("f8[:]", "i8[:]", "i8[:]", "i8"),
+            ("f8[:]r", "f8[:]", "f8[:]", "i8"),
+            ("f8[:]r", "i8[:]r", "i8[:]r", "i8"),
+            ("f8[:]", "f8[:]", "f8[:]", "i8"),
+        ),
+    },
+    "tracekit.report.html": {
+        "_close_scaled": (("f8[:]", "i8", "f8[:]"),),
+        "_zigzag_u4": (("i8[:]",),),
+    },
+    "tracekit.series.measures": {
+        "_bin_of": (
+            ("f8[:]r", "f8", "f8", "i8"),
+            ("f8[:]", "f8", "f8", "i8"),
+            ("f8[:]", "i8", "i8", "i8"),
+        ),
+        "_overlaps": (("i8[:]", "i8[:]", "i8[:]r", "i8[:]r"),),
+        "_round_starts": (("f8[:]r", "i8[:]", "f8[:]r", "i8[:]", "i8"),),
+        "_round_totals": (("f8[:]", "f8[:]r", "u4[:]r"),),
+        "_trains": (("f8[:]r", "u4[:]r", "f8", "i8"),),
+    },
+    "tracekit.series.walk": {
+        "_walk_pass": (
+            (
+                "i4[:]",
+                "i8[:]",
+                "u1[:]r",
+                "i8[:]r",
+                "i8",
+                "i4[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "u1[:]r",
+                "u2[:]r",
+                "i8[:]",
+                "i1[:]",
+                "u4[:]r",
+                "b1[:]",
+                ("i4[:]", "u1[:]", "f8[:]", "i8[:]", "i8[:]", "u4[:]", "i1[:]", "u4[:]", "u4[:]"),
+                (
+                    "i4[:]",
+                    "u1[:]",
+                    "f8[:]",
+                    "i8[:]",
+                    "i8[:]",
+                    "i8[:]",
+                    "b1[:]",
+                    "i4[:]",
+                    "b1[:]",
+                    "u4[:]",
+                    "u4[:]",
+                ),
+                ("i8[:]", "i8[:]"),
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
+            (
+                "i4[:]",
+                "i8[:]",
+                "u1[:]",
+                "i8[:]",
+                "i8",
+                "i4[:]",
+                "i8[:]",
+                "i8[:]",
+                "u4[:]",
+                "u1[:]",
+                "u2[:]",
+                "i8[:]",
+                "i1[:]",
+                "u4[:]",
+                "b1[:]",
+                ("i4[:]", "u1[:]", "f8[:]", "i8[:]", "i8[:]", "u4[:]", "i1[:]", "u4[:]", "u4[:]"),
+                (
+                    "i4[:]",
+                    "u1[:]",
+                    "f8[:]",
+                    "i8[:]",
+                    "i8[:]",
+                    "i8[:]",
+                    "b1[:]",
+                    "i4[:]",
+                    "b1[:]",
+                    "u4[:]",
+                    "u4[:]",
+                ),
+                ("i8[:]", "i8[:]"),
+                "b1[:]",
+                "i8[:]",
+                "i8[:]",
+            ),
+        ),
+        "by_connection": (("i4[:]r", "u1[:]r", "u4[:]r"), ("i4[:]", "u1[:]", "u4[:]")),
+        "runs": (("i4[:]r", "u1[:]r"),),
+        "timestamp_pairs": (
+            ("i4[:]", "i8[:]", "u1[:]r", "b1[:]", "u4[:]r", "u1[:]r", "u4[:]r", "u4[:]r"),
+            ("i4[:]", "i8[:]", "u1[:]", "b1[:]", "u4[:]", "u1[:]", "u4[:]", "u4[:]"),
+        ),
+    },
+}
+
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -101,6 +484,22 @@ def source_digest() -> int:
     for name in SOURCES:
         h.update((_PACKAGE / name).read_bytes())
     return int.from_bytes(h.digest()[:8], "little") >> 1
+
+
+@functools.cache
+def later_digest() -> int:
+    """A 63-bit digest of every module of tracekit: a later stage's loop reads constants from
+    any of them, and the ahead-of-time module records the digest it was built from."""
+    h = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        h.update(str(path.relative_to(_PACKAGE)).encode())
+        h.update(path.read_bytes())
+    return int.from_bytes(h.digest()[:8], "little") >> 1
+
+
+def later_export_name(module: str, name: str, index: int) -> str:
+    """The name in tracekit.core._aot of LATER_SPECS[module][name]'s `index`th version."""
+    return f"{export_name(module, name)}__{index}"
 
 
 def export_name(module: str, name: str) -> str:
@@ -214,11 +613,129 @@ class _Kernel:
         return self.module.jit()[self.name](*args)
 
 
-def jit(function: Callable[..., Any]) -> Any:
-    """A compiled loop of a stage after connections: `numba.njit(cache=True, nogil=True)`."""
-    import numba
+class Jitted:
+    """A compiled loop of a stage after connections: `numba.njit(cache=True, nogil=True)` of
+    `function`, made when first used. Until then numba need not be imported: importing the
+    stages costs nothing of numba's, and its import and disk cache can be loaded on another
+    thread (`tracekit.core.preload`) while the capture is read.
 
-    return numba.njit(cache=True, nogil=True)(function)
+    numba types this object as its dispatcher (`_numba_type_`), so a compiled function that
+    calls it by its global name compiles the call as it would a dispatcher's.
+    """
+
+    def __init__(self, function: Callable[..., Any], numba_names: dict[str, str]) -> None:
+        self.py_func = function
+        self.numba_names = numba_names
+        self.__doc__ = function.__doc__
+        self.__name__ = function.__name__
+        self.__qualname__ = function.__qualname__
+        self.__module__ = function.__module__
+        self.__wrapped__ = function
+        self._dispatcher: Any = None
+        self.compiled = _ahead_of_time_versions(function.__module__, function.__name__)
+
+    def dispatcher(self) -> Any:
+        """numba's dispatcher of the function, made on first use (by one thread)."""
+        made = self._dispatcher
+        if made is not None:
+            return made
+        import numba
+        from numba.core.compiler_lock import global_compiler_lock
+
+        # numba's own lock, which a compilation holds while it types the functions it calls:
+        # a lock of this object's, taken inside that one by one thread and outside it by
+        # another, could deadlock the two.
+        with global_compiler_lock:
+            if self._dispatcher is None:
+                namespace = self.py_func.__globals__
+                for name, path in self.numba_names.items():
+                    value: Any = numba
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    namespace[name] = value
+                self._dispatcher = numba.njit(cache=True, nogil=True)(self.py_func)
+            return self._dispatcher
+
+    @property
+    def _numba_type_(self) -> Any:
+        return self.dispatcher()._numba_type_
+
+    def __call__(self, *args: Any) -> Any:
+        for checks, compiled in self.compiled:
+            if len(args) == len(checks) and all(c(a) for c, a in zip(checks, args, strict=True)):
+                return compiled(*args)
+        return self.dispatcher()(*args)
+
+
+def _later_check(spec: Spec) -> Callable[[Any], bool]:
+    """Whether an argument is of a LATER_SPECS spec's type, exactly as numba would type it: a
+    scalar of another type (a float32, a bool for an integer) would compile other code."""
+    if isinstance(spec, tuple):
+        items = [_later_check(s) for s in spec]
+        return lambda v: (
+            isinstance(v, tuple)
+            and len(v) == len(items)
+            and all(c(x) for c, x in zip(items, v, strict=True))
+        )
+    scalars: dict[str, tuple[type, ...]] = {
+        "i8": (int, np.int64),
+        "f8": (float, np.float64),
+        "b1": (bool, np.bool_),
+    }
+    if spec in scalars:
+        kinds = scalars[spec]
+        return lambda v: type(v) in kinds
+    code, dims = spec.split("[", 1)
+    dtype, ndim = np.dtype(code), dims.count(":")
+    flags = dims.rsplit("]", 1)[1]
+    readonly, any_layout = "r" in flags, "a" in flags
+    return lambda v: (
+        isinstance(v, np.ndarray)
+        and v.dtype == dtype
+        and v.ndim == ndim
+        and (any_layout or v.flags.c_contiguous)
+        and (readonly or v.flags.writeable)
+    )
+
+
+@functools.cache
+def _later_aot() -> Any:
+    """tracekit.core._aot when its later stages' loops were built from these very sources."""
+    if _AOT is None or not hasattr(_AOT, "later_source_digest"):
+        return None
+    return _AOT if _AOT.later_source_digest() == later_digest() else None
+
+
+def later_ahead_of_time() -> bool:
+    """Whether the later stages' loops run from tracekit.core._aot (for LATER_SPECS' arguments)."""
+    return _later_aot() is not None
+
+
+def _ahead_of_time_versions(
+    module: str, name: str
+) -> tuple[tuple[list[Callable[[Any], bool]], Callable[..., Any]], ...]:
+    """The ahead-of-time versions of a later stage's loop, with their argument checks."""
+    aot = _later_aot()
+    specs = LATER_SPECS.get(module, {}).get(name, ())
+    if aot is None:
+        return ()
+    return tuple(
+        ([_later_check(a) for a in spec], getattr(aot, later_export_name(module, name, i)))
+        for i, spec in enumerate(specs)
+        # A version whose build failed (its arguments changed since) is left to numba.
+        if hasattr(aot, later_export_name(module, name, i))
+    )
+
+
+def jit(
+    function: Callable[..., Any] | None = None, *, numba_names: dict[str, str] | None = None
+) -> Any:
+    """A compiled loop of a stage after connections (`Jitted`); `numba_names` are numba objects
+    the loop uses by these global names (e.g. typed.Dict), put in its module when it is
+    compiled, so that the module need not import numba."""
+    if function is None:
+        return lambda f: Jitted(f, numba_names or {})
+    return Jitted(function, numba_names or {})
 
 
 def bind(
@@ -248,4 +765,6 @@ def jit_dispatcher(module: str, name: str) -> Any:
     kernel = mod.__dict__[name]
     if isinstance(kernel, _Kernel):
         return kernel.module.jit()[name]
+    if isinstance(kernel, Jitted):
+        return kernel.dispatcher()
     return kernel

@@ -627,14 +627,13 @@ def build_report(
         receiver_plots: tuple[Plot | Deferred | None, ...]
         if deferred:
             plots, receiver_plots = deferred_plots(analysis, conn, direction, cfg)
-            # The overview stacks the throughput plots of two or more connections.
-            throughput.append(
-                (
-                    conn,
-                    f"{row['a']} {arrow} {row['b']}",
-                    (plots[1].drawn(),) if len(shown) > 1 else (),
-                )
-            )
+            stacked: tuple[Plot, ...] = ()
+            if len(shown) > 1:
+                # The overview stacks the throughput plots of two or more connections; the
+                # connection's section draws the same plot, built once (a few points per RTT).
+                stacked = (plots[1].drawn(),)
+                plots = (plots[0], *stacked, *plots[2:])
+            throughput.append((conn, f"{row['a']} {arrow} {row['b']}", stacked))
         else:
             drawn, drawn_receiver = connection_plots(analysis, conn, direction, cfg)
             throughput.append((conn, f"{row['a']} {arrow} {row['b']}", drawn))

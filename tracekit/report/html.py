@@ -15,6 +15,8 @@ import html
 import json
 import os
 import zlib
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -223,6 +225,14 @@ def _carry(
 
     The plots are drawn (`Deferred.drawn`) and encoded one at a time, and a plot's arrays are
     let go once it is encoded: only the encodings, a few megabytes, add up."""
+    with _Deflater() as deflater:
+        return _carried(plots, budget, deflater)
+
+
+def _carried(
+    plots: list[Plot | Deferred], budget: Budget, deflater: _Deflater
+) -> list[tuple[Plot, int, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """`_carry`, its columns deflated by `deflater`."""
     counts: list[list[int]] = []
     # Per trace, whether it can be thinned (not every point marked to keep) and how many
     # values a point carries (a bar's top too): what the halving below chooses by.
@@ -241,7 +251,7 @@ def _carry(
         shells.append((replace(plot, traces=()), len(plot.traces)))
         # A plot's encoding depends on its own traces and their targets only: after a halving,
         # the one plot it touched is encoded again, not every plot of the report.
-        encoded.append(_encode_plot(list(plot.traces), counts[-1], budget))
+        encoded.append(_encode_plot(list(plot.traces), counts[-1], budget, deflater))
         del plot
     while True:
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
@@ -258,29 +268,25 @@ def _carry(
             break
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
-        encoded[pi] = _encode_plot(list(plots[pi].drawn().traces), counts[pi], budget)
+        encoded[pi] = _encode_plot(list(plots[pi].drawn().traces), counts[pi], budget, deflater)
     return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
 
 
 def _encode_plot(
-    traces: list[Trace], targets: list[int], budget: Budget
+    traces: list[Trace], targets: list[int], budget: Budget, deflater: _Deflater
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A plot's columns (an array that several traces share, such as the ACK line's and the
     window edge's times, is carried once) and its traces, which name their columns by index.
 
     A column an opening view reads (a level's, or a trace's without one) is marked `opening`.
     """
-    columns: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
+    # Every column as the traces name them; deflated, equal ones become one (below).
+    named: list[dict[str, Any]] = []
 
     def column(enc: dict[str, Any], opening: bool) -> int:
-        key = json.dumps(enc, sort_keys=True)
-        if key not in seen:
-            seen[key] = len(columns)
-            columns.append({**enc, "opening": opening})
-        index = seen[key]
-        columns[index]["opening"] |= opening
-        return index
+        named.append({**enc, "opening": opening})
+        deflater.deflate(named[-1])
+        return len(named) - 1
 
     out = []
     for trace, target in zip(traces, targets, strict=True):
@@ -340,7 +346,30 @@ def _encode_plot(
                 ),
             }
         out.append(entry)
+    deflater.finish()
+    # An array that several traces share is carried once: columns of the same encoding (the
+    # same deflated text) are one, at the first one's place, read by every view the others were.
+    columns: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    place = []
+    for col in named:
+        opening = col.pop("opening")
+        key = json.dumps(col, sort_keys=True)
+        if key not in seen:
+            seen[key] = len(columns)
+            columns.append({**col, "opening": opening})
+        columns[seen[key]]["opening"] |= opening
+        place.append(seen[key])
+    for entry in out:
+        for refs in (entry, entry["level"]):
+            for name in _COLUMN_REFS if refs is not None else ():
+                if refs[name] is not None:
+                    refs[name] = place[refs[name]]
     return columns, out
+
+
+# The keys by which a trace and its level name their columns (`_encode_arrays`).
+_COLUMN_REFS = ("x", "y", "y_end", "keep", "frame")
 
 
 def _encode_arrays(
@@ -487,17 +516,59 @@ def _zigzag_u4(ints: np.ndarray) -> tuple[np.ndarray, bool]:  # pragma: no cover
     return out, True
 
 
+class _Raw:
+    """A column's shuffled bytes, to be deflated (`_Deflater`) at this zlib level."""
+
+    def __init__(self, data: bytes, level: int) -> None:
+        self.data, self.level = data, level
+
+
+def _deflated(raw: _Raw) -> str:
+    return base64.b64encode(zlib.compress(raw.data, raw.level)).decode("ascii")
+
+
+class _Deflater:
+    """Deflates columns on worker threads while the next ones are encoded (zlib lets go of the
+    GIL while it works): deflating is most of the time of writing a big report's data. At most
+    `ahead` columns wait, so that only a few columns' raw bytes are held at once."""
+
+    def __init__(self, ahead: int = 2) -> None:
+        self.ahead = ahead
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-deflate")
+        self.pending: deque[tuple[dict[str, Any], Future[str]]] = deque()
+
+    def __enter__(self) -> _Deflater:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def deflate(self, column: dict[str, Any]) -> None:
+        """Put the deflated text of column["b64"] (a `_Raw`) in its place, now or by `finish`."""
+        self.pending.append((column, self.pool.submit(_deflated, column["b64"])))
+        while len(self.pending) > self.ahead:
+            self._next()
+
+    def finish(self) -> None:
+        """Every column handed in so far deflated."""
+        while self.pending:
+            self._next()
+
+    def _next(self) -> None:
+        column, text = self.pending.popleft()
+        column["b64"] = text.result()
+
+
 def _typed(a: np.ndarray, base: float = 0.0, scale: float = 1.0) -> dict[str, Any]:
     """A little-endian array, its bytes shuffled (every value's first byte, then every second
-    byte, ...: the high bytes of small numbers are runs of zeros) and deflated, in base64."""
+    byte, ...: the high bytes of small numbers are runs of zeros), to be deflated and carried in
+    base64 (`_Deflater`)."""
     dtype = {"u4": "u4", "i4": "i4", "f4": "f4", "f8": "f8"}[a.dtype.str[1:]]
     shuffled = np.ascontiguousarray(a).view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
     return {
         "dtype": dtype,
         "n": len(a),
-        "b64": base64.b64encode(zlib.compress(shuffled, 6 if len(a) < 500_000 else 1)).decode(
-            "ascii"
-        ),
+        "b64": _Raw(shuffled, 6 if len(a) < 500_000 else 1),
         "base": base,
         "scale": scale,
         "delta": False,

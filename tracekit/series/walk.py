@@ -6,10 +6,10 @@ writes the segments, ACK and flight tables' columns, and the timestamp pairs of 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
-from numba import types
-from numba.typed import Dict
 
 from tracekit.connections.segments import (
     KIND_CODE,
@@ -29,6 +29,10 @@ from tracekit.schema import (
     TH_SYN,
     Column,
 )
+
+# numba's typed.Dict and types, which timestamp_pairs uses: put here when numba compiles it.
+Dict: Any = None
+types: Any = None
 
 
 @jit
@@ -351,7 +355,7 @@ def _walk_pass(
     return n_seg, n_ack, n_flight, n_rtt
 
 
-@jit
+@jit(numba_names={"Dict": "typed.Dict", "types": "types"})
 def timestamp_pairs(
     rows: np.ndarray,
     bounds: np.ndarray,
