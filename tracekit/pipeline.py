@@ -29,6 +29,9 @@ from tracekit.schema import PROTO_TCP
 from tracekit.series import Series, build_series
 from tracekit.series.stage import PACKET_COLUMNS_READ as SERIES_COLUMNS
 
+# The sender's packet columns an Analysis keeps: the detectors' and the frame number.
+KEPT_PACKET_COLUMNS = PACKET_COLUMN_NAMES | {"frame"}
+
 # A reader progress callback: (bytes done, bytes in all).
 Progress = Callable[[int, int], None]
 
@@ -214,9 +217,10 @@ def analyze(
     done()
     snd_series = build_series(snd_conns)
     # The series, the merge and the UDP streams have read the packets: from here on only the
-    # columns the detectors read (and the CI metrics, a subset) are kept.
+    # columns the detectors read (and the CI metrics, a subset) are kept, and each packet's
+    # frame number, which a reader of the analysis joins on (tshark's frame.number).
     snd = Vantage(
-        connections=snd_conns.keeping(PACKET_COLUMN_NAMES, side_tables=False), series=snd_series
+        connections=snd_conns.keeping(KEPT_PACKET_COLUMNS, side_tables=False), series=snd_series
     )
     del snd_conns, snd_series
     done()
