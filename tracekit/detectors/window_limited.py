@@ -237,9 +237,12 @@ def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> 
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
     index = np.floor((aligned.warp(t_s) - t_s[0]) / rtt0).astype(np.int64)
-    index -= index.min()
-    touched = np.bincount(index, weights=reached.astype(np.float64)) > 0
-    return np.asarray(touched[index])
+    # Counted per round trip that holds a segment, not per round trip of the span: a capture's
+    # stamps may span billions of round trips between two segments.
+    _, trip = np.unique(index, return_inverse=True)
+    del index
+    touched = np.bincount(trip, weights=reached.astype(np.float64)) > 0
+    return np.asarray(touched[trip])
 
 
 def _at_once_s(d: Any) -> float:
