@@ -83,7 +83,7 @@ def no_series(conns: Connections) -> Series:
 
 
 # What the series, the merge and the detectors take per TCP packet of a capture, beyond the
-# packet table the reader already holds: the whole slope bench/scale.py measures for one
+# packet table the reader already holds: most of the slope bench/scale.py measures for one
 # capture's analyze (the table included), so a capture that would just fit may be refused; half
 # of it let the kernel kill the million-packet capture of tests/test_memory.py under its 230 MiB
 # limit while it was read, before the check spoke. Other packets (UDP, a numbered stream's

@@ -236,12 +236,20 @@ def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> 
         return reached
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
-    index = np.floor((aligned.warp(t_s) - t_s[0]) / rtt0).astype(np.int64)
-    # Counted per round trip that holds a segment, not per round trip of the span: a capture's
-    # stamps may span billions of round trips between two segments.
-    _, trip = np.unique(index, return_inverse=True)
-    del index
-    touched = np.bincount(trip, weights=reached.astype(np.float64)) > 0
+    # In place: a column as long as the flight, made once, then its round trips.
+    warped = aligned.warp(t_s)
+    warped -= t_s[0]
+    warped /= rtt0
+    np.floor(warped, out=warped)
+    trip = warped.astype(np.int64)
+    del warped
+    trip -= trip.min()
+    # One bin per round trip of the span where there are no more of them than segments; where
+    # a capture's stamps span more (billions, between two segments), one per round trip that
+    # holds a segment.
+    if int(trip.max()) >= trip.size:
+        _, trip = np.unique(trip, return_inverse=True)
+    touched = np.bincount(trip[reached], minlength=int(trip.max()) + 1) > 0
     return np.asarray(touched[trip])
 
 
