@@ -236,9 +236,9 @@ def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> 
         return reached
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
-    # In place: a column as long as the flight, made once, then its round trips.
-    warped = aligned.warp(t_s)
-    warped -= t_s[0]
+    # A column as long as the flight, made once (warp hands back `t_s` itself with one path
+    # phase: the subtraction makes the copy), then its round trips in place.
+    warped = aligned.warp(t_s) - t_s[0]
     warped /= rtt0
     np.floor(warped, out=warped)
     trip = warped.astype(np.int64)
