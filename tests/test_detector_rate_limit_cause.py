@@ -121,6 +121,12 @@ def test_ack_clocked_senders_are_not_called_paced(name: str) -> None:
         # Paced at 80 Mbit/s: bursts of 1 ms of the pacing rate, back to back within.
         "paced_100m_10ms",
         "bbr_100m_10ms",
+        # A pacer whose two-segment interval outlasts the round trip and the ACKs' spacing:
+        # no ACK releases a burst, and its bursts keep the timer's interval.
+        "paced_reno_6m_5ms",
+        # Under three segments per round trip: a window of a few round trips holds a few
+        # bursts, judged with the windows after it.
+        "bbr_8m_4ms",
         # Unpaced: an ACK clock on a 10 ms path, and a LAN whose host answers its ACKs (8 us
         # apart) in batches tens of microseconds later.
         "base",

@@ -477,8 +477,10 @@ class RateLimitCause(Detector):
         np.add.at(label_seconds, window, net_seconds)
         shares = label_seconds / total
         # Of the busy time, the share whose segments left on a pacer's timer, whatever held
-        # the rate there (a paced sender at the path's rate is busy with bandwidth).
-        busy_total = float(net_seconds.sum())
+        # the rate there (a paced sender at the path's rate is busy with bandwidth). Busy as
+        # the kernel counts it (tcp_chrono): the receive window's time too, when the window,
+        # not the pacer, held the sender however its segments were spaced.
+        busy_total = float(net_seconds.sum() + seconds[:, RECEIVE_WINDOW].sum())
         paced_share = float(net_seconds[paced].sum()) / busy_total if busy_total > 0 else 0.0
         # And the share in windows where whose clock the departures kept could not be told.
         untold_pace = float(net_seconds[~judged].sum()) / busy_total if busy_total > 0 else 0.0
@@ -628,17 +630,16 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        # A host whose own answer to an ACK (its turnaround: interrupt, socket lock,
-        # scheduling) outlasts the round trip gets the next ACKs before it has answered the
-        # first: its departures keep the host's pace, on a LAN of microseconds as on any path,
-        # and a pacer's timer cannot be told from it. Over a WAN the round trip is thousands of
-        # turnarounds long.
-        if turnaround_s(d) > float(phases.rtt_s.min()):
-            paced = judged = np.zeros(n, dtype=bool)
-        else:
-            paced, judged = _paced_windows(
-                dt, ack_t, t0, length, n, float(phases.rtt_s[0]), cfg.paced_answered_fraction
-            )
+        paced, judged = _paced_windows(
+            dt,
+            ack_t,
+            t0,
+            length,
+            n,
+            (float(phases.rtt_s[0]), float(phases.rtt_s.min())),
+            turnaround_s(d),
+            cfg.paced_answered_fraction,
+        )
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
@@ -781,9 +782,8 @@ class RateLimitCause(Detector):
             + (
                 " Whose clock the departures kept (a pacer's timer or the ACKs) could not be "
                 f"told for {untold_pace:.0%} of the busy time: fewer than 8 bursts started after "
-                "an ACK in its windows of a few round trips, or the sender answered its ACKs "
-                "later than they came (a LAN host's own turnaround), so a pacer whose interval "
-                "outlasts the round trip is not told from an application's writes there."
+                "an ACK, or the sender answered its ACKs later than they came (a LAN host's own "
+                "turnaround) while its bursts kept no timer's interval."
                 if untold_pace >= 0.5
                 else ""
             )
@@ -965,13 +965,19 @@ def _buffer_refills(
     return t[end][deep], woke[deep]
 
 
+# Bursts that start after an ACK that a judgment of the sender's clock rests on: a share
+# and the quartiles of their spacing rest on a few of each.
+PACED_MIN_STARTS = 8
+
+
 def _paced_windows(
     t: npt.NDArray[np.float64],
     ack_t: npt.NDArray[np.float64],
     t0: float,
     length: float,
     n: int,
-    rtt: float,
+    rtts: tuple[float, float],
+    turnaround: float,
     fraction: float,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
@@ -993,8 +999,16 @@ def _paced_windows(
     application's, and is left out rather than called either. False ("cannot tell") when the
     sender's answers come later than the ACKs come: then ACKs wait on the host in batches (a
     LAN's microseconds of ACK spacing against tens of microseconds of host time) and no burst
-    can be paired with the ACK that released it.
+    can be paired with the ACK that released it. So too where the host's own answer to an ACK
+    (`turnaround`: interrupt, socket lock, scheduling) outlasts the round trip (the least of
+    `rtts`, the first path phase's and the least): it gets the next ACKs before it has
+    answered the first, and its departures keep the host's pace, on a LAN of microseconds as
+    on any path (over a WAN the round trip is thousands of turnarounds long). Neither holds
+    where the starts keep a timer's interval: a pacer whose interval outlasts the ACKs'
+    spacing or the round trip (a pacing rate of a few segments per round trip) answers no ACK,
+    and its departures are told by their regularity.
     """
+    rtt, least_rtt = rtts
     out = np.zeros(n, dtype=bool)
     untold = (out, np.zeros(n, dtype=bool))
     if t.size < 3 or ack_t.size < 2:
@@ -1031,21 +1045,6 @@ def _paced_windows(
         return untold
     delay = t[after_ack] - last_ack[after_ack]
     del last_ack
-    # Half the answers later than the ACKs' spacing: the host, not the ACK, set the time.
-    if float(np.median(delay)) >= spacing:
-        return untold
-    # In place: each step a column as long as the bursts, made once.
-    w_s = t[after_ack]
-    w_s -= t0
-    w_s /= length
-    w = w_s.astype(np.int64)
-    del w_s
-    np.clip(w, 0, n - 1, out=w)
-    first = np.bincount(w, minlength=n)
-    answered = np.bincount(w[delay <= soon], minlength=n)
-    # Eight starts at least: a share and the quartiles of a window rest on a few of each.
-    enough = first >= 8
-    out[enough] = answered[enough] < fraction * first[enough]
     # Each start's time since the burst start before it (the first start has none).
     start_t = t[begins]
     since = np.empty(start_t.size)
@@ -1055,13 +1054,67 @@ def _paced_windows(
     between = since[after_ack[begins]]
     del since
     known = np.isfinite(between)
-    spread_between = _window_iqr(w[known], between[known], n)
-    spread_delay = _window_iqr(w[known], delay[known], n)
-    # The delays must spread wider than the NIC's queue ahead of the capture can spread them
-    # (two serialisation times); below that they carry no sign of either clock.
-    timed = (spread_delay > 2 * line) & (spread_between < spread_delay)
-    out |= enough & timed
-    return out, enough
+    # Half the answers later than the ACKs' spacing, or a host whose turnaround outlasts the
+    # round trip: the host, not the ACK, set the time, unless the starts keep a timer's
+    # interval. A pacer releases each burst its interval after the last (B/P, an hrtimer), so
+    # the intervals between its starts spread no wider than the NIC's queue ahead of the
+    # capture spaces segments (two serialisation times), whatever the interval; a host that
+    # answers ACKs as it gets to them spreads its starts as widely as their mean, a LAN's as
+    # a WAN's.
+    regular = (
+        int(known.sum()) >= PACED_MIN_STARTS
+        and float(np.subtract(*np.percentile(between[known], [75, 25]))) <= 2 * line
+    )
+    if (float(np.median(delay)) >= spacing or turnaround > least_rtt) and not regular:
+        return untold
+    # In place: each step a column as long as the bursts, made once.
+    w_s = t[after_ack]
+    w_s -= t0
+    w_s /= length
+    w = w_s.astype(np.int64)
+    del w_s
+    np.clip(w, 0, n - 1, out=w)
+    # Eight starts at least: a share and the quartiles rest on a few of each. Where a window
+    # of a few round trips holds fewer (a path of a few segments per round trip, as a slow
+    # link's or a LAN's), it is judged with the windows after it until eight have started:
+    # a sender keeps its clock across round trips, a pacer its timer and an ACK clock its ACKs.
+    group = _pooled(np.bincount(w, minlength=n), PACED_MIN_STARTS)
+    g = group[w]
+    del w
+    m = int(group[-1]) + 1
+    first = np.bincount(g, minlength=m)
+    answered = np.bincount(g[delay <= soon], minlength=m)
+    enough = first >= PACED_MIN_STARTS
+    paced = np.zeros(m, dtype=bool)
+    paced[enough] = answered[enough] < fraction * first[enough]
+    spread_between = _window_iqr(g[known], between[known], m)
+    spread_delay = _window_iqr(g[known], delay[known], m)
+    # Under an ACK clock a start's interval since the last is the ACKs' interval plus the
+    # change of the host's delay, so it spreads at least as wide as the delays do, at any
+    # scale; only a timer keeps its intervals tighter than its delays. (A NIC's queue spaces
+    # segments back to back; these starts each follow a gap of more than two serialisation
+    # times, which no queue ahead of the capture left.)
+    timed = spread_between < spread_delay
+    paced |= enough & timed
+    return paced[group], enough[group]
+
+
+def _pooled(count: npt.NDArray[np.int64], least: int) -> npt.NDArray[np.int64]:
+    """Per window, its group: consecutive windows taken together until their `count`s reach
+    `least` (a window that reaches it alone is a group of its own); a last group short of it
+    joins the one before. One step per window, not per packet."""
+    group = np.zeros(count.size, dtype=np.int64)
+    k = total = 0
+    for i, c in enumerate(count.tolist()):
+        group[i] = k
+        total += c
+        if total >= least:
+            k += 1
+            total = 0
+    if k > 0:
+        # The windows after the last full group (numbered k) join it.
+        np.minimum(group, k - 1, out=group)
+    return group
 
 
 def _window_iqr(
