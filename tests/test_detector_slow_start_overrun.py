@@ -353,6 +353,25 @@ def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> No
     assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
 
 
+def test_with_both_captures_the_queue_ahead_is_read_on_the_way_there() -> None:
+    # A 1.4 ms path with a buffer of four and a half packets: the ACK of the overrun burst's
+    # first packet came milliseconds late (the receiving host's own delay of it), read as
+    # tens of kB already queued. Its one-way delay says the queue was about the buffer.
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    folder = SWEEP / "bbr_76m_1ms_rcvbuf_60k"
+    truth = json.loads((folder / "truth.json").read_text())
+    doc = analyze(
+        read_capture(next(folder.glob("sender.pcap*"))),
+        read_capture(next(folder.glob("receiver.pcap*"))),
+    ).to_dict()
+    (found,) = [f for f in doc["findings"] if f["kind"] == KIND and f["direction"] == "a2b"]
+    configured = truth["path"]["bottleneck_buffer_bytes"]
+    assert found["evidence"]["queue_at_start_bytes"] <= configured * 1.5
+    assert configured / 1.5 <= found["evidence"]["buffer_estimate_bytes"] <= configured * 1.5
+
+
 def test_the_initial_trains_overflow_is_one_block_across_the_rounds(tmp_path: Path) -> None:
     # 10 packets at 100 Mbit/s into 30 Mbit/s with room for 5 waiting: the initial window
     # queues 7 and loses 2; its first ACKs come back 1 ms later, while its queue still drains,

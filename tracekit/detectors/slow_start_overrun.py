@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tracekit import physics, units
 from tracekit.core.kernels import jit
@@ -152,7 +153,12 @@ class SlowStartOverrun(Detector):
                 continue
             found = self._overrun(ser)
             if found is not None and not self._lost_in_the_receiver(ctx, ser, found):
-                yield self._finding(ser, found, overhead)
+                mine = (
+                    None
+                    if ctx.merge is None
+                    else ctx.merge.transmissions_of(ser.conn, ser.direction)
+                )
+                yield self._finding(ser, found, overhead, mine)
 
     def _lost_in_the_receiver(self, ctx: AnalysisContext, ser: Direction, rnd: _Round) -> bool:
         """With the receiver's capture too, whether the round's block was lost inside the
@@ -277,7 +283,11 @@ class SlowStartOverrun(Detector):
             lo = int(np.flatnonzero(empty[: first_lost + 1])[-1])
         return t[lo:], int(rnd.flight_end[lo]), int(lost[lo:].sum())
 
-    def _finding(self, ser: Direction, rnd: _Round, overhead: int) -> Finding:
+    def _finding(
+        self, ser: Direction, rnd: _Round, overhead: int, mine: pd.DataFrame | None = None
+    ) -> Finding:
+        """The finding of an overrun round; `mine`: the direction's transmissions in the
+        merge of both captures (None with the sender's capture alone)."""
         link = self.config.link_header_bytes
         size = rnd.payload_bytes + overhead  # l of eq. 1
         wire = size / rnd.payload_bytes  # wire bytes per payload byte
@@ -378,6 +388,13 @@ class SlowStartOverrun(Detector):
             ahead = queue_at_start_bytes(
                 float(burst_t[0]), burst_end, rnd.payload_bytes, ser.acks, base_rtt, s
             )
+            # With the receiver's capture the wait is read on the way there alone: the first
+            # packet's one-way delay over the least. Its ACK's RTT also holds the receiver's
+            # own delay of that ACK (delayed ACKs, RFC 9293 3.8.6.3) and the return path's,
+            # which on a path of a millisecond or two outweigh a buffer of a few packets.
+            forward = _one_way_wait_s(mine, float(burst_t[0]))
+            if forward is not None:
+                ahead = forward * s / 8
             ahead = ahead if np.isfinite(ahead) else 0.0
             evidence["queue_at_start_bytes"] = ahead
             excess_bytes = float(physics.buffer_from_burst_bytes(n_b, 0, f, s, size))
@@ -447,3 +464,18 @@ class SlowStartOverrun(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
+    """How much longer than the least the packet sent at `sent_s` took to reach the receiver
+    (both captures' times on one clock, `tracekit.merge`); None without the receiver's
+    capture or where that packet did not arrive."""
+    if mine is None or mine.empty:
+        return None
+    sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
+    owd = mine["receiver_t_s"].to_numpy(dtype=np.float64) - sent
+    arrived = np.isfinite(owd)
+    hit = np.flatnonzero(sent == sent_s)
+    if hit.size == 0 or not arrived[hit[0]]:
+        return None
+    return max(float(owd[hit[0]] - owd[arrived].min()), 0.0)
