@@ -29,6 +29,7 @@ from fixtures.lab.sweep import (
     expected,
     heldout,
     pacer_held,
+    settle_cross,
     settle_paced,
 )
 
@@ -48,7 +49,8 @@ needs_tcptrace = pytest.mark.skipif(not shutil.which("tcptrace"), reason="tcptra
 def test_the_grid_has_unique_names_and_a_designed_size() -> None:
     names = [scenario.name for scenario in _grid()]
     assert len(names) == len(set(names))
-    assert 60 <= len(names) <= 120
+    # Large enough to cross every axis of the issue, small enough to store and to test in CI.
+    assert 60 <= len(names) <= 128
 
 
 @pytest.mark.parametrize("name", GRID)
@@ -307,6 +309,12 @@ def test_stored_truth_is_consistent(name: str) -> None:
             ("paced" in group) for group in (labels, absent, unsure)
         ]
         declared.discard("paced")
+    if "cross_traffic" in declared:
+        # Ruled out where no other flow crossed the bottleneck while the tested one did.
+        crossed: tuple[set[str], set[str]] = ({"cross_traffic"}, set())
+        settle_cross(doc, *crossed)
+        assert ("cross_traffic" in crossed[0]) == ("cross_traffic" in labels)
+        declared.discard("cross_traffic")
     assert declared <= labels
     for side in ("sender", "receiver"):
         assert 0 < (SWEEP / name / f"{side}.pcap.zst").stat().st_size < 2_000_000
@@ -679,3 +687,20 @@ def labels_show_in_the_packets(name: str) -> None:
         assert resent_in_first_round.any()
     if "first_round_overrun" in absent:
         assert not resent_in_first_round.any()
+
+
+def test_cross_traffic_that_came_after_the_transfer_is_not_cross_traffic() -> None:
+    # The other host's flows start at set times: a transfer that ended before them shared the
+    # bottleneck with nothing, whatever the point declared (the relay's first and last frames).
+    doc = truth("cross_udp_tcp_20m")
+    labels, absent = {"cross_traffic"}, set()
+    assert settle_cross(doc, labels, absent) == "" and labels == {"cross_traffic"}
+    flows = doc["cross_traffic"]["flows"]
+    end = flows["test"]["bottleneck"]["last_epoch_s"]
+    for name, flow in flows.items():
+        if name != "test":
+            span = flow["bottleneck"]["last_epoch_s"] - flow["bottleneck"]["first_epoch_s"]
+            flow["bottleneck"]["first_epoch_s"] = end + 0.2
+            flow["bottleneck"]["last_epoch_s"] = end + 0.2 + span
+    assert settle_cross(doc, labels, absent)
+    assert labels == set() and absent == {"cross_traffic"}
