@@ -159,7 +159,12 @@ class WindowLimited(Detector):
         # pinned, its window may reach the BDP, and still the path idles most of the time. A
         # window at or above the BDP that the ACK clock keeps refilling keeps its whole flight
         # out: the mean stays at the window.
-        carried = _mean_flight_bytes(d, flight_t, trip, _per_round_trip(pinned, trip))
+        rows = d.data["row"].to_numpy()[known] if len(d.data) == known.size else None
+        carried = (
+            _mean_flight_bytes(d, flight_t, rows, trip, _per_round_trip(pinned, trip), mss)
+            if rows is not None
+            else float(np.inf)
+        )
         if min(window, carried) >= cfg.max_window_bdp_ratio * bdp:
             return None
         achieved = achieved_rate_bps(d)
@@ -299,38 +304,65 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
     return np.asarray(touched[trip])
 
 
-def _mean_flight_bytes(d: Any, t_s: np.ndarray, trip: np.ndarray, pinned: np.ndarray) -> float:
-    """The bytes in flight on average over the pinned round trips, each from its first segment
-    to the first of the next round trip that sent one (a wait on a shut window belongs to the
-    round trip that filled it). Infinite with no pinned round trip (no flight to judge).
+def _mean_flight_bytes(
+    d: Any, t_s: np.ndarray, row: np.ndarray, trip: np.ndarray, pinned: np.ndarray, mss: int
+) -> float:
+    """The bytes in flight on average over the pinned round trips and the waits on a shut
+    window after them. Infinite with no pinned round trip (no flight to judge).
 
-    The flight is followed through every ACK and data segment, not only at the sends: a
-    sender that waits on its window with nothing in flight sends nothing to sample it by.
+    `t_s`, `row` and `trip` are the segments' times, packet-table rows and round trips
+    (`_round_trips`). Each pinned round trip counts from its first segment until the first of
+    the next round trip that sent one, or until an ACK left room for a segment under the
+    window's right edge, if that came first: a wait on a shut window is the window's, one
+    with room under it the sender's own (an application with nothing written, a congestion
+    window). The flight is followed through every ACK and data segment, not only at the
+    sends: a sender that waits on its window with nothing in flight sends nothing to sample
+    it by.
     """
     if t_s.size == 0 or not pinned.any():
         return float(np.inf)
     first = np.flatnonzero(np.r_[True, trip[1:] != trip[:-1]])
-    # Times that step back (a hostile capture's stamps) count as no time.
-    bounds = np.maximum.accumulate(np.r_[t_s[first], t_s[-1]])
-    data, acks = d.data, d.acks
-    area = np.diff(
-        _flight_area_at(
-            data["row"].to_numpy(),
-            data["t_s"].to_numpy(),
-            data["end_rel"].to_numpy(),
-            acks["row"].to_numpy(),
-            acks["t_s"].to_numpy(),
-            acks["ack_rel"].to_numpy(),
-            float(data["seq_rel"].min()),
-            bounds,
-        )
-    )
-    span = np.diff(bounds)
     held = pinned[first]
+    # Times that step back (a hostile capture's stamps) count as no time.
+    start = np.maximum.accumulate(t_s[first])
+    nxt = np.r_[start[1:], max(float(t_s[-1]), float(start[-1]))]
+    # The highest byte sent when each round trip's last segment left, and the first ACK after
+    # it whose right edge leaves a segment's room past that: the window open again.
+    data, acks = d.data, d.acks
+    ack_row = acks["row"].to_numpy()
+    ack_t = acks["t_s"].to_numpy()
+    edge = np.maximum.accumulate(acks["edge_rel"].to_numpy())
+    last = np.r_[first[1:], t_s.size] - 1
+    sent_end = np.maximum.accumulate(data["end_rel"].to_numpy())
+    data_rows = data["row"].to_numpy()
+    high = sent_end[np.searchsorted(data_rows, row[last], side="right") - 1]
+    after = np.searchsorted(ack_row, row[last], side="right")
+    opened = np.searchsorted(edge, high + mss, side="left")
+    reopen = np.where(
+        opened < after,  # room already when the last segment left: the sender's own stop
+        t_s[last],
+        np.where(opened < ack_t.size, ack_t[np.minimum(opened, ack_t.size - 1)], np.inf),
+    )
+    stop = np.clip(reopen, t_s[last], nxt)
+    del edge, sent_end
+    at = np.empty(2 * start.size)
+    at[0::2], at[1::2] = start, stop
+    np.maximum.accumulate(at, out=at)
+    area = _flight_area_at(
+        data_rows,
+        data["t_s"].to_numpy(),
+        data["end_rel"].to_numpy(),
+        ack_row,
+        ack_t,
+        acks["ack_rel"].to_numpy(),
+        float(data["seq_rel"].min()),
+        at,
+    )
+    span = at[1::2] - at[0::2]
     seconds = float(span[held].sum())
     if seconds <= 0:
         return float(np.median(d.flight["flight_bytes"].to_numpy()))
-    return float(area[held].sum() / seconds)
+    return float((area[1::2] - area[0::2])[held].sum() / seconds)
 
 
 @jit
