@@ -319,7 +319,7 @@ def _mean_flight_bytes(
     sends: a sender that waits on its window with nothing in flight sends nothing to sample
     it by.
     """
-    if t_s.size == 0 or not pinned.any():
+    if t_s.size == 0 or not pinned.any() or d.acks.empty:
         return float(np.inf)
     first = np.flatnonzero(np.r_[True, trip[1:] != trip[:-1]])
     held = pinned[first]
