@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -221,3 +222,99 @@ def test_a_flight_held_below_the_window_is_not_the_receivers(tmp_path: Path) -> 
     (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
     assert f.evidence["limited_by"] == "sender"
     assert f.evidence["window_bytes"] == 18_000
+
+
+def _reader(path: Path, read_every_s: float, count: int = 450, write_every_s: float = 0.0) -> Path:
+    """`count` segments of 1000 bytes through an 8 Mbit/s bottleneck (1 ms per segment) and
+    25 ms each way to a receiver with a 45,000-byte buffer (0.9 of the 50,000-byte BDP) whose
+    application reads all the buffer holds every `read_every_s` (0: as each segment arrives).
+    The sender's application writes 90 segments every `write_every_s` (0: all at once).
+
+    The receiver acknowledges every second segment, offering what its buffer has free, and
+    sends a window update after each read; the sender sends what was written up to the
+    window's right edge at once, 0.1 ms apart, whenever an ACK moves the edge or a write
+    comes."""
+    c, srv, buffer = 1000, 5000, 45_000
+    opts = [("MSS", 1000)]
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
+        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", srv, c + 1, options=opts, window=buffer),
+        tcp(0.05, CLIENT, SERVER, 40000, 80, "A", c + 1, srv + 1),
+    ]
+    events: list[tuple[float, int, str, int, int]] = [(0.06, 0, "ack", 0, buffer)]
+    writes = int(count / 90 + 1) if write_every_s else 1
+    for k in range(writes):
+        events.append((0.06 + k * write_every_s, k + 1, "write", 0, 0))
+    heapq.heapify(events)
+    order = writes + 1
+    sent = arrived = unread = written = 0
+    edge = buffer
+    last_departure, last_arrival = 0.0, 0.0
+    while events:
+        t, _, kind, acked, window = heapq.heappop(events)
+        if kind in ("ack", "write"):
+            if kind == "ack":
+                edge = acked * 1000 + window
+            else:
+                written = min(count, written + (90 if write_every_s else count))
+            # The sender sends what is written up to the window's right edge, back to back.
+            while sent < written and (sent + 1) * 1000 <= edge:
+                last_departure = max(t, last_departure + 1e-4)
+                seq = c + 1 + sent * 1000
+                pkts.append(tcp(last_departure, CLIENT, SERVER, 40000, 80, "A", seq, srv + 1, 1000))
+                last_arrival = max(last_departure + 0.025, last_arrival + 1e-3)
+                heapq.heappush(events, (last_arrival, order, "arrival", 0, 0))
+                order += 1
+                sent += 1
+            continue
+        if kind == "arrival":
+            arrived += 1
+            unread = 0 if read_every_s == 0 else unread + 1000
+            if arrived % 2 and arrived < sent:
+                continue
+        elif kind == "read":
+            if unread == 0:
+                continue
+            unread = 0
+        ack_t = t + 0.5e-3 if kind == "arrival" else t
+        ack = c + 1 + arrived * 1000
+        pkts.append(
+            tcp(ack_t + 0.025, SERVER, CLIENT, 80, 40000, "A", srv + 1, ack, window=buffer - unread)
+        )
+        heapq.heappush(events, (ack_t + 0.025, order, "ack", arrived, buffer - unread))
+        order += 1
+        if read_every_s and kind == "arrival" and not any(e[2] == "read" for e in events):
+            heapq.heappush(events, ((t // read_every_s + 1) * read_every_s, order, "read", 0, 0))
+            order += 1
+    pkts.sort(key=lambda p: p.time)
+    return write(path, pkts)
+
+
+def test_a_window_a_slow_reader_reopens_in_bursts_limits_below_the_bdp(tmp_path: Path) -> None:
+    # The reader empties its 45,000-byte buffer every 300 ms: the sender fills the window in
+    # one burst, its ACKs come back within two round trips, and it waits, nothing in flight,
+    # for the next read. The window is 0.9 of the BDP; the flight over its round trips, by
+    # construction at most 45,000 bytes for 0.1 s of every 0.3 s, is at most a third of it.
+    ctx = context(_reader(tmp_path / "reader.pcap", read_every_s=0.3))
+    (f,) = run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M})
+    ev = f.evidence
+    assert (ev["limited_by"], ev["window_bytes"]) == ("receiver", 45_000)
+    assert ev["window_bytes"] >= 0.8 * ev["window_needed_bytes"]
+    assert 0 < ev["flight_mean_bytes"] <= 45_000 * 0.1 / 0.3
+    assert "read" in f.advice
+
+
+def test_quiet_on_the_same_window_a_reader_keeps_open(tmp_path: Path) -> None:
+    # The same 45,000-byte buffer read as each segment arrives: every ACK moves the right edge
+    # and the sender keeps the window in flight, 0.9 of the BDP: the window covers the path.
+    ctx = context(_reader(tmp_path / "keeps_up.pcap", read_every_s=0.0))
+    assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
+
+
+def test_quiet_on_the_same_window_an_application_leaves_idle(tmp_path: Path) -> None:
+    # The reader keeps the 45,000-byte window open, and the sender's application writes 90
+    # segments every 300 ms: each write fills the window, the ACK clock sends the rest, and
+    # then nothing is sent with the window open until the next write. The wait is the
+    # application's, not the window's: no window limit.
+    ctx = context(_reader(tmp_path / "writer.pcap", read_every_s=0.0, write_every_s=0.3))
+    assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []

@@ -75,10 +75,12 @@ def test_a_reader_that_squeezed_its_buffer_swings_what_is_left() -> None:
 def test_a_reader_that_holds_the_acks_back_reopens_the_window(name: str) -> None:
     # A reader taking 6 or 8 kB at a time from a 64 kB buffer: the receiver holds its ACKs
     # until each read (its window cannot advance before), so each read reopens the window,
-    # by a few segments of a window of dozens. At most one cycle per read.
+    # by a few segments of a window of dozens. At most one cycle per read. (Required where the
+    # reader is surely slower than one window per round trip; open where it reads about as
+    # fast, 6 kB every 2 ms against some 60 kB per 20 ms: never ruled out.)
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
     t = json.loads((folder / "truth.json").read_text())
-    assert "window_oscillation" in t["labels"]
+    assert "window_oscillation" not in t["absent_labels"]
     doc = analyze(
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
     ).to_dict()

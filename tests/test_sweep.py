@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fixtures.lab import sweep
 from fixtures.lab.readings import tcptrace_retransmissions
 from fixtures.lab.scenarios import ALL_LABELS
 from fixtures.lab.sweep import (
@@ -29,8 +30,10 @@ from fixtures.lab.sweep import (
     expected,
     heldout,
     pacer_held,
+    reader_pace,
     settle_cross,
     settle_paced,
+    settle_window,
 )
 
 STORED = sorted(folder.name for folder in SWEEP.glob("*") if (folder / "truth.json").exists())
@@ -211,6 +214,65 @@ def test_a_window_above_the_first_bdp_may_limit_after_the_rtt_steps_up() -> None
     assert "window_limited" not in set().union(
         *expected(dataclasses.replace(stepped, rtt_steps=()))
     )
+
+
+def test_a_reader_starts_and_stops_the_window_only_where_it_is_slower_than_the_sender() -> None:
+    # 4 kB every 5 ms (819 kB/s) from a 64 kB buffer behind a 30 Mbit/s path, RTT 50 ms: one
+    # window per round trip is at least 1.15 MB/s, the path 3.6 MB/s, and the whole flight
+    # fits the bottleneck's buffer: the reader sets the rate, start/stop.
+    assert reader_pace(Point(rcvbuf=64_000, reader=(4_096, 5.0))) == "slower"
+    assert {"window_limited", "window_oscillation"} <= set(GRID["reader_4k_5ms"].labels)
+    # 12 kB every 20 ms (600 kB/s) behind a window of at most 65,535 bytes (scaling off) per
+    # 215 ms round trip (305 kB/s): the reader outpaces the window, which holds the sender on
+    # its own (below the 215 kB BDP); whether a burst outruns the reads for a moment is open.
+    outpaced = Point(
+        rate_mbps=8,
+        rtt_ms=215,
+        buffer_bdp=0.17,
+        congestion="reno",
+        rcvbuf=44_000,
+        window_scaling=False,
+        reader=(12_000, 20.0),
+    )
+    assert reader_pace(outpaced) == "faster"
+    labels, unsure = expected(outpaced)
+    assert "window_limited" in labels and "window_oscillation" in unsure
+
+
+def test_a_slow_reader_behind_a_loss_is_settled_by_the_kernels_window_account() -> None:
+    # 16 kB every 13.7 ms (1.2 MB/s) behind a 16 Mbit/s path (1.9 MB/s of payload), RTT 4.3 ms,
+    # but an initial window of 40 into a 3-frame buffer loses its first round, and Reno's rate
+    # after that loss is no configuration's: both window labels are the kernel's to settle.
+    lossy = Point(
+        rate_mbps=16,
+        rtt_ms=4.3,
+        buffer_bdp=0.27,
+        congestion="reno",
+        initcwnd=40,
+        rcvbuf=25_000,
+        reader=(16_384, 13.7),
+    )
+    assert reader_pace(lossy) == "slower"
+    point = sweep.scenario("lossy_reader", "", lossy)
+    assert set(point.rwnd_settled_labels) == {"window_limited", "window_oscillation"}
+    assert set(point.rwnd_settled_labels) <= set(point.unsure_labels)
+
+    def settled(share: float) -> tuple[set[str], set[str], set[str]]:
+        groups = (set(point.labels), set(point.absent_labels), set(point.unsure_labels))
+        doc = {"kernel_limits": {"busy_time_us": 3_912_000, "rwnd_limited_share": share}}
+        assert settle_window(doc, point, *groups)
+        return groups
+
+    # The receive window held the sender 65% of its busy time: the reader set the rate.
+    labels, _, _ = settled(0.65)
+    assert {"window_limited", "window_oscillation"} <= labels
+    # 0.7% of it (28 ms of 3.9 s): loss held the sender below the reader, the window never
+    # limited it; a window shut for a moment before the loss took hold stays open.
+    _, absent, unsure = settled(0.0072)
+    assert "window_limited" in absent and "window_oscillation" in unsure
+    # A third: neither.
+    _, _, unsure = settled(0.3)
+    assert {"window_limited", "window_oscillation"} <= unsure
 
 
 # --- the committed captures ---------------------------------------------------------------------

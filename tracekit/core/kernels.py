@@ -209,6 +209,11 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors.slow_start_overrun": {
         "_round_flights": (("f8[:]r", "f8[:]r", "b1[:]", "b1[:]", "b1[:]r"),),
     },
+    "tracekit.detectors.window_limited": {
+        "_flight_area_at": (
+            ("u4[:]r", "f8[:]r", "i8[:]r", "u4[:]r", "f8[:]r", "i8[:]r", "f8", "f8[:]"),
+        ),
+    },
     "tracekit.detectors.window_oscillation": {
         "_owed_at_once": (("i8[:]", "i8[:]", "f8[:]", "f8[:]"),),
         "_window_transitions": (

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tracekit import physics, units
+from tracekit.core.kernels import jit
 from tracekit.detectors._measure import (
     RttPhases,
     achieved_rate_bps,
@@ -46,6 +47,11 @@ class WindowLimited(Detector):
             "pinned_fraction",
             "",
             "share of data segments sent in round trips in which a burst filled it",
+        ),
+        Evidence(
+            "flight_mean_bytes",
+            "bytes",
+            "bytes in flight on average over the round trips the window filled",
         ),
         Evidence("rtt_s", "s", "the smallest RTT sample"),
         Evidence("achieved_rate_bps", "bit/s", "goodput"),
@@ -76,7 +82,9 @@ class WindowLimited(Detector):
         min_pinned_fraction: float = field(default=0.5, metadata={"above": 0})
         # Below this the window is not clearly under the BDP: the dispersion estimate of the
         # path's rate is good to a few percent, and a window at 80% of the BDP already leaves
-        # a fifth of the path idle.
+        # a fifth of the path idle. The flight's mean over the round trips the window filled is
+        # held to the same bound: with no queue the path is busy the share of the time that
+        # mean is of the BDP (Little's law), on a LAN as on a satellite path.
         max_window_bdp_ratio: float = 0.8
         # Fewer segments than a few round trips of a small window say nothing steady.
         min_data_segments: int = 50
@@ -115,7 +123,9 @@ class WindowLimited(Detector):
         if fl.size < cfg.min_data_segments:
             return None
         # Receiver-limited: the flight of each burst reached the advertised window.
-        at_rwnd = _per_round_trip((rwnd - fl) < mss, d.flight["t_s"].to_numpy()[known], phases)
+        flight_t = flight_t[known]
+        trip = _round_trips(flight_t, phases)
+        at_rwnd = _per_round_trip((rwnd - fl) < mss, trip)
         # Sender-limited: a constant cap clearly below the advertised window.
         cap = float(np.percentile(fl, 95))
         at_cap = (fl >= cap - mss) & (rwnd - fl >= cfg.min_cap_segments * mss)
@@ -142,7 +152,20 @@ class WindowLimited(Detector):
         if rate_path is None:
             return None
         bdp = float(physics.bdp_bytes(rate_path, rtt))
-        if window >= cfg.max_window_bdp_ratio * bdp:
+        # The window bounds the flight from above, at the moments a burst fills it. A receiver
+        # whose application reads slower than the ACK clock frees its buffer (Haas's start/stop)
+        # offers its window only in bursts: the sender fills it, waits with little or nothing
+        # in flight, and fills it again when a read moves the right edge. Its round trips are
+        # pinned, its window may reach the BDP, and still the path idles most of the time. A
+        # window at or above the BDP that the ACK clock keeps refilling keeps its whole flight
+        # out: the mean stays at the window.
+        rows = d.data["row"].to_numpy()[known] if len(d.data) == known.size else None
+        carried = (
+            _mean_flight_bytes(d, flight_t, rows, trip, _per_round_trip(pinned, trip), mss)
+            if rows is not None
+            else float(np.inf)
+        )
+        if min(window, carried) >= cfg.max_window_bdp_ratio * bdp:
             return None
         achieved = achieved_rate_bps(d)
         allows = float(physics.window_limited_rate_bps(window, rtt))
@@ -150,7 +173,7 @@ class WindowLimited(Detector):
         row = ctx.connections.iloc[conn]
         receiver_side = "b" if direction == 0 else "a"
         announced = int(row[f"ws_{receiver_side}"])
-        times = d.flight["t_s"].to_numpy()[known]
+        times = flight_t
         name = DIRECTIONS[direction]
         how = {
             "config": "as configured",
@@ -168,14 +191,27 @@ class WindowLimited(Detector):
             f"{units.rate(achieved)} at RTT {units.duration(rtt)}; the path "
             f"({units.rate(rate_path)}) needs {bdp:,.0f} bytes (window scale shift {shift})"
         )
+        in_bursts = window >= cfg.max_window_bdp_ratio * bdp
+        held = (
+            f"the window reached {window / bdp:.0%} of that only in bursts, and over those "
+            f"round trips {carried:,.0f} bytes were in flight on average ({carried / bdp:.0%} "
+            "of it): the path idled for the rest"
+            + (
+                " (the receiver reopened its window no faster than its application read)"
+                if limited_by == "receiver"
+                else ""
+            )
+            if in_bursts
+            else f"the window is {window / bdp:.0%} of that and the path idles for the rest of "
+            "every round trip"
+        )
         explanation = (
             f"For {pinned.mean():.0%} of its data segments the sender had {who} full: about "
             f"{window:,.0f} bytes in flight, and no room for another segment. One window per "
             f"round trip of {units.duration(rtt)} allows at most {units.rate(allows)}; the "
             f"transfer achieved {units.rate(achieved)}. The path delivers "
             f"{units.rate(rate_path)} ({how}), "
-            f"so keeping it busy takes rate x RTT = {bdp:,.0f} bytes in flight: the window is "
-            f"{window / bdp:.0%} of that and the path idles for the rest of every round trip "
+            f"so keeping it busy takes rate x RTT = {bdp:,.0f} bytes in flight: {held} "
             "(Cooper et al.: the window must cover the bandwidth-delay product)."
         )
         if limited_by == "receiver":
@@ -187,6 +223,12 @@ class WindowLimited(Detector):
                 + (f"; it announced {announced}" if announced >= 0 else "; it announced none")
                 + ". `tracekit plan` computes these numbers for other rates and RTTs."
             )
+            if in_bursts:
+                advice += (
+                    " A larger buffer helps only as far as the receiving application keeps up: "
+                    "a window that reopens as fast as it reads holds the flight below the path "
+                    "whatever its size, so let it read at least as fast as the path delivers."
+                )
         else:
             advice = (
                 f"Let the sender keep {bdp:,.0f} bytes in flight: raise its SO_SNDBUF, or "
@@ -203,6 +245,7 @@ class WindowLimited(Detector):
                 "limited_by": limited_by,
                 "window_bytes": window,
                 "pinned_fraction": float(pinned.mean()),
+                "flight_mean_bytes": carried,
                 "rtt_s": rtt,
                 "achieved_rate_bps": achieved,
                 "window_rate_bps": allows,
@@ -219,21 +262,11 @@ class WindowLimited(Detector):
         )
 
 
-def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
-    """Per segment, whether the flight reached the window within its round trip.
-
-    A sender the window holds fills it each time an ACK frees room (RFC 9293 3.8.6.2.1), but
-    the capture point may lie behind a queue in the sending host (the qdisc, a shaped NIC, up
-    to the millisecond of the pacing rate that TCP small queues lets wait there): segments TCP
-    has sent wait there unseen, and the captured flight stays that far below the window until
-    the queue drains, which it does at least once in every round trip the window binds (the
-    window lets out no more than the ACKs free). A round trip in which the flight reached the
-    window is pinned whole; one that never reached it was held by the congestion window or
-    the application. Round trips are counted in the RTT of the path phase each falls in, so
-    the unit is the transfer's own from a LAN to a satellite path.
-    """
+def _round_trips(t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
+    """Per segment, the round trip it left in, counted from 0 in the RTT of the path phase it
+    falls in, so the unit is the transfer's own from a LAN to a satellite path."""
     if t_s.size == 0:
-        return reached
+        return np.zeros(0, dtype=np.int64)
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
     # A column as long as the flight, made once (warp hands back `t_s` itself with one path
@@ -249,8 +282,140 @@ def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> 
     # holds a segment.
     if int(trip.max()) >= trip.size:
         _, trip = np.unique(trip, return_inverse=True)
+    return np.asarray(trip)
+
+
+def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
+    """Per segment, whether the flight reached the window within its round trip (`trip`, from
+    `_round_trips`).
+
+    A sender the window holds fills it each time an ACK frees room (RFC 9293 3.8.6.2.1), but
+    the capture point may lie behind a queue in the sending host (the qdisc, a shaped NIC, up
+    to the millisecond of the pacing rate that TCP small queues lets wait there): segments TCP
+    has sent wait there unseen, and the captured flight stays that far below the window until
+    the queue drains, which it does at least once in every round trip the window binds (the
+    window lets out no more than the ACKs free). A round trip in which the flight reached the
+    window is pinned whole; one that never reached it was held by the congestion window or
+    the application.
+    """
+    if trip.size == 0:
+        return reached
     touched = np.bincount(trip[reached], minlength=int(trip.max()) + 1) > 0
     return np.asarray(touched[trip])
+
+
+def _mean_flight_bytes(
+    d: Any, t_s: np.ndarray, row: np.ndarray, trip: np.ndarray, pinned: np.ndarray, mss: int
+) -> float:
+    """The bytes in flight on average over the pinned round trips and the waits on a shut
+    window after them. Infinite with no pinned round trip (no flight to judge).
+
+    `t_s`, `row` and `trip` are the segments' times, packet-table rows and round trips
+    (`_round_trips`). Each pinned round trip counts from its first segment until the first of
+    the next round trip that sent one, or until an ACK left room for a segment under the
+    window's right edge, if that came first: a wait on a shut window is the window's, one
+    with room under it the sender's own (an application with nothing written, a congestion
+    window). The flight is followed through every ACK and data segment, not only at the
+    sends: a sender that waits on its window with nothing in flight sends nothing to sample
+    it by.
+    """
+    if t_s.size == 0 or not pinned.any() or d.acks.empty:
+        return float(np.inf)
+    first = np.flatnonzero(np.r_[True, trip[1:] != trip[:-1]])
+    held = pinned[first]
+    # Times that step back (a hostile capture's stamps) count as no time.
+    start = np.maximum.accumulate(t_s[first])
+    nxt = np.r_[start[1:], max(float(t_s[-1]), float(start[-1]))]
+    # The highest byte sent when each round trip's last segment left, and the first ACK after
+    # it whose right edge leaves a segment's room past that: the window open again.
+    data, acks = d.data, d.acks
+    ack_row = acks["row"].to_numpy()
+    ack_t = acks["t_s"].to_numpy()
+    edge = np.maximum.accumulate(acks["edge_rel"].to_numpy())
+    last = np.r_[first[1:], t_s.size] - 1
+    sent_end = np.maximum.accumulate(data["end_rel"].to_numpy())
+    data_rows = data["row"].to_numpy()
+    high = sent_end[np.searchsorted(data_rows, row[last], side="right") - 1]
+    after = np.searchsorted(ack_row, row[last], side="right")
+    opened = np.searchsorted(edge, high + mss, side="left")
+    reopen = np.where(
+        opened < after,  # room already when the last segment left: the sender's own stop
+        t_s[last],
+        np.where(opened < ack_t.size, ack_t[np.minimum(opened, ack_t.size - 1)], np.inf),
+    )
+    stop = np.clip(reopen, t_s[last], nxt)
+    del edge, sent_end
+    at = np.empty(2 * start.size)
+    at[0::2], at[1::2] = start, stop
+    np.maximum.accumulate(at, out=at)
+    area = _flight_area_at(
+        data_rows,
+        data["t_s"].to_numpy(),
+        data["end_rel"].to_numpy(),
+        ack_row,
+        ack_t,
+        acks["ack_rel"].to_numpy(),
+        float(data["seq_rel"].min()),
+        at,
+    )
+    span = at[1::2] - at[0::2]
+    seconds = float(span[held].sum())
+    if seconds <= 0:
+        return float(np.median(d.flight["flight_bytes"].to_numpy()))
+    return float((area[1::2] - area[0::2])[held].sum() / seconds)
+
+
+@jit
+def _flight_area_at(
+    data_row: np.ndarray,
+    data_t: np.ndarray,
+    data_end: np.ndarray,
+    ack_row: np.ndarray,
+    ack_t: np.ndarray,
+    ack_rel: np.ndarray,
+    first: float,
+    at: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled
+    # The bytes in flight (the highest byte sent less the ACK line) integrated over time, from
+    # the first packet to each time of `at` (ascending): one walk of the data segments and
+    # ACKs in capture order, the output as long as `at`.
+    out = np.zeros(at.size)
+    n_data, n_ack = data_row.size, ack_row.size
+    i = j = k = 0
+    high = line = first
+    flight = 0.0
+    area = 0.0
+    clock = 0.0
+    started = False
+    while k < at.size:
+        take_data = i < n_data and (j >= n_ack or data_row[i] < ack_row[j])
+        if take_data:
+            t = data_t[i]
+        elif j < n_ack:
+            t = ack_t[j]
+        else:
+            t = np.inf
+        if not t <= at[k]:
+            if started and at[k] > clock:
+                out[k] = area + flight * (at[k] - clock)
+            else:
+                out[k] = area
+            k += 1
+            continue
+        if not started:
+            clock = t
+            started = True
+        if t > clock:
+            area += flight * (t - clock)
+            clock = t
+        if take_data:
+            high = max(high, float(data_end[i]))
+            i += 1
+        else:
+            line = max(line, float(ack_rel[j]))
+            j += 1
+        flight = max(high - line, 0.0)
+    return out
 
 
 def _at_once_s(d: Any) -> float:
