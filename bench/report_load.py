@@ -9,6 +9,7 @@ The captures (made once under bench/data/, reused after):
   window; no root needed);
 - `conns`: 1,500 short connections over a namespace's loopback, recorded as bench/connections.py
   records its 3,000 (needs root);
+- `bundled`: the bundled slow_start_overrun pair (fixtures/captures);
 - `streams`: iperf3 with 5 parallel streams (and its control connection) through the capture
   lab's path (needs root): a 50 Mbit/s bottleneck with a 60 kB queue, 40 ms RTT, 15 s, captured
   at the sender and at the receiver, so the streams share the bottleneck and lose to its queue.
@@ -37,7 +38,7 @@ connection's sender TSG at the middle of its transfer (the data segments the TSG
 against those tshark counts in the same window, by the section's Wireshark filter).
 
 Usage: python bench/report_load.py [--write LABEL] [--measure LABEL...] [--check LABEL] [--loads N]
-       [--only lossy,5m,conns,streams]
+       [--only lossy,5m,conns,streams,bundled]
 """
 
 from __future__ import annotations
@@ -201,6 +202,9 @@ def captures(only: set[str]) -> dict[str, list[str]]:
 
             record(capture, SHORT_CONNECTIONS)
         out["conns"] = [str(capture)]
+    if "bundled" in only:
+        folder = ROOT / "fixtures" / "captures" / "slow_start_overrun"
+        out["bundled"] = [str(folder / "sender.pcap"), "--receiver", str(folder / "receiver.pcap")]
     if "streams" in only:
         folder = DATA / f"iperf3-{STREAMS}-streams"
         sender, receiver = folder / "sender.pcap", folder / "receiver.pcap"
@@ -239,7 +243,7 @@ def load_once(path: Path, priority: int) -> dict[str, Any]:
 
 
 def measure(labels: list[str], only: set[str], loads: int, priority: int) -> dict[str, Any]:
-    names = [n for n in ("lossy", "5m", "conns", "streams") if n in only]
+    names = [n for n in ("lossy", "5m", "conns", "streams", "bundled") if n in only]
     paths = {(n, lab): report_path(n, lab) for n in names for lab in labels}
     missing = [str(p) for p in paths.values() if not p.exists()]
     if missing:
@@ -406,7 +410,7 @@ def main() -> None:
     parser.add_argument("--measure", metavar="LABEL", nargs="*", default=[])
     parser.add_argument("--check", metavar="LABEL", help="walk these reports as a reader would")
     parser.add_argument("--loads", type=int, default=5)
-    parser.add_argument("--only", default="lossy,5m,conns,streams")
+    parser.add_argument("--only", default="lossy,5m,conns,streams,bundled")
     parser.add_argument(
         "--priority",
         type=int,
