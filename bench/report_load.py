@@ -31,7 +31,8 @@ To compare two versions: `--write before` on the one, `--write after` on the oth
 
 `--check LABEL` walks each report as a reader would, in one browser at 1400 x 900, and prints
 what it finds: the first screen (does it hold a verdict for every drawn connection?); a click,
-with the mouse, on the first finding the page lists (is the link on the first screen? then each
+with the mouse, on the first finding the page shows, a verdict's worst finding or the findings
+list's first (is the link on the first screen? then each
 plot of its connection: its x range against the finding's range with the page's margin, and its
 y range against the extent of the points drawn in view); and a 10 ms zoom of the first drawn
 connection's sender TSG at the middle of its transfer (the data segments the TSG draws there
@@ -283,7 +284,8 @@ FIRST_SCREEN = """(() => {
   const r = v ? v.getBoundingClientRect() : null;
   const cards = v ? v.querySelectorAll('.verdict').length : 0;
   const unjudged = v ? v.querySelectorAll('.unjudged a').length : 0;
-  const link = document.querySelector('.finding a[data-range]');
+  // The first finding the page shows: a verdict's worst finding, else the findings list's first.
+  const link = document.querySelector('.verdict .worst a[data-range], .finding a[data-range]');
   const lr = link ? link.getBoundingClientRect() : null;
   return JSON.stringify({
     verdicts_top: r && r.top, verdicts_bottom: r && r.bottom, screen: innerHeight,
