@@ -52,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,18 +178,22 @@ def streams_pair(folder: Path) -> tuple[Path, Path]:
     return folder / "sender.pcap", folder / "receiver.pcap"
 
 
+def recorded_pair(folder: Path, what: str, record: Callable[[Path], object]) -> list[str]:
+    """A sender/receiver pair's `tracekit report` arguments, recorded first (as root) if missing."""
+    sender, receiver = folder / "sender.pcap", folder / "receiver.pcap"
+    if not receiver.exists():
+        if os.geteuid() != 0:
+            sys.exit(f"bench/report_load.py: recording the {what} needs root")
+        record(folder)
+    return [str(sender), "--receiver", str(receiver)]
+
+
 def captures(only: set[str]) -> dict[str, list[str]]:
     """Each capture's `tracekit report` arguments, making the capture first if missing."""
     DATA.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[str]] = {}
     if "lossy" in only:
-        folder = DATA / "lossy-1m"
-        sender, receiver = folder / "sender.pcap", folder / "receiver.pcap"
-        if not receiver.exists():
-            if os.geteuid() != 0:
-                sys.exit("bench/report_load.py: recording the lossy pair needs root")
-            lossy_pair(folder)
-        out["lossy"] = [str(sender), "--receiver", str(receiver)]
+        out["lossy"] = recorded_pair(DATA / "lossy-1m", "lossy pair", lossy_pair)
     if "5m" in only:
         capture = DATA / "simulated-5m.pcap"
         if not capture.exists():
@@ -207,13 +212,7 @@ def captures(only: set[str]) -> dict[str, list[str]]:
         folder = ROOT / "fixtures" / "captures" / "slow_start_overrun"
         out["bundled"] = [str(folder / "sender.pcap"), "--receiver", str(folder / "receiver.pcap")]
     if "streams" in only:
-        folder = DATA / f"iperf3-{STREAMS}-streams"
-        sender, receiver = folder / "sender.pcap", folder / "receiver.pcap"
-        if not receiver.exists():
-            if os.geteuid() != 0:
-                sys.exit("bench/report_load.py: recording the streams needs root")
-            streams_pair(folder)
-        out["streams"] = [str(sender), "--receiver", str(receiver)]
+        out["streams"] = recorded_pair(DATA / f"iperf3-{STREAMS}-streams", "streams", streams_pair)
     return out
 
 
