@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip install -q --root-user-action=ignore --disable-pip-version-check
 DEMO ?= fixtures/captures/slow_start_overrun
-TEST_TOOLS := tshark:tshark tcptrace:tcptrace tcpdump:tcpdump chromium:chromium nft:nftables ethtool:ethtool iperf3:iperf3 editcap:wireshark-common capinfos:wireshark-common
+TEST_TOOLS := tshark:tshark tcptrace:tcptrace tcpdump:tcpdump chromium:chromium nft:nftables ethtool:ethtool iperf3:iperf3 editcap:wireshark-common mergecap:wireshark-common capinfos:wireshark-common
 LAB_TOOLS := tcpdump:tcpdump nft:nftables ethtool:ethtool iperf3:iperf3 tcptrace:tcptrace
 
 .PHONY: install install-test demo test lint typecheck fixtures bench fuzz

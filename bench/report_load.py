@@ -8,7 +8,11 @@ The captures (made once under bench/data/, reused after):
 - `5m`: the simulated 5 M-packet transfer of bench/report.py --simulated (losses, SACK, a zero
   window; no root needed);
 - `conns`: 1,500 short connections over a namespace's loopback, recorded as bench/connections.py
-  records its 3,000 (needs root).
+  records its 3,000 (needs root);
+- `bundled`: the bundled slow_start_overrun pair (fixtures/captures);
+- `streams`: iperf3 with 5 parallel streams (and its control connection) through the capture
+  lab's path (needs root): a 50 Mbit/s bottleneck with a 60 kB queue, 40 ms RTT, 15 s, captured
+  at the sender and at the receiver, so the streams share the bottleneck and lose to its queue.
 
 `--write LABEL` writes each capture's report with the tracekit installed now, as
 bench/data/load-CAPTURE-LABEL.html, and prints how long `tracekit report` took. `--measure
@@ -25,8 +29,17 @@ Results also go to bench/data/report-load-results.json.
 To compare two versions: `--write before` on the one, `--write after` on the other, then
 `--measure before after`.
 
-Usage: python bench/report_load.py [--write LABEL] [--measure LABEL...] [--loads N]
-       [--only lossy,5m,conns]
+`--check LABEL` walks each report as a reader would, in one browser at 1400 x 900, and prints
+what it finds: the first screen (does it hold a verdict for every drawn connection?); a click,
+with the mouse, on the first finding the page shows, a verdict's worst finding or the findings
+list's first (is the link on the first screen? then each
+plot of its connection: its x range against the finding's range with the page's margin, and its
+y range against the extent of the points drawn in view); and a 10 ms zoom of the first drawn
+connection's sender TSG at the middle of its transfer (the data segments the TSG draws there
+against those tshark counts in the same window, by the section's Wireshark filter).
+
+Usage: python bench/report_load.py [--write LABEL] [--measure LABEL...] [--check LABEL] [--loads N]
+       [--only lossy,5m,conns,streams,bundled]
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,18 +122,78 @@ def lossy_pair(folder: Path) -> tuple[Path, Path]:
     return folder / "sender.pcap", folder / "receiver.pcap"
 
 
+STREAMS = 5
+STREAMS_SECONDS = 15
+
+
+def streams_pair(folder: Path) -> tuple[Path, Path]:
+    """Record an iperf3 run of STREAMS parallel streams through the lab's path (root)."""
+    import signal
+
+    import fixtures.lab.lab as lab
+    from fixtures.lab.scenarios import Path as LabPath
+    from fixtures.lab.scenarios import Scenario
+    from fixtures.lab.topology import RECEIVER_ADDR, Lab, stop, wait_for_line
+
+    scenario = Scenario(
+        name=folder.name,
+        shows="iperf3 -P 5 through a 50 Mbit/s bottleneck",
+        path=LabPath(buffer_bytes=60_000, rate_bps=50_000_000, delay_fwd_ms=20, delay_rev_ms=20),
+        labels=(),
+        absent_labels=(),
+        transfer_bytes=1,  # iperf3 sends here, not the lab's transfer
+    )
+    work = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    with Lab(scenario, prefix="tkstreams") as path:
+        assert path.middle is not None
+        relay = path.python(path.middle, "fixtures.lab.relay", "m0", "m1", "--delay-ms", "20", "20")
+        wait_for_line(relay.stdout, "ready", lab.STARTUP_TIMEOUT_S, "relay")
+        dumps = {}
+        for role, netns, dev in (("sender", path.sender, "s0"), ("receiver", path.receiver, "r0")):
+            dumps[role] = path.start(
+                netns, "tcpdump", "-i", dev, "-n", "-s", "128", "--immediate-mode", "-U",
+                "-B", str(lab.CAPTURE_BUFFER_KIB), "-Z", "root", "-w", str(work / f"{role}.pcap"),
+                "ip",
+            )  # fmt: skip
+            wait_for_line(dumps[role].stderr, "listening on", lab.STARTUP_TIMEOUT_S, role)
+        server = path.start(path.receiver, "iperf3", "-s", "-1", "-B", RECEIVER_ADDR)
+        time.sleep(1)
+        client = path.start(
+            path.sender, "iperf3", "-c", RECEIVER_ADDR, "-P", str(STREAMS), "-t",
+            str(STREAMS_SECONDS),
+        )  # fmt: skip
+        finish_s = STREAMS_SECONDS + 30
+        for process, what in ((client, "iperf3 client"), (server, "iperf3 server")):
+            process.wait(timeout=finish_s)
+            if process.returncode:
+                sys.exit(f"bench/report_load.py: {what} failed: {process.stderr.read()}")
+        time.sleep(0.5)  # the last ACKs cross the delay line
+        for role, process in dumps.items():
+            stop(process, signal.SIGINT, f"{role} tcpdump")
+        stop(relay, signal.SIGTERM, "relay")
+    shutil.rmtree(folder, ignore_errors=True)
+    work.rename(folder)
+    return folder / "sender.pcap", folder / "receiver.pcap"
+
+
+def recorded_pair(folder: Path, what: str, record: Callable[[Path], object]) -> list[str]:
+    """A sender/receiver pair's `tracekit report` arguments, recorded first (as root) if missing."""
+    sender, receiver = folder / "sender.pcap", folder / "receiver.pcap"
+    if not receiver.exists():
+        if os.geteuid() != 0:
+            sys.exit(f"bench/report_load.py: recording the {what} needs root")
+        record(folder)
+    return [str(sender), "--receiver", str(receiver)]
+
+
 def captures(only: set[str]) -> dict[str, list[str]]:
     """Each capture's `tracekit report` arguments, making the capture first if missing."""
     DATA.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[str]] = {}
     if "lossy" in only:
-        folder = DATA / "lossy-1m"
-        sender, receiver = folder / "sender.pcap", folder / "receiver.pcap"
-        if not receiver.exists():
-            if os.geteuid() != 0:
-                sys.exit("bench/report_load.py: recording the lossy pair needs root")
-            lossy_pair(folder)
-        out["lossy"] = [str(sender), "--receiver", str(receiver)]
+        out["lossy"] = recorded_pair(DATA / "lossy-1m", "lossy pair", lossy_pair)
     if "5m" in only:
         capture = DATA / "simulated-5m.pcap"
         if not capture.exists():
@@ -134,6 +208,11 @@ def captures(only: set[str]) -> dict[str, list[str]]:
 
             record(capture, SHORT_CONNECTIONS)
         out["conns"] = [str(capture)]
+    if "bundled" in only:
+        folder = ROOT / "fixtures" / "captures" / "slow_start_overrun"
+        out["bundled"] = [str(folder / "sender.pcap"), "--receiver", str(folder / "receiver.pcap")]
+    if "streams" in only:
+        out["streams"] = recorded_pair(DATA / f"iperf3-{STREAMS}-streams", "streams", streams_pair)
     return out
 
 
@@ -164,7 +243,7 @@ def load_once(path: Path, priority: int) -> dict[str, Any]:
 
 
 def measure(labels: list[str], only: set[str], loads: int, priority: int) -> dict[str, Any]:
-    names = [n for n in ("lossy", "5m", "conns") if n in only]
+    names = [n for n in ("lossy", "5m", "conns", "streams", "bundled") if n in only]
     paths = {(n, lab): report_path(n, lab) for n in names for lab in labels}
     missing = [str(p) for p in paths.values() if not p.exists()]
     if missing:
@@ -198,12 +277,141 @@ def measure(labels: list[str], only: set[str], loads: int, priority: int) -> dic
     return results
 
 
+# The first screen: the verdicts' section, what of it is on screen, and the drawn connections.
+FIRST_SCREEN = """(() => {
+  const v = document.querySelector('section.verdicts');
+  const r = v ? v.getBoundingClientRect() : null;
+  const cards = v ? v.querySelectorAll('.verdict').length : 0;
+  const unjudged = v ? v.querySelectorAll('.unjudged a').length : 0;
+  // The first finding the page shows: a verdict's worst finding, else the findings list's first.
+  const link = document.querySelector('.verdict .worst a[data-range], .finding a[data-range]');
+  const lr = link ? link.getBoundingClientRect() : null;
+  return JSON.stringify({
+    verdicts_top: r && r.top, verdicts_bottom: r && r.bottom, screen: innerHeight,
+    verdict_cards: cards, unjudged_named: unjudged,
+    drawn_connections: document.querySelectorAll('details.connection:not(.overview)').length,
+    text: v ? v.innerText.slice(0, 600) : null,
+    link: link && [lr.left + lr.width / 2, lr.top + lr.height / 2, link.dataset.conn,
+                   link.dataset.range, link.textContent],
+  });
+})()"""
+
+# After the click: each plot of the section, scrolled onto the screen and drawn; its x and y
+# ranges and the extent of the points it drew in its x range.
+AFTER_THE_CLICK = """(async (conn) => {
+  const s = window.tracekitStatus;
+  await s.idle();
+  const out = [];
+  for (const d of document.querySelectorAll('#conn-' + conn + ' .plot')) {
+    d.scrollIntoView(); await new Promise(r => setTimeout(r, 300)); await s.idle();
+    if (!d._fullLayout) { out.push([d.id, null, null, null]); continue; }
+    const [x0, x1] = d._fullLayout.xaxis.range.map(Number);
+    let lo = Infinity, hi = -Infinity;
+    for (const t of d.data) {
+      // The window edge may leave the view (the TSG opens on the data).
+      if (t.visible === 'legendonly' || (t.name || '').startsWith('window edge')) continue;
+      const xs = t.x, ys = t.y;
+      for (let i = 0; i < xs.length; i++) {
+        if (xs[i] >= x0 && xs[i] <= x1 && ys[i] === ys[i]) {
+          if (ys[i] < lo) lo = ys[i]; if (ys[i] > hi) hi = ys[i];
+        }
+      }
+    }
+    out.push([d.id, [x0, x1], d._fullLayout.yaxis.range.map(Number), [lo, hi]]);
+  }
+  return JSON.stringify(out);
+})"""
+
+# A 10 ms zoom of the first section's sender TSG around the middle of its opening view: the data
+# segments drawn (bars whose bottom is in the window, 2 us clear of its edges) and the window.
+TEN_MS = """(async () => {
+  const s = window.tracekitStatus;
+  const d = document.querySelector('details.connection:not(.overview) .plot');
+  d.scrollIntoView(); await new Promise(r => setTimeout(r, 300)); await s.idle();
+  const [a0, a1] = d._fullLayout.xaxis.range.map(Number);
+  const mid = (a0 + a1) / 2;
+  await Plotly.relayout(d, {'xaxis.range': [mid - 0.005, mid + 0.005]});
+  await s.idle();
+  const [x0, x1] = d._fullLayout.xaxis.range.map(Number);
+  const a = x0 + 2e-6, b = x1 - 2e-6;
+  const drawn = d.data.filter(t => ['data', 'retransmitted', 'out of order'].includes(t.name))
+    .reduce((n, t) => n + Array.from(t.x).filter(
+      (x, i) => i % s.segmentStride === 0 && x >= a && x <= b).length, 0);
+  const filter = d.closest('details').querySelector('code.wireshark-filter').textContent;
+  return JSON.stringify({id: d.id, window: [a, b], drawn: drawn, filter: filter,
+    note: document.getElementById(d.id + '-note').textContent, errors: s.errors});
+})()"""
+
+
+def tshark_segments(capture: str, a2b_filter: str, a: float, b: float) -> int:
+    """Data segments of one direction in [a, b] s since the capture's first frame, by tshark."""
+    expression = (
+        f"({a2b_filter}) && tcp.len > 0 && frame.time_relative >= {a:.9f}"
+        f" && frame.time_relative <= {b:.9f}"
+    )
+    out = subprocess.run(
+        ["tshark", "-r", capture, "-Y", expression, "-T", "fields", "-e", "frame.number"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return len(out.split())
+
+
+def check(label: str, only: set[str]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name, args in captures(only).items():
+        path = report_path(name, label)
+        if not path.exists():
+            sys.exit(f"bench/report_load.py: write it first (--write {label}): {path}")
+        found: dict[str, Any] = {"load_average": os.getloadavg()[0]}
+
+        def click_the_first_finding(page: Any, found: dict[str, Any] = found) -> None:
+            first = json.loads(page.evaluate(FIRST_SCREEN))
+            found["first_screen"] = first
+            if first["link"] is None:
+                return
+            x, y, conn, rng, _text = first["link"]
+            if not 0 < y < first["screen"]:
+                page.evaluate("document.querySelector('.finding a[data-range]').scrollIntoView()")
+                x, y = page.evaluate(
+                    "(() => { const r = document.querySelector('.finding a[data-range]')"
+                    ".getBoundingClientRect(); return [r.left + r.width / 2,"
+                    " r.top + r.height / 2]; })()"
+                )
+            page.click(x, y)
+            start, end = map(float, rng.split(","))
+            margin = max(0.05 * (end - start), 1e-3)
+            found["finding_range"] = [start - margin, end + margin]
+            found["plots"] = json.loads(page.evaluate(f"{AFTER_THE_CLICK}({conn})", timeout=120))
+
+        with Browser(width=WIDTH, height=HEIGHT) as browser:
+            page = browser.open(
+                path, "window.tracekitStatus && window.tracekitStatus.ready", "1", timeout=180,
+                actions=click_the_first_finding,
+            )  # fmt: skip
+            zoom = json.loads(
+                browser.open(
+                    path, "window.tracekitStatus && window.tracekitStatus.ready", TEN_MS,
+                    timeout=180,
+                ).value
+            )  # fmt: skip
+        found["errors"] = page.console_errors + page.exceptions
+        # "((a to b) || (b to a)) && time": the data direction, a to b.
+        a2b = zoom["filter"][2 : zoom["filter"].index(") || (")]
+        zoom["tshark"] = tshark_segments(args[0], a2b, *zoom["window"])
+        found["ten_ms"] = zoom
+        results[name] = found
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", metavar="LABEL", help="write the reports under this label")
     parser.add_argument("--measure", metavar="LABEL", nargs="*", default=[])
+    parser.add_argument("--check", metavar="LABEL", help="walk these reports as a reader would")
     parser.add_argument("--loads", type=int, default=5)
-    parser.add_argument("--only", default="lossy,5m,conns")
+    parser.add_argument("--only", default="lossy,5m,conns,streams,bundled")
     parser.add_argument(
         "--priority",
         type=int,
@@ -214,6 +422,8 @@ def main() -> None:
     only = set(args.only.split(","))
     if args.write:
         write_reports(args.write, only)
+    if args.check:
+        print(json.dumps(check(args.check, only), indent=1))
     if not args.measure:
         return
     if not chromium_available():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -704,3 +705,90 @@ def test_scrolling_the_whole_page_draws_every_plot_the_model_holds(
     assert views["plot-0-0-sender"]["drawn"]["data"][1] == len(data)
     # A zoom reads every point: the segments in the window, each drawn.
     assert zoomed["drawn"]["data"] == [in_zoom, in_zoom]
+
+
+# Lab transfers with warnings, each a connection of its own from 10.77.0.1.
+WARNED = (
+    "slow_start_overrun",
+    "network_drops",
+    "receiver_drops",
+    "window_limited",
+    "bursty_sender",
+)
+
+
+def _side_by_side(captures: list[Path], out: Path) -> Path:
+    """One capture of several transfers at once: each shifted (editcap) to start 10 ms after
+    the one before, then merged in time order (mergecap), as parallel streams would be."""
+    shifted = []
+    for i, capture in enumerate(captures):
+        # A classic little-endian microsecond pcap (tcpdump's): the first record's time.
+        seconds, micros = struct.unpack_from("<II", capture.read_bytes(), 24)
+        shift = 1_000_000_000.0 + 0.01 * i - (seconds + micros * 1e-6)
+        moved = out.parent / f"{i}.pcap"
+        subprocess.run(["editcap", "-t", f"{shift:.6f}", str(capture), str(moved)], check=True)
+        shifted.append(str(moved))
+    subprocess.run(["mergecap", "-F", "pcap", "-w", str(out), *shifted], check=True)
+    return out
+
+
+def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
+    browser: Browser, tmp_path: Path
+) -> None:
+    capture = _side_by_side([LAB / name / "sender.pcap" for name in WARNED], tmp_path / "m.pcap")
+    out = tmp_path / "r.html"
+    runner = CliRunner()
+    made = runner.invoke(cli, ["report", str(capture), "-o", str(out)])
+    assert made.exit_code == 0, made.output
+    analyzed = json.loads(runner.invoke(cli, ["analyze", str(capture), "--json"]).output)
+    assert len(analyzed["connections"]) == len(WARNED)
+    # The verdict cards of five connections fill the first screen: the findings list starts
+    # below it, and each card's worst finding is where a reader clicks.
+    links = """(() => [innerHeight,
+      document.querySelector('.finding a[data-range]').getBoundingClientRect().top,
+      Array.from(document.querySelectorAll('.verdict .worst a[data-range]'), a => {
+        const r = a.getBoundingClientRect();
+        return [r.left + r.width / 2, r.top + r.height / 2, +a.dataset.conn,
+                a.dataset.range.split(',').map(Number)]; })])()"""
+    chosen: list[Any] = []
+
+    def click_the_last_verdicts_finding(page: Page) -> None:
+        screen, findings_top, found = page.evaluate(links)
+        assert findings_top > screen  # the findings list is below the first screen
+        on_screen = [f for f in found if 0 < f[1] < screen]
+        assert len(on_screen) >= 2
+        x, y, view, _ = on_screen[-1]
+        page.click(x, y)
+        page.evaluate("window.tracekitStatus.idle()")
+        walk = ALL_RANGES.replace("'#conn-0 .plot'", f"'#conn-{int(view)} .plot'")
+        chosen.append((on_screen[-1], json.loads(page.evaluate(walk, timeout=60))))
+
+    browser.open(
+        out, READY, "1", timeout=60, scale=0.1, height=900, actions=click_the_last_verdicts_finding
+    )
+    (_, _, view, (start, end)), plots = chosen[0]
+    assert view != 0
+    finding = next(
+        f
+        for f in analyzed["findings"]
+        if f["start_s"] == start and f["end_s"] == end and f["severity"] != "info"
+    )
+    margin = max(0.05 * (end - start), 1e-3)  # the page's margin (docs/report.md)
+    assert len(plots) == 4  # TSG, throughput, RTT, flight
+    for plot_id, (x0, x1), _ in plots:
+        assert plot_id.startswith(f"plot-{view}-"), plot_id
+        assert abs(x0 - (start - margin)) < 1e-6 and abs(x1 - (end + margin)) < 1e-6, plot_id
+    # The TSG's y axis fits the bytes tshark saw this connection send in the view.
+    sender = next(c for c in analyzed["connections"] if c["conn"] == finding["conn"])["a"]
+    port = sender.rsplit(":", 1)[1]
+    rows = subprocess.run(
+        ["tshark", "-r", str(capture), "-Y", f"tcp.srcport=={port} && tcp.len>0", "-T",
+         "fields", "-e", "frame.time_relative", "-e", "tcp.seq", "-e", "tcp.len"],
+        check=True, capture_output=True, text=True,
+    ).stdout.split("\n")  # fmt: skip
+    sent = [(float(t), int(q), int(n)) for t, q, n in (r.split("\t") for r in rows if r)]
+    window = [(q, q + n) for t, q, n in sent if x0 <= t <= x1]
+    low, high = min(a for a, _ in window), max(b for _, b in window)
+    (y0, y1) = next(y for plot_id, _, y in plots if plot_id.endswith("-0-sender"))
+    assert y0 <= low + 1 and high <= y1 + 1
+    assert y1 - y0 < 2 * (high - low)

@@ -752,10 +752,13 @@ def _verdict(v: Verdict) -> str:
     worst = ""
     if v.worst is not None:
         w = v.worst
+        # Its direction and time range zoom the connection's plots there, as in the findings
+        # list: with many connections the verdicts fill the first screen.
+        where = f"{w.direction or 'both'}, {w.start_s:.3f}-{w.end_s:.3f} s"
         worst = (
             f'<p class="worst">Worst finding: {_severity_badge(w.severity)} '
-            f"<b>{_text(w.kind)}</b> ({_text(w.direction or 'both')}, "
-            f"{w.start_s:.3f}-{w.end_s:.3f} s): {_text(w.summary)}</p>"
+            f"<b>{_text(w.kind)}</b> ({_conn_link(w.link, where, (w.start_s, w.end_s))}): "
+            f"{_text(w.summary)}</p>"
         )
     change = f'<p class="change"><b>Change:</b> {_text(v.change)}</p>' if v.change else ""
     return (
