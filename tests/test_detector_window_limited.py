@@ -318,3 +318,20 @@ def test_quiet_on_the_same_window_an_application_leaves_idle(tmp_path: Path) -> 
     # application's, not the window's: no window limit.
     ctx = context(_reader(tmp_path / "writer.pcap", read_every_s=0.0, write_every_s=0.3))
     assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
+
+
+def test_quiet_on_one_stall_under_a_window_that_covers_the_path() -> None:
+    # The lab's reader stops once for 2.64 s under a window near twice the BDP (90 Mbit/s at
+    # 28 ms): the window shut for the stall, which is the stall's (zero_window_stall), not the
+    # window's size. The lab rules window_limited out; a mean flight that counted the stall's
+    # wait would fall far below the BDP.
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "stall_2640ms_90m_28ms"
+    labels = json.loads((folder / "truth.json").read_text())
+    assert "window_limited" in labels["absent_labels"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    assert not [f for f in doc["findings"] if f["kind"] == "window_limited"]

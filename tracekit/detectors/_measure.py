@@ -537,6 +537,13 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     return RttPhases(starts_s=starts, rtt_s=lowest)
 
 
+# A receive window shut this many round trips is a stall (zero_window_stall): the ACK clock has
+# stopped for good, and the receiving application's pause, not the window's size, holds the
+# sender (a window that closes and reopens within a round trip or two is a slow reader's
+# start/stop).
+STALL_RTTS = 4.0
+
+
 # The share of the sender's answers to ACKs that its turnaround covers: the slow tail of the
 # host's scheduling stays inside it, a pause for the application (milliseconds to seconds on
 # any path, and at least many answers long) stays out.

@@ -23,6 +23,7 @@ import numpy as np
 from tracekit import physics, units
 from tracekit.core.kernels import jit
 from tracekit.detectors._measure import (
+    STALL_RTTS,
     RttPhases,
     achieved_rate_bps,
     answered_share_at,
@@ -161,7 +162,7 @@ class WindowLimited(Detector):
         # out: the mean stays at the window.
         rows = d.data["row"].to_numpy()[known] if len(d.data) == known.size else None
         carried = (
-            _mean_flight_bytes(d, flight_t, rows, trip, _per_round_trip(pinned, trip), mss)
+            _mean_flight_bytes(d, flight_t, rows, trip, _per_round_trip(pinned, trip), mss, phases)
             if rows is not None
             else float(np.inf)
         )
@@ -305,7 +306,13 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
 
 
 def _mean_flight_bytes(
-    d: Any, t_s: np.ndarray, row: np.ndarray, trip: np.ndarray, pinned: np.ndarray, mss: int
+    d: Any,
+    t_s: np.ndarray,
+    row: np.ndarray,
+    trip: np.ndarray,
+    pinned: np.ndarray,
+    mss: int,
+    phases: RttPhases,
 ) -> float:
     """The bytes in flight on average over the pinned round trips and the waits on a shut
     window after them. Infinite with no pinned round trip (no flight to judge).
@@ -315,9 +322,12 @@ def _mean_flight_bytes(
     the next round trip that sent one, or until an ACK left room for a segment under the
     window's right edge, if that came first: a wait on a shut window is the window's, one
     with room under it the sender's own (an application with nothing written, a congestion
-    window). The flight is followed through every ACK and data segment, not only at the
-    sends: a sender that waits on its window with nothing in flight sends nothing to sample
-    it by.
+    window). A wait of STALL_RTTS round trips (of the path phase it falls in) or more that
+    outlasts the rhythm of such waits is a stall, the receiving application's pause
+    (zero_window_stall), and not counted: a window of any size stays shut while its reader
+    does not read. The flight is followed through every
+    ACK and data segment, not only at the sends: a sender that waits on its window with
+    nothing in flight sends nothing to sample it by.
     """
     if t_s.size == 0 or not pinned.any() or d.acks.empty:
         return float(np.inf)
@@ -344,6 +354,14 @@ def _mean_flight_bytes(
         np.where(opened < ack_t.size, ack_t[np.minimum(opened, ack_t.size - 1)], np.inf),
     )
     stop = np.clip(reopen, t_s[last], nxt)
+    stalled = (stop - t_s[last]) >= STALL_RTTS * phases.at(t_s[last])
+    if int(stalled.sum()) >= 3:
+        # Waits that come on a rhythm are a slow reader's start/stop (each read reopens the
+        # window within its cycle): only a wait that outlasts the median time between them is
+        # a stall. Fewer than three set no rhythm.
+        rhythm = float(np.median(np.diff(t_s[last][stalled])))
+        stalled &= (stop - t_s[last]) > rhythm
+    stop[stalled] = t_s[last][stalled]
     del edge, sent_end
     at = np.empty(2 * start.size)
     at[0::2], at[1::2] = start, stop

@@ -32,6 +32,7 @@ import numpy as np
 from tracekit import units
 from tracekit.detectors._limits import wire_segment_bytes
 from tracekit.detectors._measure import (
+    STALL_RTTS,
     findings_per_direction,
     rtt_phases,
     turnaround_s,
@@ -61,11 +62,12 @@ class ZeroWindowStall(Detector):
 
     @dataclass(frozen=True)
     class Config:
-        # Four round trips: the ACK clock has stopped for good (a window that closes and
-        # reopens within a round trip or two is the start/stop mode of a slow reader), and
-        # the sender has left the ACK-clocked regime for its persist timer, whose first probe
-        # waits one RTO, at least 200 ms on Linux (RFC 6298 2.4 asks for one second).
-        min_stall_rtts: float = 4.0
+        # Four round trips (STALL_RTTS): the ACK clock has stopped for good (a window that
+        # closes and reopens within a round trip or two is the start/stop mode of a slow
+        # reader), and the sender has left the ACK-clocked regime for its persist timer, whose
+        # first probe waits one RTO, at least 200 ms on Linux (RFC 6298 2.4 asks for one
+        # second).
+        min_stall_rtts: float = STALL_RTTS
 
     config: Config
 
