@@ -6,7 +6,8 @@ any number of lines, and the output ends at the block's next `$ ` line. The comm
 temporary folder, which receives what it writes, with the repository's files it reads given
 by their full path. A file an example reads from docs/examples/ may be shown in a fenced block
 whose first line is a comment naming it (`# docs/examples/NAME.toml`): the block is that file, to
-the byte. So an example cannot go stale.
+the byte. Every fenced Python block runs (on the bundled pair, its ingest and its batch output),
+and every other TOML block loads as the manifest or policy it is. So an example cannot go stale.
 """
 
 from __future__ import annotations
@@ -124,3 +125,83 @@ def test_install_lines_name_this_projects_distribution() -> None:
     assert lines
     for line in lines:
         assert re.search(rf"pip install\s+'?{re.escape(name)}(\[|'|`|\s|$)", line), line
+
+
+def python_blocks() -> list[tuple[str, int, str]]:
+    """(page, line, code) of every fenced Python block in the README and the docs."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.finditer(r"^```python\n(.*?)^```", text, flags=re.M | re.S):
+            line = text[: block.start()].count("\n") + 1
+            found.append((str(page.relative_to(ROOT)), line, block.group(1)))
+    return found
+
+
+PYTHON = python_blocks()
+
+
+def test_there_are_python_blocks() -> None:
+    assert PYTHON
+
+
+@pytest.mark.parametrize(("page", "line", "code"), PYTHON,
+                         ids=[f"{p}:{n}" for p, n, _ in PYTHON])  # fmt: skip
+def test_the_python_block_runs(page: str, line: int, code: str, tmp_path: Path) -> None:
+    # The files the blocks read, made as their pages say: the bundled pair under the names
+    # the API page uses, `tracekit ingest ... -o t.parquet`, and `tracekit batch DIR -o OUT`.
+    pair = ROOT / "fixtures" / "captures" / "slow_start_overrun"
+    for side in ("sender", "receiver"):
+        (tmp_path / f"{side}.pcap").write_bytes((pair / f"{side}.pcap").read_bytes())
+    (tmp_path / "DIR").mkdir()
+    (tmp_path / "DIR" / "sender.pcap").write_bytes((pair / "sender.pcap").read_bytes())
+    for command in (
+        ["ingest", "sender.pcap", "-o", "t.parquet"],
+        ["batch", "DIR", "-o", "OUT"],
+    ):
+        done = subprocess.run(
+            [TRACEKIT, *command], capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def toml_blocks() -> list[tuple[str, int, str]]:
+    """(page, line, text) of every fenced TOML block that is not a file of docs/examples/."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.finditer(r"^```toml\n(.*?)^```", text, flags=re.M | re.S):
+            if block.group(1).startswith("# docs/examples/"):
+                continue  # shown files: test_a_shown_file_is_the_file
+            line = text[: block.start()].count("\n") + 1
+            found.append((str(page.relative_to(ROOT)), line, block.group(1)))
+    return found
+
+
+TOML = toml_blocks()
+
+
+def test_there_are_toml_blocks() -> None:
+    assert TOML
+
+
+@pytest.mark.parametrize(("page", "line", "text"), TOML,
+                         ids=[f"{p}:{n}" for p, n, _ in TOML])  # fmt: skip
+def test_the_toml_block_loads(page: str, line: int, text: str, tmp_path: Path) -> None:
+    # A manifest ([[capture]] tables) is read as `tracekit check` reads one; any other block
+    # is a policy, loaded with the detectors' kinds as `check --policy` loads it.
+    from tracekit.check.policy import load_policy
+    from tracekit.detectors import all_detectors
+    from tracekit.inputs import read_manifest
+
+    path = tmp_path / "block.toml"
+    path.write_text(text)
+    if "[[capture]]" in text:
+        inputs = read_manifest(path)
+        assert inputs and all(i.sender.parent.is_relative_to(tmp_path) for i in inputs)
+    else:
+        load_policy(path, {d.kind for d in all_detectors()})
