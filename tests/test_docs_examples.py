@@ -127,18 +127,21 @@ def test_install_lines_name_this_projects_distribution() -> None:
         assert re.search(rf"pip install\s+'?{re.escape(name)}(\[|'|`|\s|$)", line), line
 
 
-def python_blocks() -> list[tuple[str, int, str]]:
-    """(page, line, code) of every fenced Python block in the README and the docs."""
+def fenced(lang: str) -> list[tuple[str, int, str]]:
+    """(page, line, text) of every fenced block of `lang` in the README and the docs, but the
+    blocks that show a file of docs/examples/ (test_a_shown_file_is_the_file)."""
     found = []
     for page in PAGES:
         text = page.read_text()
-        for block in re.finditer(r"^```python\n(.*?)^```", text, flags=re.M | re.S):
+        for block in re.finditer(rf"^```{lang}\n(.*?)^```", text, flags=re.M | re.S):
+            if block.group(1).startswith("# docs/examples/"):
+                continue
             line = text[: block.start()].count("\n") + 1
             found.append((str(page.relative_to(ROOT)), line, block.group(1)))
     return found
 
 
-PYTHON = python_blocks()
+PYTHON = fenced("python")
 
 
 def test_there_are_python_blocks() -> None:
@@ -169,20 +172,7 @@ def test_the_python_block_runs(page: str, line: int, code: str, tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def toml_blocks() -> list[tuple[str, int, str]]:
-    """(page, line, text) of every fenced TOML block that is not a file of docs/examples/."""
-    found = []
-    for page in PAGES:
-        text = page.read_text()
-        for block in re.finditer(r"^```toml\n(.*?)^```", text, flags=re.M | re.S):
-            if block.group(1).startswith("# docs/examples/"):
-                continue  # shown files: test_a_shown_file_is_the_file
-            line = text[: block.start()].count("\n") + 1
-            found.append((str(page.relative_to(ROOT)), line, block.group(1)))
-    return found
-
-
-TOML = toml_blocks()
+TOML = fenced("toml")
 
 
 def test_there_are_toml_blocks() -> None:
