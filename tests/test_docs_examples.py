@@ -3,11 +3,12 @@
 An example is a fenced block whose first line is `$ tracekit ...` (continued with a trailing
 backslash); the lines after the command are its expected output, where a line `...` stands for
 any number of lines, and the output ends at the block's next `$ ` line. The command runs in a
-temporary folder, which receives what it writes, with the repository's files it reads given
-by their full path. A file an example reads from docs/examples/ may be shown in a fenced block
-whose first line is a comment naming it (`# docs/examples/NAME.toml`): the block is that file, to
-the byte. Every fenced Python block runs (on the bundled pair, its ingest and its batch output),
-and every other TOML block loads as the manifest or policy it is. So an example cannot go stale.
+temporary folder, which receives what it writes, with the repository's fixtures/ and
+docs/examples/ linked in, so that it names them as the page does. A file an example reads from
+docs/examples/ may be shown in a fenced block whose first line is a comment naming it
+(`# docs/examples/NAME.toml`): the block is that file, to the byte. Every fenced Python block
+runs (on the bundled pair, its ingest and its batch output), and every other TOML block loads
+as the manifest or policy it is. So an example cannot go stale.
 """
 
 from __future__ import annotations
@@ -72,11 +73,11 @@ def test_the_example_prints_what_it_shows(
     page: str, line: int, command: str, expected: list[str], tmp_path: Path
 ) -> None:
     # Run in a temporary folder, so that the outputs the example writes land there; the
-    # repository's files it reads are given by their full path.
-    args = [
-        str(ROOT / a) if a.startswith(("fixtures/", "docs/examples/")) else a
-        for a in shlex.split(command)[1:]
-    ]
+    # repository's folders it reads are linked in, so that it names them as the page does.
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "examples").symlink_to(ROOT / "docs" / "examples")
+    args = shlex.split(command)[1:]
     done = subprocess.run(
         [TRACEKIT, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
