@@ -236,21 +236,25 @@ def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> 
         return reached
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
-    # A column as long as the flight, made once (warp hands back `t_s` itself with one path
-    # phase: the subtraction makes the copy), then its round trips in place.
-    warped = aligned.warp(t_s) - t_s[0]
-    warped /= rtt0
-    np.floor(warped, out=warped)
-    trip = warped.astype(np.int64)
-    del warped
-    trip -= trip.min()
-    # One bin per round trip of the span where there are no more of them than segments; where
-    # a capture's stamps span more (billions, between two segments), one per round trip that
-    # holds a segment.
-    if int(trip.max()) >= trip.size:
-        _, trip = np.unique(trip, return_inverse=True)
-    touched = np.bincount(trip[reached], minlength=int(trip.max()) + 1) > 0
-    return np.asarray(touched[trip])
+    # Each segment's round trip, a block at a time: no column as long as the flight but the
+    # round trips themselves.
+    trip = np.empty(t_s.size, dtype=np.int64)
+    for at in range(0, t_s.size, _BLOCK_ROWS):
+        block = slice(at, at + _BLOCK_ROWS)
+        trip[block] = np.floor((aligned.warp(t_s[block]) - t_s[0]) / rtt0)
+    # The round trips that hold a segment that reached the window, in order; each segment is
+    # pinned where its own round trip is one of them. A capture's stamps may span billions of
+    # round trips between two segments: nothing is sized by the span.
+    hit = np.unique(trip[reached])
+    if hit.size == 0:
+        return np.zeros(t_s.size, dtype=bool)
+    at_hit = np.searchsorted(hit, trip)
+    np.take(hit, at_hit, out=at_hit, mode="clip")
+    return np.asarray(at_hit == trip)
+
+
+# Rows of the flight warped at once: a few megabytes of temporaries, however long the flight.
+_BLOCK_ROWS = 1 << 20
 
 
 def _at_once_s(d: Any) -> float:
