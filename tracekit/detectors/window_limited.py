@@ -115,7 +115,7 @@ class WindowLimited(Detector):
         if fl.size < cfg.min_data_segments:
             return None
         # Receiver-limited: the flight of each burst reached the advertised window.
-        at_rwnd = _per_round_trip((rwnd - fl) < mss, d.flight["t_s"].to_numpy()[known], phases)
+        at_rwnd = _per_round_trip((rwnd - fl) < mss, d.flight["t_s"].to_numpy(), known, phases)
         # Sender-limited: a constant cap clearly below the advertised window.
         cap = float(np.percentile(fl, 95))
         at_cap = (fl >= cap - mss) & (rwnd - fl >= cfg.min_cap_segments * mss)
@@ -219,8 +219,11 @@ class WindowLimited(Detector):
         )
 
 
-def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
-    """Per segment, whether the flight reached the window within its round trip.
+def _per_round_trip(
+    reached: np.ndarray, flight_t_s: np.ndarray, known: np.ndarray, phases: RttPhases
+) -> np.ndarray:
+    """Per segment of the flight where `known`, whether the flight reached the window within
+    its round trip (`reached`: per such segment, whether it reached it itself).
 
     A sender the window holds fills it each time an ACK frees room (RFC 9293 3.8.6.2.1), but
     the capture point may lie behind a queue in the sending host (the qdisc, a shaped NIC, up
@@ -232,28 +235,38 @@ def _per_round_trip(reached: np.ndarray, t_s: np.ndarray, phases: RttPhases) -> 
     the application. Round trips are counted in the RTT of the path phase each falls in, so
     the unit is the transfer's own from a LAN to a satellite path.
     """
-    if t_s.size == 0:
+    if reached.size == 0:
         return reached
+    first = int(np.argmax(known))
     rtt0 = float(phases.rtt_s[0])
-    aligned = phases.aligned(float(t_s[0]), rtt0)
-    # Each segment's round trip, a block at a time: no column as long as the flight but the
-    # round trips themselves.
-    trip = np.empty(t_s.size, dtype=np.int64)
-    for at in range(0, t_s.size, _BLOCK_ROWS):
+    aligned = phases.aligned(float(flight_t_s[first]), rtt0)
+    # Each known segment's round trip, a block of the flight at a time: no column as long as
+    # the flight but the round trips themselves.
+    trip = np.empty(reached.size, dtype=np.int64)
+    done = 0
+    for at in range(0, flight_t_s.size, _BLOCK_ROWS):
         block = slice(at, at + _BLOCK_ROWS)
-        trip[block] = np.floor((aligned.warp(t_s[block]) - t_s[0]) / rtt0)
+        t_s = flight_t_s[block][known[block]]
+        trip[done : done + t_s.size] = np.floor(
+            (aligned.warp(t_s) - flight_t_s[first]) / rtt0
+        )
+        done += t_s.size
     # The round trips that hold a segment that reached the window, in order; each segment is
     # pinned where its own round trip is one of them. A capture's stamps may span billions of
     # round trips between two segments: nothing is sized by the span.
     hit = np.unique(trip[reached])
+    pinned = np.zeros(reached.size, dtype=bool)
     if hit.size == 0:
-        return np.zeros(t_s.size, dtype=bool)
-    at_hit = np.searchsorted(hit, trip)
-    np.take(hit, at_hit, out=at_hit, mode="clip")
-    return np.asarray(at_hit == trip)
+        return pinned
+    for at in range(0, trip.size, _BLOCK_ROWS):
+        block = slice(at, at + _BLOCK_ROWS)
+        found = np.searchsorted(hit, trip[block])
+        np.take(hit, found, out=found, mode="clip")
+        pinned[block] = found == trip[block]
+    return pinned
 
 
-# Rows of the flight warped at once: a few megabytes of temporaries, however long the flight.
+# Rows of the flight taken at once: a few megabytes of temporaries, however long the flight.
 _BLOCK_ROWS = 1 << 20
 
 
