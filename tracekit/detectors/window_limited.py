@@ -247,9 +247,7 @@ def _per_round_trip(
     for at in range(0, flight_t_s.size, _BLOCK_ROWS):
         block = slice(at, at + _BLOCK_ROWS)
         t_s = flight_t_s[block][known[block]]
-        trip[done : done + t_s.size] = np.floor(
-            (aligned.warp(t_s) - flight_t_s[first]) / rtt0
-        )
+        trip[done : done + t_s.size] = np.floor((aligned.warp(t_s) - flight_t_s[first]) / rtt0)
         done += t_s.size
     # The round trips that hold a segment that reached the window, in order; each segment is
     # pinned where its own round trip is one of them. A capture's stamps may span billions of
