@@ -178,10 +178,14 @@ def queued_pauses(
     data_t = data["t_s"].to_numpy()
     data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
     length = data["len"].to_numpy().astype(np.int64)
-    segment = wire_segment_bytes(length, direction.peer_mss)
-    full = full_tail_pauses(start_s, state, data_t, data_end, length, segment)
+    full = full_tail_pauses(
+        start_s, state, data_t, data_end, length, wire_segment_bytes(length, direction.peer_mss)
+    )
     first = int(data["seq_rel"].min())
-    copy = copy_pauses(start_s, end_s, state, data_t, data_end, first, line_rate(data_t, length))
+    # The lengths go before the copies' pass, not held beside it.
+    rate = line_rate(data_t, length)
+    del length
+    copy = copy_pauses(start_s, end_s, state, data_t, data_end, first, rate)
     return np.union1d(full, copy)
 
 

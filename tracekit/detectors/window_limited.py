@@ -264,26 +264,19 @@ class WindowLimited(Detector):
 
 
 def _round_trips(t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
-    """Per segment, the round trip it left in, counted from 0 in the RTT of the path phase it
-    falls in, so the unit is the transfer's own from a LAN to a satellite path."""
+    """Per segment, the round trip it left in, counted in the RTT of the path phase it falls
+    in, so the unit is the transfer's own from a LAN to a satellite path. Computed a block of
+    the flight at a time: no temporary as long as the flight but the round trips themselves,
+    and nothing sized by the span (a capture's stamps may span billions of round trips)."""
+    trip = np.empty(t_s.size, dtype=np.int64)
     if t_s.size == 0:
-        return np.zeros(0, dtype=np.int64)
+        return trip
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
-    # A column as long as the flight, made once (warp hands back `t_s` itself with one path
-    # phase: the subtraction makes the copy), then its round trips in place.
-    warped = aligned.warp(t_s) - t_s[0]
-    warped /= rtt0
-    np.floor(warped, out=warped)
-    trip = warped.astype(np.int64)
-    del warped
-    trip -= trip.min()
-    # One bin per round trip of the span where there are no more of them than segments; where
-    # a capture's stamps span more (billions, between two segments), one per round trip that
-    # holds a segment.
-    if int(trip.max()) >= trip.size:
-        _, trip = np.unique(trip, return_inverse=True)
-    return np.asarray(trip)
+    for at in range(0, t_s.size, _BLOCK_ROWS):
+        block = slice(at, at + _BLOCK_ROWS)
+        trip[block] = np.floor((aligned.warp(t_s[block]) - t_s[0]) / rtt0)
+    return trip
 
 
 def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
@@ -299,10 +292,22 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
     window is pinned whole; one that never reached it was held by the congestion window or
     the application.
     """
-    if trip.size == 0:
-        return reached
-    touched = np.bincount(trip[reached], minlength=int(trip.max()) + 1) > 0
-    return np.asarray(touched[trip])
+    # The round trips that hold a segment that reached the window, in order; each segment is
+    # pinned where its own round trip is one of them.
+    hit = np.unique(trip[reached])
+    pinned = np.zeros(reached.size, dtype=bool)
+    if hit.size == 0:
+        return pinned
+    for at in range(0, trip.size, _BLOCK_ROWS):
+        block = slice(at, at + _BLOCK_ROWS)
+        found = np.searchsorted(hit, trip[block])
+        np.take(hit, found, out=found, mode="clip")
+        pinned[block] = found == trip[block]
+    return pinned
+
+
+# Rows of the flight taken at once: a few megabytes of temporaries, however long the flight.
+_BLOCK_ROWS = 1 << 20
 
 
 def _mean_flight_bytes(

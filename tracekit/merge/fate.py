@@ -557,7 +557,7 @@ def overtaken_rows(leave: Side, arrive: Side, found: Found) -> np.ndarray:
     """Per row of the arriving capture, whether a segment of its direction that the sender sent
     after it reached the arriving capture point first (reordering on the way)."""
     return _overtaken_rows(
-        arrive.rows, found.s_row, found.r_row, leave.ts_ns, arrive.cd.astype(np.int64)
+        arrive.rows, found.s_row, found.r_row, leave.ts_ns, arrive.cd.astype(np.int64, copy=False)
     )
 
 
@@ -1031,6 +1031,14 @@ def transmission_fates(
     arrive_fate[orphan] = _CODE["sender_capture_gap"]
 
     n = n_tx + orphan.size
+    # The first arrivals' columns are written first, so that their rows go before the other
+    # columns are made.
+    receiver_frame = np.full(n, -1, dtype=np.int64)
+    receiver_t_s = np.full(n, np.nan)
+    _first_arrival_columns(
+        first, arrive.frame, arrive.ts_ns, origin_ns, receiver_frame, receiver_t_s
+    )
+    del first, arrived
     columns = {
         "conn": np.empty(n, dtype=np.int32),
         "dir": np.empty(n, dtype=np.uint8),
@@ -1038,11 +1046,12 @@ def transmission_fates(
         "end_rel": np.empty(n, dtype=np.int64),
         "len": np.empty(n, dtype=np.int64),
         "sender_frame": np.full(n, -1, dtype=np.int64),
-        "receiver_frame": np.full(n, -1, dtype=np.int64),
+        "receiver_frame": receiver_frame,
         "sender_t_s": np.full(n, np.nan),
-        "receiver_t_s": np.full(n, np.nan),
+        "receiver_t_s": receiver_t_s,
         "fate": np.full(n, _CODE["sender_capture_gap"], dtype=np.uint8),
     }
+    del receiver_frame, receiver_t_s
     ids = (columns["conn"], columns["dir"], columns["seq_rel"], columns["end_rel"], columns["len"])
     side_args = (leave.cd, leave.seq_rel, leave.conn, leave.dir, leave.seq_shift, leave.length)
     _departures(
@@ -1058,7 +1067,7 @@ def transmission_fates(
     )
     columns["fate"][:n_tx] = fate
     del fate, rows
-    # The arrivals' own columns for the orphans, then the first arrival of each transmission.
+    # The arrivals' own columns for the orphans (after the transmissions' rows).
     arrive_args = (arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift)
     _departures(
         orphan,
@@ -1072,13 +1081,4 @@ def transmission_fates(
         columns["receiver_frame"],
         columns["receiver_t_s"],
     )
-    _first_arrival_columns(
-        first,
-        arrive.frame,
-        arrive.ts_ns,
-        origin_ns,
-        columns["receiver_frame"],
-        columns["receiver_t_s"],
-    )
-    del first, arrived
     return columns, leave_fate, arrive_fate
