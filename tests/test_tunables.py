@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
-import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -195,19 +194,6 @@ def test_check_reads_the_tables_from_its_policy_too(tmp_path: Path) -> None:
     code, _, stderr = invoke("check", tmp_path / "absent.pcap", "--policy", policy)
     assert code == ExitStatus.BAD_INPUT
     _one_line(stderr, policy, BAD[0][1])
-
-
-def test_the_error_line_in_the_docs_is_what_tracekit_prints(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    doc = (ROOT / "docs/findings.md").read_text()
-    (shown,) = re.findall(r"^tracekit: tracekit\.toml: detectors\..*$", doc, re.M)
-    kind, name = shown.split(": ")[2].split(".")[1:]
-    (tmp_path / "tracekit.toml").write_text(f"[detectors.{kind}]\n{name} = 4\n")
-    monkeypatch.chdir(tmp_path)
-    code, _, stderr = invoke("analyze", PAIR / "sender.pcap", "--config", "tracekit.toml")
-    assert code == ExitStatus.BAD_INPUT
-    assert stderr == shown + "\n"
 
 
 def test_check_policy_and_config_must_name_one_file(tmp_path: Path) -> None:
