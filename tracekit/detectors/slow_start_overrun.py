@@ -152,22 +152,20 @@ class SlowStartOverrun(Detector):
             if resends.get(ser.conn, (1, 1))[ser.direction] == 0:
                 continue
             found = self._overrun(ser)
-            if found is not None and not self._lost_in_the_receiver(ctx, ser, found):
-                mine = (
-                    None
-                    if ctx.merge is None
-                    else ctx.merge.transmissions_of(ser.conn, ser.direction)
-                )
+            if found is None:
+                continue
+            # The direction's transmissions in the merge of both captures (None without the
+            # receiver's capture): where the block was lost, and the queue the burst met.
+            merge = ctx.merge
+            mine = None if merge is None else merge.transmissions_of(ser.conn, ser.direction)
+            if not self._lost_in_the_receiver(mine, found):
                 yield self._finding(ser, found, overhead, mine)
 
-    def _lost_in_the_receiver(self, ctx: AnalysisContext, ser: Direction, rnd: _Round) -> bool:
-        """With the receiver's capture too, whether the round's block was lost inside the
-        receiving host rather than on the path: then the bottleneck's buffer is not to blame
-        (receiver_drop speaks), and eq. 1 does not apply."""
-        if ctx.merge is None:
-            return False
-        mine = ctx.merge.transmissions_of(ser.conn, ser.direction)
-        if mine.empty:
+    def _lost_in_the_receiver(self, mine: pd.DataFrame | None, rnd: _Round) -> bool:
+        """With the receiver's capture too (`mine`, the direction's transmissions), whether the
+        round's block was lost inside the receiving host rather than on the path: then the
+        bottleneck's buffer is not to blame (receiver_drop speaks), and eq. 1 does not apply."""
+        if mine is None or mine.empty:
             return False
         t = mine["sender_t_s"].to_numpy(dtype=np.float64)
         in_round = (t >= rnd.start_s) & (t < max(rnd.block_end_s, rnd.start_s))
