@@ -247,3 +247,22 @@ def test_quiet_when_loss_recovery_closes_the_window(tmp_path: Path) -> None:
     acks = ctx.series.of(0, 0).acks
     assert int(acks["dupack"].sum()) >= 8 * 8
     assert run_detectors(ctx, [WindowOscillation]) == []
+
+
+def test_quiet_when_data_above_a_receiver_drop_fills_a_small_buffer() -> None:
+    # The lab's receiver drops 1 in 55 segments into a 21 kB buffer: the data above each hole
+    # waits in the buffer and shuts the window until the resend fills it, and the window
+    # reopens just after the ACK that passes the hole. Loss recovery, not a reader: the lab
+    # rules start/stop out, and the receiver's drops equal its nftables counter.
+    folder = (
+        Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "receiver_drops_rcvbuf_21k"
+    )
+    truth_doc = json.loads((folder / "truth.json").read_text())
+    assert "window_oscillation" in truth_doc["absent_labels"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    assert not [f for f in doc["findings"] if f["kind"] == "window_oscillation"]
+    dropped = [f for f in doc["findings"] if f["kind"] == "receiver_drop"]
+    assert dropped
+    assert dropped[0]["evidence"]["receiver_drops_packets"] == truth_doc["drops"]["receiver"]

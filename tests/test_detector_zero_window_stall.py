@@ -96,3 +96,17 @@ def test_quiet_where_a_lan_reader_dips_under_an_offloaded_segment() -> None:
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
     ).to_dict()
     assert not [f for f in doc["findings"] if f["kind"] == "zero_window_stall"]
+
+
+def test_quiet_on_a_reader_whose_cycle_spans_several_round_trips() -> None:
+    # The lab's reader takes 16 kB every 24.5 ms from a 28 kB buffer on a 2.8 ms path: each
+    # cycle the window stays shut for a few round trips, on the reader's rhythm. That is
+    # start/stop, and the lab rules a stall out.
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "reader_16k_25ms_3ms"
+    truth = json.loads((folder / "truth.json").read_text())
+    assert "zero_window_stall" in truth["absent_labels"]
+    assert truth["receiver"]["read_interval_ms"] > 4 * truth["path"]["rtt_ms"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    assert not [f for f in doc["findings"] if f["kind"] == "zero_window_stall"]

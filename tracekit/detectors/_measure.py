@@ -543,6 +543,24 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
 # start/stop).
 STALL_RTTS = 4.0
 
+# Closings of a receive window that set a reader's rhythm: three or more intervals between them
+# (fewer are one pause or two, and no rhythm).
+RHYTHM_MIN_CLOSINGS = 3
+
+
+def reader_rhythm_s(closings_s: npt.NDArray[np.float64]) -> float:
+    """The median time between the receive window's closings, a slow reader's rhythm (each
+    read reopens the window and the sender fills it again), or zero where fewer than
+    RHYTHM_MIN_CLOSINGS closings set none (every long pause is then a stall).
+
+    A shut window that outlasts this rhythm is a pause of the reader's own, a stall; one
+    within it is the reader's start/stop, however many round trips a read cycle spans (a
+    reader waking every 25 ms on a 3 ms path keeps its window shut for several round trips
+    each cycle, and its rhythm is still its rate)."""
+    if closings_s.size < RHYTHM_MIN_CLOSINGS:
+        return 0.0
+    return float(np.median(np.diff(np.sort(closings_s))))
+
 
 # The share of the sender's answers to ACKs that its turnaround covers: the slow tail of the
 # host's scheduling stays inside it, a pause for the application (milliseconds to seconds on

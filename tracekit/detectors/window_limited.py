@@ -30,6 +30,7 @@ from tracekit.detectors._measure import (
     findings_per_direction,
     flight_levels,
     path_rate_bps,
+    reader_rhythm_s,
     rtt_phases,
     segment_size_bytes,
 )
@@ -360,12 +361,9 @@ def _mean_flight_bytes(
     )
     stop = np.clip(reopen, t_s[last], nxt)
     stalled = (stop - t_s[last]) >= STALL_RTTS * phases.at(t_s[last])
-    if int(stalled.sum()) >= 3:
-        # Waits that come on a rhythm are a slow reader's start/stop (each read reopens the
-        # window within its cycle): only a wait that outlasts the median time between them is
-        # a stall. Fewer than three set no rhythm.
-        rhythm = float(np.median(np.diff(t_s[last][stalled])))
-        stalled &= (stop - t_s[last]) > rhythm
+    # Waits that come on a rhythm are a slow reader's start/stop (each read reopens the window
+    # within its cycle): only a wait that outlasts the median time between them is a stall.
+    stalled &= (stop - t_s[last]) > reader_rhythm_s(t_s[last][stalled])
     stop[stalled] = t_s[last][stalled]
     del edge, sent_end
     at = np.empty(2 * start.size)

@@ -319,16 +319,21 @@ class WindowOscillation(Detector):
         before = np.maximum(opener - 1, 0)
         big &= (win[opener] > win[before]) | (opener == 0)
         # A window that closed while the ACK line stood at a hole (the ACK then a duplicate,
-        # RFC 5681 2) was filled by loss recovery, not by a reader: the receiver holds the data
-        # above the hole and cannot hand it to its application (RFC 9293 3.10.7.4), so the
-        # sender's new data ran into an edge the ACK line could not move. The ACK of the resent
-        # segment releases that data at once and offers what is left of the window; the reads
-        # of it that follow grow the window within moments, whatever the path's RTT. A
-        # reader's start/stop closes a window it keeps full with data in order.
+        # RFC 5681 2), or stayed closed until it did, was filled by loss recovery, not by a
+        # reader: the receiver holds the data above the hole and cannot hand it to its
+        # application (RFC 9293 3.10.7.4), so the sender's new data ran into an edge the ACK
+        # line could not move. The ACK of the resent segment releases that data at once and
+        # offers what is left of the window; the reads of it that follow grow the window
+        # within moments, whatever the path's RTT. A reader's start/stop closes a window it
+        # keeps full with data in order.
         shut = np.searchsorted(tr.shut_at, tr.open_at, side="left") - 1
         at_hole = np.zeros(opener.size, dtype=bool)
         after_shut = shut >= 0
-        at_hole[after_shut] = d.acks["dupack"].to_numpy()[tr.shut_ack[shut[after_shut]]]
+        # Duplicates among the ACKs from the closing's to the reopening's, counted by a
+        # running sum.
+        dups = np.r_[0, np.cumsum(d.acks["dupack"].to_numpy())]
+        closing = tr.shut_ack[shut[after_shut]]
+        at_hole[after_shut] = dups[opener[after_shut]] > dups[np.maximum(closing, 0)]
         big &= ~at_hole
         # With the receiver's capture too: a reopening by more than the ACK clock's two
         # segments that came with an ACK the receiver held back is its reader's, however small.

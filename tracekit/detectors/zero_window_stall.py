@@ -18,7 +18,9 @@ that stopped leaves the remainder to the sender's persist timer, which fills it 
 3.8.6.1), while a window that dips under a segment and reopens before zero was a reader that
 caught up. With the window scale unknown a window field is no byte count, and only a zero
 window (zero at any scale) counts as shut. It counts when it lasts `min_stall_rtts` smallest
-RTTs or more.
+RTTs or more, and outlasts the rhythm of the window's closings: a slow reader whose reads come
+every few round trips shuts its window for several each cycle, and that is start/stop
+(`_measure.reader_rhythm_s`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tracekit.detectors._limits import wire_segment_bytes
 from tracekit.detectors._measure import (
     STALL_RTTS,
     findings_per_direction,
+    reader_rhythm_s,
     rtt_phases,
     turnaround_s,
 )
@@ -94,6 +97,9 @@ class ZeroWindowStall(Detector):
         t = acks["t_s"].to_numpy()
         reopened = ~shut
         begin, ends = _stalls(t, shut, reopened)
+        # Closings that come on a rhythm are a slow reader's start/stop, each read reopening
+        # the window within its cycle: only a closing that outlasts the rhythm is a stall.
+        rhythm = reader_rhythm_s(_closings_s(d, mss, known))
         # Only those that reached a zero window, each from where the receiver had taken its
         # last full segment before that zero: under-a-segment windows while whole segments
         # still arrived (a flight landing in a buffer its reader drains) were no stall.
@@ -111,6 +117,7 @@ class ZeroWindowStall(Detector):
         # running at the hosts' pace.
         turn = turnaround_s(d)
         long = (ends - starts) >= self.config.min_stall_rtts * np.maximum(phases.at(starts), turn)
+        long &= (ends - starts) > rhythm
         if not long.any():
             return None
         starts, ends = starts[long], ends[long]
@@ -176,6 +183,31 @@ class ZeroWindowStall(Detector):
             explanation=explanation,
             advice=advice,
         )
+
+
+def _closings_s(d: Any, mss: int, known: bool) -> np.ndarray:
+    """When the sender's usable window closed: each first event (ACK or data segment, in
+    capture order) after which the right edge the receiver last advertised (ACK + window)
+    leaves less than a segment past the highest byte sent, the closings window_oscillation
+    counts. Unscaled, each first zero window."""
+    acks, data = d.acks, d.data
+    ack_t = acks["t_s"].to_numpy()
+    if not known or data.empty:
+        closed = acks["win_bytes"].to_numpy() == 0
+        return ack_t[closed & ~np.r_[False, closed[:-1]]]
+    ack_row, data_row = acks["row"].to_numpy(), data["row"].to_numpy()
+    edge = acks["edge_rel"].to_numpy().astype(np.int64, copy=False)
+    high = np.maximum.accumulate(data["end_rel"].to_numpy().astype(np.int64, copy=False))
+    # Before the first data segment nothing is sent; before the first ACK no edge is known
+    # (then nothing is closed).
+    sent = np.searchsorted(data_row, ack_row, side="right") - 1
+    at_ack = edge - np.where(sent >= 0, high[np.maximum(sent, 0)], 0)
+    told = np.searchsorted(ack_row, data_row, side="right") - 1
+    at_data = np.where(told >= 0, edge[np.maximum(told, 0)] - high, mss)
+    order = np.argsort(np.r_[ack_row, data_row], kind="stable")
+    closed = (np.r_[at_ack, at_data] < mss)[order]
+    t = np.r_[ack_t, data["t_s"].to_numpy()][order]
+    return t[closed & ~np.r_[False, closed[:-1]]]
 
 
 def _stalls(t: np.ndarray, shut: np.ndarray, reopened: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
