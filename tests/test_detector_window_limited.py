@@ -323,14 +323,17 @@ def test_quiet_on_the_same_window_an_application_leaves_idle(tmp_path: Path) -> 
 def test_quiet_on_one_stall_under_a_window_that_covers_the_path() -> None:
     # The lab's reader stops once for 2.64 s under a window near twice the BDP (90 Mbit/s at
     # 28 ms): the window shut for the stall, which is the stall's (zero_window_stall), not the
-    # window's size. The lab rules window_limited out; a mean flight that counted the stall's
-    # wait would fall far below the BDP.
+    # window's size. Outside the stall the kernel counted the receive window's time as under a
+    # quarter of the sender's busy time; a mean flight that counted the stall's wait would fall
+    # far below the BDP.
     from tracekit.capture import read_capture
     from tracekit.pipeline import analyze
 
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "stall_2640ms_90m_28ms"
-    labels = json.loads((folder / "truth.json").read_text())
-    assert "window_limited" in labels["absent_labels"]
+    truth = json.loads((folder / "truth.json").read_text())
+    kernel, stall_us = truth["kernel_limits"], truth["receiver"]["read_pause_ms"] * 1000
+    outside = kernel["busy_time_us"] - stall_us
+    assert 0 <= kernel["rwnd_limited_us"] - stall_us < 0.25 * outside
     doc = analyze(
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
     ).to_dict()
