@@ -95,6 +95,14 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
 }
 
 
+# Where tracekit says it cannot tell a label, the label is not scored, and the scenario is
+# listed as told-not: the verdict's text says whose clock the departures kept could not be
+# told, for this share of the busy time (a LAN host's turnaround hides any pacer's timer).
+UNTOLD: dict[str, Callable[[Findings], bool]] = {
+    "paced": lambda f: _share(f, "paced_untold_fraction") >= 0.5,
+}
+
+
 def kernel_shares(truth: dict[str, Any]) -> dict[str, float] | None:
     """The sender kernel's account as shares of the transfer (tcp_chrono)."""
     limits = truth.get("kernel_limits")
@@ -151,6 +159,9 @@ def score_one(folder: Path) -> dict[str, Any]:
     }
     row["labels"] = {}
     for label, detect in DETECTS.items():
+        if label in UNTOLD and UNTOLD[label](findings):
+            row.setdefault("untold", []).append(label)
+            continue
         if label in labels["expected"] or label in labels["absent"]:
             row["labels"][label] = {
                 "expected": label in labels["expected"],
@@ -385,6 +396,10 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{label:21s} {len(cells):6d} {tp:5d} {fn:4d} {fp:4d} {tn:4d} "
             f"{(tp + tn) / len(cells):6.0%}  {', '.join(wrong)}"
         )
+    for label in UNTOLD:
+        names = [r["scenario"] for r in rows if label in r.get("untold", [])]
+        if names:
+            print(f"{label}: not scored where tracekit says it cannot tell: {', '.join(names)}")
     # Without the handshake's window scale the capture cannot show the window's share: the
     # verdict says so, and is not scored on its shares.
     unknown = [r for r in rows if "verdict" in r and not r["verdict"]["window_scale_known"]]
