@@ -760,10 +760,13 @@
       });
     });
   });
+  // A link to a section or a finding opens it, and the folded group it is in.
   document.querySelectorAll("a[data-open]").forEach(function (a) {
     a.addEventListener("click", function () {
       var target = document.getElementById(a.getAttribute("data-open"));
-      if (target) target.open = true;
+      for (var d = target; d; d = d.parentElement && d.parentElement.closest("details")) {
+        d.open = true;
+      }
     });
   });
 
