@@ -732,15 +732,23 @@ def _side_by_side(captures: list[Path], out: Path) -> Path:
     return out
 
 
-def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
-    browser: Browser, tmp_path: Path
-) -> None:
+def _warned_report(tmp_path: Path, *options: str) -> tuple[Path, dict[str, Any]]:
+    """The WARNED transfers side by side (tmp_path / "m.pcap"): `tracekit report` of them with
+    `options`, and `tracekit analyze --json` of them."""
     capture = _side_by_side([LAB / name / "sender.pcap" for name in WARNED], tmp_path / "m.pcap")
     out = tmp_path / "r.html"
     runner = CliRunner()
-    made = runner.invoke(cli, ["report", str(capture), "-o", str(out)])
+    made = runner.invoke(cli, ["report", str(capture), *options, "-o", str(out)])
     assert made.exit_code == 0, made.output
     analyzed = json.loads(runner.invoke(cli, ["analyze", str(capture), "--json"]).output)
+    return out, analyzed
+
+
+def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
+    browser: Browser, tmp_path: Path
+) -> None:
+    out, analyzed = _warned_report(tmp_path)
+    capture = tmp_path / "m.pcap"
     assert len(analyzed["connections"]) == len(WARNED)
     # The verdict cards of five connections fill the first screen: the findings list starts
     # below it, and each card's worst finding is where a reader clicks.
@@ -797,12 +805,7 @@ def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
 def test_an_undrawn_troubled_connection_on_the_first_screen_opens_its_worst_finding(
     browser: Browser, tmp_path: Path
 ) -> None:
-    capture = _side_by_side([LAB / name / "sender.pcap" for name in WARNED], tmp_path / "m.pcap")
-    out = tmp_path / "r.html"
-    runner = CliRunner()
-    made = runner.invoke(cli, ["report", str(capture), "--max-connections", "2", "-o", str(out)])
-    assert made.exit_code == 0, made.output
-    analyzed = json.loads(runner.invoke(cli, ["analyze", str(capture), "--json"]).output)
+    out, analyzed = _warned_report(tmp_path, "--max-connections", "2")
     # The first screen's causes name every connection; the three not drawn are troubled (each
     # lab transfer here has a warning) and link to their worst finding in the findings list.
     links = """(() => [innerHeight, Array.from(document.querySelectorAll(
