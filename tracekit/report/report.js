@@ -527,11 +527,12 @@
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
               color: "#1d2433" },
       // The margins hold the tick labels; plotly's default ("hide past div") measures every
-      // label, a page layout each, to hide one that would run past the plot's edge.
-      xaxis: { title: { text: p.x_label }, gridcolor: "#eceff3", zeroline: false,
-               showline: true, linecolor: "#c9ced8", ticklabeloverflow: "allow" },
-      yaxis: { title: { text: p.y_label }, gridcolor: "#eceff3", zeroline: false,
-               showline: true, linecolor: "#c9ced8", exponentformat: "SI",
+      // label, a page layout each, to hide one that would run past the plot's edge. Every
+      // axis is a number line: named, plotly does not scan the data to guess its type.
+      xaxis: { type: "linear", title: { text: p.x_label }, gridcolor: "#eceff3",
+               zeroline: false, showline: true, linecolor: "#c9ced8", ticklabeloverflow: "allow" },
+      yaxis: { type: "linear", title: { text: p.y_label }, gridcolor: "#eceff3",
+               zeroline: false, showline: true, linecolor: "#c9ced8", exponentformat: "SI",
                ticklabeloverflow: "allow" },
       legend: { orientation: "h", x: 0, xanchor: "left", y: 1.0, yanchor: "bottom",
                 font: { size: 11 }, bgcolor: "rgba(255,255,255,0)" },
