@@ -19,18 +19,24 @@ bench/data/load-CAPTURE-LABEL.html, and prints how long `tracekit report` took. 
 LABEL...` opens each of those reports --loads times, the labels and captures taking turns
 within each turn (a drift in the machine's speed falls on all alike), each load in a fresh
 browser at 1400 x 900 CSS pixels, a laptop's screen. The page is scrolled from the top to the
-bottom a screen at a time as a reader would, each step once the screen's plots are drawn; closed
-sections stay closed. For each load it reads when each plot was first painted (the page's own
-mark, `tracekitStatus.paintedMs`, in ms since navigation started) and prints per capture and
-label the median and range of the first plot's time and of the last (every plot of the open
-sections painted), the plots painted against those in the open sections, and the report's size.
+bottom a screen at a time as a reader would, each step once the plots the page has started
+are drawn; closed sections stay closed. The page draws a plot only once it comes near the
+screen (within the screen below the one shown), so "every plot" is every plot painted by the
+time this reader has scrolled to it: the reader's own pace is in it, the time a plot that was
+never near the screen would take is not. For each load it reads when each plot was first
+painted (the page's own mark, `tracekitStatus.paintedMs`, in ms since navigation started) and
+prints per capture and label the median and range of the first plot's time and of the last
+(every plot of the open sections painted), the plots painted against those in the open
+sections, and the report's size, with the 1-minute load average before and after the loads.
 Results also go to bench/data/report-load-results.json.
 
 To compare two versions: `--write before` on the one, `--write after` on the other, then
 `--measure before after`.
 
 `--check LABEL` walks each report as a reader would, in one browser at 1400 x 900, and prints
-what it finds: the first screen (does it hold a verdict for every drawn connection?); a click,
+what it finds: the first screen (does it hold a verdict for every drawn connection, and, when
+not every connection is drawn, the causes of all of them: each cause's connections and its
+troubled ones, and where the table ends against the screen's height); a click,
 with the mouse, on the first finding the page shows, a verdict's worst finding or the findings
 list's first (is the link on the first screen? then each
 plot of its connection: its x range against the finding's range with the page's margin, and its
@@ -249,11 +255,14 @@ def measure(labels: list[str], only: set[str], loads: int, priority: int) -> dic
     if missing:
         sys.exit(f"bench/report_load.py: write these first (--write): {', '.join(missing)}")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in paths}
+    load_before = os.getloadavg()[0]
     for turn in range(loads):
         for key, path in paths.items():
             runs[key].append(load_once(path, priority))
             print(f"turn {turn + 1}/{loads} {key[0]} {key[1]} done", file=sys.stderr)
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    }
     for (name, label), loaded in runs.items():
         firsts = [min(r["painted"].values()) for r in loaded if r["painted"]]
         lasts = [max(r["painted"].get(i, float("inf")) for i in r["open"]) for r in loaded]
@@ -283,12 +292,18 @@ FIRST_SCREEN = """(() => {
   const r = v ? v.getBoundingClientRect() : null;
   const cards = v ? v.querySelectorAll('.verdict').length : 0;
   const unjudged = v ? v.querySelectorAll('.unjudged a').length : 0;
+  // Every connection by what held it back, when not every one is drawn.
+  const causes = Array.from(document.querySelectorAll('table.causes tbody tr'),
+    row => [row.cells[0].innerText, +row.cells[1].innerText.replace(/,/g, ''),
+            +row.cells[2].innerText.replace(/,/g, '')]);
+  const table = document.querySelector('table.causes');
   // The first finding the page shows: a verdict's worst finding, else the findings list's first.
   const link = document.querySelector('.verdict .worst a[data-range], .finding a[data-range]');
   const lr = link ? link.getBoundingClientRect() : null;
   return JSON.stringify({
     verdicts_top: r && r.top, verdicts_bottom: r && r.bottom, screen: innerHeight,
-    verdict_cards: cards, unjudged_named: unjudged,
+    verdict_cards: cards, unjudged_named: unjudged, causes: causes,
+    causes_bottom: table && table.getBoundingClientRect().bottom,
     drawn_connections: document.querySelectorAll('details.connection:not(.overview)').length,
     text: v ? v.innerText.slice(0, 600) : null,
     link: link && [lr.left + lr.width / 2, lr.top + lr.height / 2, link.dataset.conn,
@@ -436,7 +451,13 @@ def main() -> None:
     def cell(s: dict[str, Any] | None) -> str:
         return "-" if s is None else f"{s['median']:.0f} ({s['range'][0]:.0f}-{s['range'][1]:.0f})"
 
+    print(
+        f"1-minute load average: {results['load_average'][0]} before, "
+        f"{results['load_average'][1]} after"
+    )
     for key, r in results.items():
+        if key == "load_average":
+            continue
         counts = f"{'/'.join(map(str, r['plots_painted']))}/{r['plots_in_open_sections'][0]}"
         print(
             f"{key:16} {r['report_mb']:6.1f} {cell(r['first_plot_ms']):>22}"

@@ -732,15 +732,23 @@ def _side_by_side(captures: list[Path], out: Path) -> Path:
     return out
 
 
-def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
-    browser: Browser, tmp_path: Path
-) -> None:
+def _warned_report(tmp_path: Path, *options: str) -> tuple[Path, dict[str, Any]]:
+    """The WARNED transfers side by side (tmp_path / "m.pcap"): `tracekit report` of them with
+    `options`, and `tracekit analyze --json` of them."""
     capture = _side_by_side([LAB / name / "sender.pcap" for name in WARNED], tmp_path / "m.pcap")
     out = tmp_path / "r.html"
     runner = CliRunner()
-    made = runner.invoke(cli, ["report", str(capture), "-o", str(out)])
+    made = runner.invoke(cli, ["report", str(capture), *options, "-o", str(out)])
     assert made.exit_code == 0, made.output
     analyzed = json.loads(runner.invoke(cli, ["analyze", str(capture), "--json"]).output)
+    return out, analyzed
+
+
+def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
+    browser: Browser, tmp_path: Path
+) -> None:
+    out, analyzed = _warned_report(tmp_path)
+    capture = tmp_path / "m.pcap"
     assert len(analyzed["connections"]) == len(WARNED)
     # The verdict cards of five connections fill the first screen: the findings list starts
     # below it, and each card's worst finding is where a reader clicks.
@@ -792,3 +800,39 @@ def test_a_finding_in_a_verdict_on_the_first_screen_zooms_its_connection(
     (y0, y1) = next(y for plot_id, _, y in plots if plot_id.endswith("-0-sender"))
     assert y0 <= low + 1 and high <= y1 + 1
     assert y1 - y0 < 2 * (high - low)
+
+
+def test_an_undrawn_troubled_connection_on_the_first_screen_opens_its_worst_finding(
+    browser: Browser, tmp_path: Path
+) -> None:
+    out, analyzed = _warned_report(tmp_path, "--max-connections", "2")
+    # The first screen's causes name every connection; the three not drawn are troubled (each
+    # lab transfer here has a warning) and link to their worst finding in the findings list.
+    links = """(() => [innerHeight, Array.from(document.querySelectorAll(
+        'table.causes a[href^="#finding-"]'), a => {
+        const r = a.getBoundingClientRect();
+        return [r.left + r.width / 2, r.top + r.height / 2, a.textContent,
+                a.getAttribute('href').slice(1)]; })])()"""
+    clicked: list[Any] = []
+
+    def click_an_undrawn_connection(page: Page) -> None:
+        screen, found = page.evaluate(links)
+        assert len(found) == len(WARNED) - 2
+        x, y, text, target = found[-1]
+        assert 0 < y < screen  # on the first screen
+        page.click(x, y)
+        seen = """((id) => { const d = document.getElementById(id);
+          const r = d.querySelector('summary').getBoundingClientRect();
+          return [d.open, d.querySelector('.finding-body').checkVisibility(), r.top, innerHeight,
+                  d.querySelector('summary').innerText]; })"""
+        clicked.append((text, page.evaluate(f"{seen}({json.dumps(target)})")))
+
+    browser.open(out, READY, "1", timeout=60, scale=0.1, actions=click_an_undrawn_connection)
+    (text, (opened, body_visible, top, screen, summary)), *_ = clicked
+    assert opened and body_visible and 0 <= top < screen
+    conn = int(text.split()[0].lstrip("#"))
+    assert f"connection {conn}" in summary
+    # It is the connection's worst finding: no finding of it is more severe.
+    rank = {"info": 0, "warning": 1, "error": 2}
+    worst = max(rank[f["severity"]] for f in analyzed["findings"] if f["conn"] == conn)
+    assert f"{'error' if worst == 2 else 'warning'}" in summary.split()[0]

@@ -202,10 +202,15 @@ def test_a_multi_connection_report_draws_the_busiest_first(several: Path) -> Non
     assert report.population is None  # four connections: no population summary
 
 
-def test_many_connections_get_a_population_summary(tmp_path: Path) -> None:
-    packets = list(transfer())  # a troubled connection: a resend and a zero-window stall
-    sizes = (300, 1200, 50, 7000, 20, 900, 4000, 10, 60, 2500, 80)
-    for i, size in enumerate(sizes):
+# The one-segment connections of `many`: too little to judge what held them back.
+ONE_SEGMENT = (300, 1200, 50, 7000, 20, 900, 4000, 10, 60, 2500, 80)
+
+
+def many(tmp_path: Path) -> Path:
+    """A troubled transfer (a resend and a zero-window stall) from port 40000, then one
+    connection of one data segment from each port 41000 + i, ONE_SEGMENT[i] bytes."""
+    packets = list(transfer())
+    for i, size in enumerate(ONE_SEGMENT):
         port, t = 41000 + i, 11.0 + 0.1 * i
         packets += [
             tcp(t, CLIENT, SERVER, port, 80, "S", 0),
@@ -213,7 +218,12 @@ def test_many_connections_get_a_population_summary(tmp_path: Path) -> None:
             tcp(t + 0.02, CLIENT, SERVER, port, 80, "A", 1, 1, size),
             tcp(t + 0.03, SERVER, CLIENT, 80, port, "A", 1, 1 + size),
         ]
-    path = write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
+    return write(tmp_path / "many.pcap", sorted(packets, key=lambda p: float(p.time)))
+
+
+def test_many_connections_get_a_population_summary(tmp_path: Path) -> None:
+    sizes = ONE_SEGMENT
+    path = many(tmp_path)
     report = build_report(analyze_files(path), ("many.pcap",))
     population = report.population
     assert population is not None
@@ -238,6 +248,37 @@ def test_many_connections_get_a_population_summary(tmp_path: Path) -> None:
     (line,) = re.findall(r'<p class="unjudged">(.*?)</p>', page)
     assert line.startswith(f"And {len(sizes)} connections with too little data")
     assert page.index('class="unjudged"') < page.index('class="population"')
+
+
+def test_the_first_screen_says_what_held_back_every_connection_drawn_or_not(
+    tmp_path: Path,
+) -> None:
+    path = many(tmp_path)
+    report = build_report(analyze_files(path), ("many.pcap",), ReportConfig(max_connections=3))
+    assert len(report.connections) == 3
+    # Every connection tshark sees is counted under one cause, drawn or not.
+    streams = tshark_directions(path).groupby("stream")
+    assert sum(c.connections for c in report.causes) == len(streams)
+    # The one-segment connections carry too little for a verdict; the crafted transfer is the
+    # one troubled connection: its cause comes first, it first in it, linked to its plots
+    # (the busiest, it is drawn).
+    unjudged = next(c for c in report.causes if c.cause == "too little data to tell")
+    assert unjudged.connections >= len(ONE_SEGMENT)
+    first = report.causes[0]
+    assert first.troubled == 1 and sum(c.troubled for c in report.causes) == 1
+    troubled = first.listed[0]
+    assert troubled.severity in ("warning", "error") and troubled.link == 0
+    # Each listed connection is a link: to its plots when drawn, else to its worst finding
+    # when it has one; the page opens on the causes, above the cards and the population.
+    page = render(report)
+    table = page[page.index('<table class="causes">') : page.index("</table>", page.index(
+        '<table class="causes">'))]  # fmt: skip
+    assert '<a href="#conn-0" data-open="conn-0">' in table
+    assert page.index('class="causes"') < page.index('class="unjudged"')
+    assert page.index('class="causes"') < page.index('class="population"')
+    # Everything drawn: each connection has its own verdict, no summary.
+    everything = build_report(analyze_files(path), ("many.pcap",), ReportConfig(max_connections=99))
+    assert everything.causes == ()
 
 
 def test_a_hostile_name_in_a_verdict_is_escaped(tmp_path: Path) -> None:

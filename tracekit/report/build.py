@@ -761,6 +761,10 @@ def build_report(
             f"{below} finding{'s' if below != 1 else ''} below {cfg.min_severity.value} "
             "are not listed (--min-severity info lists them).",
         )
+    finding_views = tuple(
+        replace(v, wireshark_filter=analysis.wireshark_filter(v.connection, v.start_s, v.end_s))
+        for v in front.finding_views(kept, view_of)
+    )
     return Report(
         title=f"tracekit report: {', '.join(inputs)}",
         overview=overview,
@@ -770,10 +774,8 @@ def build_report(
         version=__version__,
         notes=notes,
         verdicts=front.verdict_views(analysis.findings, conns, shown, view_of),
-        finding_views=tuple(
-            replace(v, wireshark_filter=analysis.wireshark_filter(v.connection, v.start_s, v.end_s))
-            for v in front.finding_views(kept, view_of)
-        ),
+        finding_views=finding_views,
         overview_plot=front.overview_plot(throughput, kept),
         population=front.population(conns, kept, view_of),
+        causes=front.causes(conns, analysis.findings, view_of, finding_views),
     )

@@ -28,6 +28,7 @@ from tracekit.core.atomic import replacing
 from tracekit.core.kernels import jit
 from tracekit.report.decimate import decimate
 from tracekit.report.model import (
+    Cause,
     Cell,
     ConnectionView,
     Deferred,
@@ -48,6 +49,13 @@ from tracekit.report.model import (
 # gl2d bundle (scatter and WebGL's scattergl, 1.6 MB) 0.75 s, this one (1.1 MB) 0.25 s. WebGL
 # would not pay that back on a machine without a GPU: in SwiftShader a WebGL plot took longer
 # to draw than the same plot in SVG.
+#
+# One patch, in scatter's plot (search `.js-line").data(`): plotly makes an SVG line element for
+# every gap-separated piece of a trace, styles it, and deletes it at the end when the trace
+# draws no line. report.js draws every bar of a segments trace, and every marker, as a piece of
+# one filled path, so each plot made and deleted thousands of them: in headless Chromium here
+# that was half of a TSG's drawing time. The patch makes them only for a trace that draws its
+# line; the fill it builds from the same pieces is unchanged.
 PLOTLY_JS = "plotly-basic.min.js"
 
 # V8's explicit compile hint (its first line): compile every function of plotly.js with the
@@ -716,6 +724,7 @@ def _front(report: Report, overview_figure: str) -> str:
             )
         parts.append(
             '<section class="verdicts"><h2>What held each connection back</h2>'
+            + _causes(report.causes)
             + "".join(_verdict(v) for v in judged)
             + line
             + "</section>"
@@ -731,6 +740,46 @@ def _front(report: Report, overview_figure: str) -> str:
         parts.append(_population(report.population))
     parts.append(f"<section><h2>Findings</h2>{_finding_list(report.finding_views)}</section>")
     return "\n".join(parts)
+
+
+def _causes(causes: tuple[Cause, ...]) -> str:
+    """Every connection of the capture by what held it back: one row per cause, its troubled
+    connections first, each a link to its plots or, undrawn, to its worst finding."""
+    if not causes:
+        return ""
+    total = sum(c.connections for c in causes)
+    rows = []
+    for c in causes:
+        names = []
+        for member in c.listed:
+            text = f"#{member.conn}"
+            if member.severity != "info":
+                text += f" ({member.severity})"
+            if member.link is not None:
+                names.append(_conn_link(member.link, text))
+            elif member.finding is not None:
+                names.append(
+                    f'<a href="#finding-{int(member.finding)}"'
+                    f' data-open="finding-{int(member.finding)}">{_text(text)}</a>'
+                )
+            else:
+                names.append(_text(text))
+        more = c.connections - len(c.listed)
+        if more:
+            names.append(f"and {more:,} more")
+        rows.append(
+            f'<tr><th scope="row">{_text(c.cause)}</th><td class="num">{c.connections:,}</td>'
+            f'<td class="num">{c.troubled:,}</td><td>{", ".join(names)}</td></tr>'
+        )
+    return (
+        f'<div class="causes"><p>All {total:,} connections by what held them back (the verdict'
+        " of the direction that moved the most data per second), the causes with troubled"
+        " connections first; below, a card for each drawn connection that can be judged.</p>"
+        '<table class="causes"><thead><tr><th scope="col">held back by</th>'
+        '<th scope="col">connections</th><th scope="col">with a warning or an error</th>'
+        '<th scope="col">which (the troubled first, then the busiest)</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _severity_badge(severity: str) -> str:
@@ -767,15 +816,16 @@ def _verdict(v: Verdict) -> str:
     )
 
 
-def _finding(f: FindingView) -> str:
-    """One finding: its line, which expands to its explanation, evidence and advice."""
+def _finding(f: FindingView, index: int) -> str:
+    """One finding, the `index`th of the list: its line, which expands to its explanation,
+    evidence and advice."""
     evidence = "".join(
         f'<tr><th scope="row">{_text(name)}</th><td>{_text(value)}</td></tr>'
         for name, value in f.evidence
     )
     where = f"connection {f.connection}" + (f" {f.direction}" if f.direction else "")
     return (
-        f'<details class="finding sev-{_text(f.severity)}"><summary>'
+        f'<details class="finding sev-{_text(f.severity)}" id="finding-{int(index)}"><summary>'
         f"{_severity_badge(f.severity)} <b>{_text(f.kind)}</b> "
         f"({_conn_link(f.link, where, (f.start_s, f.end_s))}, {f.start_s:.3f}-{f.end_s:.3f} s):"
         f" {_text(f.summary)}"
@@ -803,16 +853,16 @@ def _finding_list(findings: tuple[FindingView, ...]) -> str:
     """Errors and warnings, each expandable; info findings folded in one closed group."""
     if not findings:
         return '<p class="empty">No findings.</p>'
-    shown = [f for f in findings if f.severity != "info"]
-    info = [f for f in findings if f.severity == "info"]
-    out = "".join(_finding(f) for f in shown)
+    shown = [(i, f) for i, f in enumerate(findings) if f.severity != "info"]
+    info = [(i, f) for i, f in enumerate(findings) if f.severity == "info"]
+    out = "".join(_finding(f, i) for i, f in shown)
     if not shown:
         out += '<p class="empty">No warnings or errors.</p>'
     if info:
         out += (
             f'<details class="info-findings"><summary>{len(info)} info finding'
             f"{'' if len(info) == 1 else 's'} (worth knowing, not a problem by itself)"
-            f"</summary>{''.join(_finding(f) for f in info)}</details>"
+            f"</summary>{''.join(_finding(f, i) for i, f in info)}</details>"
         )
     return f'<div class="finding-list">{out}</div>'
 

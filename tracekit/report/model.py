@@ -263,6 +263,28 @@ class Population:
 
 
 @dataclass(frozen=True)
+class CauseConnection:
+    """One connection a cause names: its plots (`link`, when drawn), else its worst finding in
+    the findings list (`finding`, its place there), when it has one."""
+
+    conn: int
+    severity: str
+    link: int | None = None
+    finding: int | None = None
+
+
+@dataclass(frozen=True)
+class Cause:
+    """What held some of the capture's connections back: how many, how many of them have a
+    warning or an error, and the first of them, the troubled first."""
+
+    cause: str
+    connections: int
+    troubled: int
+    listed: tuple[CauseConnection, ...]
+
+
+@dataclass(frozen=True)
 class Report:
     """The whole page: verdicts, findings, overview, one view per connection, and its sources.
 
@@ -283,6 +305,9 @@ class Report:
     finding_views: tuple[FindingView, ...] = field(default=())
     overview_plot: Plot | None = None
     population: Population | None = None
+    # What held every connection of the capture back, per cause, when not every connection is
+    # drawn (each drawn one has its verdict): the first screen says it of all of them.
+    causes: tuple[Cause, ...] = field(default=())
 
     def __post_init__(self) -> None:
         links = [("overview", link) for link in self.overview.links or ()]
@@ -291,6 +316,11 @@ class Report:
         links += [("verdicts", v.link) for v in self.verdicts]
         if self.population is not None:
             links += [("troubled", link) for link in self.population.troubled.links or ()]
+        links += [("causes", c.link) for cause in self.causes for c in cause.listed]
+        for cause in self.causes:
+            for c in cause.listed:
+                if c.finding is not None and not 0 <= c.finding < len(self.finding_views):
+                    raise ReportError(f"causes name finding {c.finding}, which is not listed")
         for name, link in links:
             if link is not None and not 0 <= link < len(self.connections):
                 raise ReportError(f"{name} links to connection {link}, which is not shown")

@@ -250,7 +250,10 @@
     return targets;
   }
 
-  function fmt(n) { return n.toLocaleString("en-US"); }
+  // One formatter for the page: toLocaleString makes a new one per call, which cost more than
+  // the thinning itself when a view's notes count points for every trace.
+  var COUNT = new Intl.NumberFormat("en-US");
+  function fmt(n) { return COUNT.format(n); }
 
   // What one plot draws over [x0, x1]: plotly traces, the y range of the data in view, a note.
   // `area`: the plot area's size in CSS pixels; `yFixed`: the y range the view is drawn on when
@@ -523,10 +526,14 @@
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff",
       font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12,
               color: "#1d2433" },
-      xaxis: { title: { text: p.x_label }, gridcolor: "#eceff3", zeroline: false,
-               showline: true, linecolor: "#c9ced8" },
-      yaxis: { title: { text: p.y_label }, gridcolor: "#eceff3", zeroline: false,
-               showline: true, linecolor: "#c9ced8", exponentformat: "SI" },
+      // The margins hold the tick labels; plotly's default ("hide past div") measures every
+      // label, a page layout each, to hide one that would run past the plot's edge. Every
+      // axis is a number line: named, plotly does not scan the data to guess its type.
+      xaxis: { type: "linear", title: { text: p.x_label }, gridcolor: "#eceff3",
+               zeroline: false, showline: true, linecolor: "#c9ced8", ticklabeloverflow: "allow" },
+      yaxis: { type: "linear", title: { text: p.y_label }, gridcolor: "#eceff3",
+               zeroline: false, showline: true, linecolor: "#c9ced8", exponentformat: "SI",
+               ticklabeloverflow: "allow" },
       legend: { orientation: "h", x: 0, xanchor: "left", y: 1.0, yanchor: "bottom",
                 font: { size: 11 }, bgcolor: "rgba(255,255,255,0)" },
       hovermode: "closest", dragmode: "zoom", shapes: shadeShapes(p, xr),
@@ -632,15 +639,23 @@
       status.timings[div.id] = [Math.round(ms[0]), Math.round(ms[1])];
       status.lastDrawnMs = performance.now();
       link(div, p.connection);
-      // Painted: the frame after newPlot shows it, and a callback of the frame after that runs
-      // only once it has. The next plot waits for that, so each shows as soon as it is drawn.
-      return new Promise(function (resolve) {
-        requestAnimationFrame(function () {
-          requestAnimationFrame(function () {
-            if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
-            resolve();
-          });
-        });
+      // The next plot waits until this one is painted, so each shows as soon as it is drawn.
+      return afterPaint().then(function () {
+        if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
+      });
+    });
+  }
+
+  // Resolves once the page's next frame is painted: the frame's callback runs before its
+  // rendering, and a task it posts runs only after that rendering is done (the event loop's
+  // order, HTML 8.1.7.3), where a second frame's callback would wait a whole frame longer.
+  var painted = [], paintChannel = new MessageChannel();
+  paintChannel.port1.onmessage = function () { painted.shift()(); };
+  function afterPaint() {
+    return new Promise(function (resolve) {
+      requestAnimationFrame(function () {
+        painted.push(resolve);
+        paintChannel.port2.postMessage(null);
       });
     });
   }
@@ -721,13 +736,15 @@
     });
   }
 
+  // A plot draws once it comes within a screen below the one shown (or 200 px above it): a
+  // reader scrolling down finds the next screen's plots drawn while reading this one.
   var watcher = new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
       if (e.isIntersecting && e.target.closest("details").open) {
         enqueue(function () { return draw(e.target); });
       }
     });
-  }, { rootMargin: "200px 0px" });
+  }, { rootMargin: "200px 0px 100% 0px" });
   document.querySelectorAll(".plot").forEach(function (div) { watcher.observe(div); });
 
   function nearScreen(div) {
@@ -744,10 +761,13 @@
       });
     });
   });
+  // A link to a section or a finding opens it, and the folded group it is in.
   document.querySelectorAll("a[data-open]").forEach(function (a) {
     a.addEventListener("click", function () {
       var target = document.getElementById(a.getAttribute("data-open"));
-      if (target) target.open = true;
+      for (var d = target; d; d = d.parentElement && d.parentElement.closest("details")) {
+        d.open = true;
+      }
     });
   });
 

@@ -46,6 +46,14 @@ class ConnectionVerdict:
     worst: Finding | None
 
     @property
+    def main(self) -> Finding | None:
+        """The verdict of the direction that moved the most data per second (None: no verdict,
+        too short a transfer)."""
+        if not self.held_back:
+            return None
+        return max(self.held_back, key=lambda f: _number(f.evidence.get("rate_bps", 0.0)))
+
+    @property
     def change(self) -> str | None:
         """The one change to make. A warning or error outranks the verdict when it is more
         severe and of the class that held the transfer: an overrun or a drop is the thing to
@@ -55,11 +63,7 @@ class ConnectionVerdict:
         its rate, and the verdict's advice comes first (an error still outranks it). Otherwise
         the advice of the verdict of the direction that moved the most data per second; without
         a verdict (too short a transfer), the worst finding's."""
-        main = (
-            max(self.held_back, key=lambda f: _number(f.evidence.get("rate_bps", 0.0)))
-            if self.held_back
-            else None
-        )
+        main = self.main
         worst = self.worst
         if worst is not None and main is None:
             return worst.advice
