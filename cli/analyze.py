@@ -17,7 +17,9 @@ from tracekit.connections import data_direction, ranked, records
 from tracekit.findings import Finding, Severity
 from tracekit.merge.clock import MAX_SKEW_PPM, PathPhase
 from tracekit.report.verdict import (
+    ConnectionVerdict,
     at_least,
+    by_cause,
     evidence_rows,
     hidden_counts,
     severity_order,
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 # Connection lines printed: those with findings, then the busiest (a load test's capture has
 # tens of thousands of connections, which `tracekit flows` and `--json` give in full).
 MAX_LISTED = 50
+# Troubled connections each cause names when not every connection is listed.
+CAUSE_NAMED = 5
 
 # Explanations and advice are wrapped to this width under `-v`.
 _WIDTH = 100
@@ -166,6 +170,37 @@ def _connection_lines(
             f"... {table.num_rows - len(listed)} more connections (those with findings and the "
             "busiest come first; tracekit flows lists every one)"
         )
+        lines += _cause_lines(table, judged)
+    return lines
+
+
+def _cause_lines(table: pa.Table, judged: dict[int, ConnectionVerdict]) -> list[str]:
+    """Every connection by what held it back, where not every one is listed: per cause, how
+    many, and how many of them have a warning or an error, the first of those named."""
+    sizes = zip(
+        table.column("conn").to_pylist(),
+        (
+            a + b
+            for a, b in zip(
+                table.column("bytes_a2b").to_pylist(),
+                table.column("bytes_b2a").to_pylist(),
+                strict=True,
+            )
+        ),
+        strict=True,
+    )
+    lines = [
+        f"all {table.num_rows:,} connections by what held them back (the verdict of each one's "
+        "direction that moved the most data per second):"
+    ]
+    for group in by_cause(sizes, judged):
+        line = f"  {group.cause}: {len(group.members):,}"
+        if group.troubled:
+            first = group.members[: min(group.troubled, CAUSE_NAMED)]
+            named = ", ".join(f"#{conn}" for conn, _ in first)
+            more = " first" if group.troubled > CAUSE_NAMED else ""
+            line += f", {group.troubled:,} with a warning or an error ({named}{more})"
+        lines.append(line)
     return lines
 
 

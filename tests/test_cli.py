@@ -139,6 +139,33 @@ def test_analyze_lists_the_busiest_connections_and_counts_the_rest(tmp_path: Pat
     assert len(json.loads(every.output)["connections"]) == 61
 
 
+def test_analyze_counts_every_connection_by_what_held_it_back(tmp_path: Path) -> None:
+    # A troubled transfer (a resend and a zero-window stall, too few segments for a verdict)
+    # among 60 scans of one SYN each: more connections than analyze lists, so it counts them
+    # all by cause, and names the troubled one.
+    from tracekit.cli.analyze import MAX_LISTED
+
+    from tests.helpers.crafting import CLIENT, SERVER, tcp, transfer
+    from tests.helpers.independent import tshark_directions
+
+    scans = [tcp(20.0 + 0.001 * i, CLIENT, SERVER, 20000 + i, 80, "S", 0) for i in range(60)]
+    capture = write(tmp_path / "scan.pcap", [*transfer(), *scans])
+    streams = tshark_directions(capture).groupby("stream").ngroups
+    assert streams == 61 > MAX_LISTED
+    result = CliRunner().invoke(cli, ["analyze", str(capture)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"all {streams} connections by"))
+    causes = []
+    for ln in lines[at + 1 :]:
+        if not ln.startswith("  "):
+            break
+        causes.append(ln.strip())
+    # None carries enough data for a verdict; the transfer is connection 0 (the capture's
+    # first), the one troubled connection.
+    assert causes == [f"too little data to tell: {streams}, 1 with a warning or an error (#0)"]
+
+
 # --- the console entry point: single-pass commands end without the interpreter's teardown -------
 
 CLEAN = Path(__file__).resolve().parent.parent / "fixtures" / "captures" / "clean"

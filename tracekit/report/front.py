@@ -30,6 +30,7 @@ from tracekit.report.model import (
 from tracekit.report.verdict import (
     VERDICT_KIND,
     ConnectionVerdict,
+    by_cause,
     evidence_rows,
     severity_order,
     verdicts,
@@ -43,8 +44,6 @@ POPULATION_FROM = 10
 TROUBLED_LISTED = 50
 # Connections each cause names on the first screen (the troubled first); the rest are counted.
 CAUSE_LISTED = 12
-# What the causes say of a connection whose data was too little for a verdict.
-NO_VERDICT = "too little data to tell"
 # Points of the overview plot's common time grid: under the renderer's floor, so never thinned.
 OVERVIEW_POINTS = 400
 # The throughput plot's trace the overview stacks: the ACK line's advance (goodput), the rate
@@ -264,35 +263,24 @@ def causes(
     view_of: dict[int, int],
     listed: Sequence[FindingView],
 ) -> tuple[Cause, ...]:
-    """What held each connection of the capture back, per cause: the verdict's cause of the
-    direction that moved the most data per second (the one whose advice the verdict gives),
-    or NO_VERDICT. Per cause, its connections, the troubled first (errors before warnings),
-    then the busiest; each links to its plots when drawn, else to its worst finding in
-    `listed` (the page's findings list). Causes with troubled connections come first, then
-    the most common. Empty when every connection is drawn: each has its own verdict."""
+    """What held each connection of the capture back, per cause (`verdict.by_cause`); each
+    connection named links to its plots when drawn, else to its worst finding in `listed`
+    (the page's findings list). Empty when every connection is drawn: each has its own
+    verdict."""
     if len(conns) <= len(view_of):
         return ()
     judged = verdicts(findings)
     place = {(f.connection, f.kind, f.start_s, f.end_s): i for i, f in enumerate(listed)}
     total = (conns["bytes_a2b"] + conns["bytes_b2a"]).to_numpy(np.int64)
-    groups: dict[str, list[tuple[int, int, CauseConnection]]] = {}
-    for conn, size in zip(conns["conn"].to_numpy(np.int64).tolist(), total.tolist(), strict=True):
-        v = judged.get(conn)
-        main = v.main if v is not None else None
-        name = NO_VERDICT
-        if main is not None:
-            name = str(main.evidence.get("cause", NO_VERDICT)).replace("_", " ")
-        severity = v.severity if v is not None else Severity.INFO
-        worst = v.worst if v is not None else None
-        finding = None
-        if worst is not None and conn not in view_of:
-            finding = place.get((worst.conn, worst.kind, worst.start_s, worst.end_s))
-        entry = CauseConnection(conn, severity.value, view_of.get(conn), finding)
-        groups.setdefault(name, []).append((-severity.rank, -int(size), entry))
+    sizes = zip(conns["conn"].to_numpy(np.int64).tolist(), total.tolist(), strict=True)
     out = []
-    for name, members in groups.items():
-        members.sort(key=lambda m: (m[0], m[1], m[2].conn))
-        troubled = sum(1 for rank, *_ in members if -rank >= Severity.WARNING.rank)
-        out.append(Cause(name, len(members), troubled, tuple(m[2] for m in members[:CAUSE_LISTED])))
-    out.sort(key=lambda c: (c.cause == NO_VERDICT, -c.troubled, -c.connections, c.cause))
+    for group in by_cause(sizes, judged):
+        named = []
+        for conn, severity in group.members[:CAUSE_LISTED]:
+            worst = judged[conn].worst if conn in judged else None
+            finding = None
+            if worst is not None and conn not in view_of:
+                finding = place.get((worst.conn, worst.kind, worst.start_s, worst.end_s))
+            named.append(CauseConnection(conn, severity.value, view_of.get(conn), finding))
+        out.append(Cause(group.cause, len(group.members), group.troubled, tuple(named)))
     return tuple(out)

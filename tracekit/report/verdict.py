@@ -112,6 +112,45 @@ def verdicts(findings: Iterable[Finding]) -> dict[int, ConnectionVerdict]:
     }
 
 
+# What the causes say of a connection whose data was too little for a verdict.
+NO_VERDICT = "too little data to tell"
+
+
+@dataclass(frozen=True)
+class CauseGroup:
+    """The connections one cause held back (the verdict of each one's direction that moved
+    the most data per second), the troubled first (errors before warnings), then the
+    busiest; `troubled` of them have a warning or an error."""
+
+    cause: str
+    members: tuple[tuple[int, Severity], ...]
+    troubled: int
+
+
+def by_cause(
+    sizes: Iterable[tuple[int, int]], judged: dict[int, ConnectionVerdict]
+) -> list[CauseGroup]:
+    """Each connection of `sizes` ((conn, bytes) pairs) by what held it back, NO_VERDICT
+    where it has no verdict; causes with troubled connections first, then the most common.
+    One step per connection, not per packet."""
+    groups: dict[str, list[tuple[int, int, int, Severity]]] = {}
+    for conn, size in sizes:
+        v = judged.get(conn)
+        main = v.main if v is not None else None
+        name = NO_VERDICT
+        if main is not None:
+            name = str(main.evidence.get("cause", NO_VERDICT)).replace("_", " ")
+        severity = v.severity if v is not None else Severity.INFO
+        groups.setdefault(name, []).append((-severity.rank, -size, conn, severity))
+    out = []
+    for name, members in groups.items():
+        members.sort(key=lambda m: m[:3])
+        troubled = sum(1 for m in members if m[3].rank >= Severity.WARNING.rank)
+        out.append(CauseGroup(name, tuple((m[2], m[3]) for m in members), troubled))
+    out.sort(key=lambda g: (g.cause == NO_VERDICT, -g.troubled, -len(g.members), g.cause))
+    return out
+
+
 def at_least(findings: Sequence[Finding], floor: Severity) -> tuple[list[Finding], list[Finding]]:
     """The findings at or above `floor`, and those below it (hidden, but counted)."""
     shown = [f for f in findings if f.severity.rank >= floor.rank]
