@@ -97,9 +97,6 @@ class ZeroWindowStall(Detector):
         t = acks["t_s"].to_numpy()
         reopened = ~shut
         begin, ends = _stalls(t, shut, reopened)
-        # Closings that come on a rhythm are a slow reader's start/stop, each read reopening
-        # the window within its cycle: only a closing that outlasts the rhythm is a stall.
-        rhythm = reader_rhythm_s(_closings_s(d, mss, known))
         # Only those that reached a zero window, each from where the receiver had taken its
         # last full segment before that zero: under-a-segment windows while whole segments
         # still arrived (a flight landing in a buffer its reader drains) were no stall.
@@ -117,7 +114,11 @@ class ZeroWindowStall(Detector):
         # running at the hosts' pace.
         turn = turnaround_s(d)
         long = (ends - starts) >= self.config.min_stall_rtts * np.maximum(phases.at(starts), turn)
-        long &= (ends - starts) > rhythm
+        if long.any():
+            # Closings that come on a rhythm are a slow reader's start/stop, each read
+            # reopening the window within its cycle: only a closing that outlasts the rhythm is
+            # a stall. Read only where a closing was long enough to be one.
+            long &= (ends - starts) > reader_rhythm_s(_closings_s(d, mss, known))
         if not long.any():
             return None
         starts, ends = starts[long], ends[long]
