@@ -102,7 +102,6 @@ Spec = str | tuple[str, ...]
 LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors._limits": {
         "_bursts": (("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "f8", "f8"),),
-        "_gap_rates": (("f8[:]r", "i8[:]"),),
         "_limit_runs": (
             (
                 "u4[:]r",
