@@ -1027,17 +1027,9 @@ def _paced_windows(
     # A burst starts where a segment does not follow the one before back to back (a gap of
     # more than two serialisation times: one for the NIC's queue ahead of the capture). The
     # first segment has none before it (a time of -inf).
-    begins, after_ack, delay = _burst_starts(t, ack_t, 2 * line)
+    after_ack, delay, between = _burst_starts(t, ack_t, 2 * line)
     if not after_ack.any():
         return untold
-    # Each start's time since the burst start before it (the first start has none).
-    start_t = t[begins]
-    since = np.empty(start_t.size)
-    since[0] = start_t[0] - np.nan
-    np.subtract(start_t[1:], start_t[:-1], out=since[1:])
-    del start_t
-    between = since[after_ack[begins]]
-    del since
     known = np.isfinite(between)
     # Half the answers later than the ACKs' spacing, or a host whose turnaround outlasts the
     # round trip: the host, not the ACK, set the time, unless the starts keep a timer's
@@ -1103,15 +1095,17 @@ def _positive_gaps(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 def _burst_starts(
     t: npt.NDArray[np.float64], ack_t: npt.NDArray[np.float64], gap: float
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per segment, whether it starts a burst (more than `gap` after the segment before it;
-    the first, after none, does) and whether that start follows an ACK that came since the
-    segment before it; and, for those, the time since that ACK. A block of segments at a
-    time: the last ACK before each is never held for the whole transfer."""
-    begins = np.empty(t.size, dtype=bool)
+    the first, after none, does) that follows an ACK come since the segment before it; and,
+    for those starts, the time since that ACK and the time since the burst start before it
+    (NaN for the first start). A block of segments at a time: the last ACK before each, and
+    the starts' times, are never held for the whole transfer."""
     after_ack = np.empty(t.size, dtype=bool)
     delay = np.empty(t.size)
+    between = np.empty(t.size)
     count = 0
+    previous = np.nan  # the last burst start so far: none
     for at in range(0, t.size, _BLOCK_ROWS):
         block = t[at : at + _BLOCK_ROWS]
         before = t[at - 1 : at - 1 + block.size] if at else np.r_[-np.inf, block[:-1]]
@@ -1120,15 +1114,23 @@ def _burst_starts(
         acked = k >= 0
         last_ack = ack_t[np.maximum(k, 0, out=k)]
         del k
-        starts = begins[at : at + block.size]
-        np.greater(block - before, gap, out=starts)
+        starts = np.flatnonzero(block - before > gap)
         answers = after_ack[at : at + block.size]
-        np.logical_and(starts, acked, out=answers)
+        answers[:] = False
+        answers[starts] = True
+        answers &= acked
         answers &= last_ack > before
         took = block[answers] - last_ack[answers]
         delay[count : count + took.size] = took
+        start_t = block[starts]
+        since = np.empty(start_t.size)
+        if start_t.size:
+            since[0] = start_t[0] - previous
+            np.subtract(start_t[1:], start_t[:-1], out=since[1:])
+            previous = start_t[-1]
+        between[count : count + took.size] = since[answers[starts]]
         count += took.size
-    return begins, after_ack, delay[:count]
+    return after_ack, delay[:count], between[:count]
 
 
 def _pooled(count: npt.NDArray[np.int64], least: int) -> npt.NDArray[np.int64]:

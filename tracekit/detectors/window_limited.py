@@ -29,6 +29,7 @@ from tracekit.detectors._measure import (
     answered_share_at,
     findings_per_direction,
     flight_levels,
+    known_rows,
     path_rate_bps,
     rtt_phases,
     segment_size_bytes,
@@ -309,15 +310,6 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
 
 # Rows of the flight taken at once: a few megabytes of temporaries, however long the flight.
 _BLOCK_ROWS = 1 << 20
-
-
-def known_rows(values: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """values[known], for reading only: a view where the known rows are the last ones, as a
-    window is unknown only before a direction's first ACK, else a copy."""
-    first = int(np.argmax(known)) if known.size else 0
-    if known.size and known[first] and known[first:].all():
-        return values[first:]
-    return values[known]
 
 
 def _room_below(rwnd: np.ndarray, fl: np.ndarray, mss: int) -> np.ndarray:
