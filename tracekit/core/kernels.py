@@ -102,7 +102,6 @@ Spec = str | tuple[str, ...]
 LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors._limits": {
         "_bursts": (("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "f8", "f8"),),
-        "_gap_rates": (("f8[:]r", "i8[:]"),),
         "_limit_runs": (
             (
                 "u4[:]r",
@@ -193,8 +192,8 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     },
     "tracekit.detectors.rate_limit_cause": {
         "_flight_windows": (
-            ("f8[:]r", "b1[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
-            ("f8[:]", "b1[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
+            ("f8[:]r", "b1[:]r", "f8[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
+            ("f8[:]", "b1[:]r", "f8[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
         ),
         "_window_sums": (
             ("f8[:]r", "b1[:]", "f8", "f8", "i8"),

@@ -177,14 +177,12 @@ def queued_pauses(
         return np.zeros(0, np.int64)
     data_t = data["t_s"].to_numpy()
     data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
-    length = data["len"].to_numpy().astype(np.int64)
+    length = data["len"].to_numpy()
     full = full_tail_pauses(
         start_s, state, data_t, data_end, length, wire_segment_bytes(length, direction.peer_mss)
     )
     first = int(data["seq_rel"].min())
-    # The lengths go before the copies' pass, not held beside it.
     rate = line_rate(data_t, length)
-    del length
     copy = copy_pauses(start_s, end_s, state, data_t, data_end, first, rate)
     return np.union1d(full, copy)
 
@@ -195,7 +193,7 @@ def queued_pauses(
 LINE_RATE_QUANTILE = 0.9
 
 
-def line_rate(data_t: npt.NDArray[np.float64], length: npt.NDArray[np.int64]) -> float:
+def line_rate(data_t: npt.NDArray[np.float64], length: npt.NDArray[np.integer]) -> float:
     """The rate in bytes per second at which the sender hands segments to its line: the
     LINE_RATE_QUANTILE of each segment's bytes over its gap from the one before (a
     super-segment's bytes over its gap, with segmentation offload). 0 without two."""
@@ -206,22 +204,26 @@ def line_rate(data_t: npt.NDArray[np.float64], length: npt.NDArray[np.int64]) ->
     return float(np.quantile(rates, LINE_RATE_QUANTILE, overwrite_input=True))
 
 
-@jit
-def _gap_rates(data_t: np.ndarray, length: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+# Segments taken at once by the per-segment steps here: a few megabytes of temporaries,
+# however long the transfer.
+_BLOCK_ROWS = 1 << 20
+
+
+def _gap_rates(
+    data_t: npt.NDArray[np.float64], length: npt.NDArray[np.integer]
+) -> npt.NDArray[np.float64]:
     """Each segment's bytes over its gap from the one before, where that gap is positive: one
-    array of the rates, none of the gaps."""
-    n = 0
-    for i in range(1, data_t.size):
-        if data_t[i] - data_t[i - 1] > 0:
-            n += 1
-    rates = np.empty(n)
-    k = 0
-    for i in range(1, data_t.size):
-        gap = data_t[i] - data_t[i - 1]
-        if gap > 0:
-            rates[k] = length[i] / gap
-            k += 1
-    return rates
+    array of the rates, the gaps a block at a time."""
+    out = np.empty(max(data_t.size - 1, 0))
+    count = 0
+    for at in range(1, data_t.size, _BLOCK_ROWS):
+        t = data_t[at : at + _BLOCK_ROWS]
+        gap = t - data_t[at - 1 : at - 1 + t.size]
+        keep = gap > 0
+        rates = length[at : at + t.size][keep] / gap[keep]
+        out[count : count + rates.size] = rates
+        count += rates.size
+    return out[:count]
 
 
 # RFC 9293 3.7.1: the send MSS every IPv4 host takes without an MSS option. A divisor of
@@ -275,7 +277,7 @@ def full_tail_pauses(
     state: npt.NDArray[np.int8],
     data_t: npt.NDArray[np.float64],
     data_end: npt.NDArray[np.int64],
-    length: npt.NDArray[np.int64],
+    length: npt.NDArray[np.integer],
     segment: int,
 ) -> npt.NDArray[np.int64]:
     """The application runs (indices into the runs) that follow a burst whose last new
@@ -292,14 +294,61 @@ def full_tail_pauses(
     app = np.flatnonzero(state == APPLICATION)
     if app.size == 0 or data_t.size == 0 or segment <= 0:
         return app[:0]
+    before = _rank(data_t, start_s[app], "right") - 1
     # The segment that last raised (or reached) the highest byte sent, at each departure: the
     # last new data, retransmissions below it left out.
-    last_new = np.arange(data_end.size)
-    last_new[data_end < np.maximum.accumulate(data_end)] = 0
-    np.maximum.accumulate(last_new, out=last_new)
-    before = np.searchsorted(np.maximum.accumulate(data_t), start_s[app], "right") - 1
-    tail = length[last_new[np.maximum(before, 0)]]
+    tail = length[_last_new(data_end, np.maximum(before, 0))]
     return app[(before >= 0) & (tail > 0) & (tail % segment == 0)]
+
+
+def _rank(data_t: npt.NDArray[np.float64], at_s: npt.NDArray[np.float64], side: str) -> np.ndarray:
+    """np.searchsorted(np.maximum.accumulate(data_t), at_s, side): the departures before (or
+    at) each time, times that step back (a hostile capture's stamps) taken at the highest so
+    far. A block at a time: the highest so far ascends, so its elements before a time are the
+    sum of each block's."""
+    rank = np.zeros(at_s.size, dtype=np.int64)
+    high = -np.inf
+    for at in range(0, data_t.size, _BLOCK_ROWS):
+        block = np.maximum.accumulate(data_t[at : at + _BLOCK_ROWS])
+        np.maximum(block, high, out=block)
+        high = block[-1]
+        rank += np.searchsorted(block, at_s, side)  # type: ignore[call-overload]
+    return rank
+
+
+def _running_max_at(values: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> np.ndarray:
+    """np.maximum.accumulate(values)[rows], a block at a time."""
+    out = np.empty(rows.size, dtype=values.dtype)
+    high = None
+    for at in range(0, values.size, _BLOCK_ROWS):
+        top = np.maximum.accumulate(values[at : at + _BLOCK_ROWS])
+        if high is not None:
+            np.maximum(top, high, out=top)
+        high = top[-1]
+        inside = (rows >= at) & (rows < at + top.size)
+        out[inside] = top[rows[inside] - at]
+    return out
+
+
+def _last_new(data_end: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> np.ndarray:
+    """Per row of `rows`, the last segment at or before it that raised (or reached) the
+    highest byte sent so far; a block at a time."""
+    out = np.zeros(rows.size, dtype=np.int64)
+    high = last = None
+    for at in range(0, data_end.size, _BLOCK_ROWS):
+        block = data_end[at : at + _BLOCK_ROWS]
+        top = np.maximum.accumulate(block)
+        if high is not None:
+            np.maximum(top, high, out=top)
+        high = top[-1]
+        new = np.where(block < top, 0, np.arange(at, at + block.size))
+        if last is not None:
+            new[0] = max(new[0], last)
+        np.maximum.accumulate(new, out=new)
+        last = new[-1]
+        inside = (rows >= at) & (rows < at + block.size)
+        out[inside] = new[rows[inside] - at]
+    return out
 
 
 def copy_pauses(
@@ -331,14 +380,17 @@ def copy_pauses(
     app = np.flatnonzero(state == APPLICATION)
     if app.size == 0 or data_t.size == 0:
         return app[:0]
+
     # Bytes sent by a time: the highest end of the data sent then (capture order, its clock
-    # made monotonic where it steps back).
-    t = np.maximum.accumulate(data_t)
-    sent = np.r_[first, np.maximum.accumulate(data_end)]
+    # made monotonic where it steps back), `first` before any.
+    def sent(departed: np.ndarray) -> np.ndarray:
+        return np.where(departed > 0, _running_max_at(data_end, np.maximum(departed - 1, 0)), first)
+
     # The burst ending a pause: from the pause's end (its first departure included) until
     # the next pause starts, or the last byte.
-    at_end = sent[np.searchsorted(t, end_s[app], "left")]
-    burst = np.r_[sent[np.searchsorted(t, start_s[app[1:]], "right")], sent[-1]] - at_end
+    at_end = sent(_rank(data_t, end_s[app], "left"))
+    last = np.array([data_t.size])
+    burst = np.r_[sent(_rank(data_t, start_s[app[1:]], "right")), sent(last)] - at_end
     if line_bytes_per_s <= 0:
         return app[:0]
     return app[(end_s[app] - start_s[app]) * line_bytes_per_s <= burst]
@@ -385,7 +437,7 @@ def pacer_holds(
         return none, 0.0, 0.0
     data_t = data["t_s"].to_numpy()
     length = data["len"].to_numpy()
-    line = line_rate(data_t, length.astype(np.int64, copy=False))
+    line = line_rate(data_t, length)
     if line <= 0:
         return none, 0.0, 0.0
     # A segment released when it could leave leaves within the host's turnaround of that

@@ -1015,7 +1015,7 @@ def lost_data(direction: Direction) -> tuple[npt.NDArray[np.bool_], npt.NDArray[
 
 def flight_levels(
     direction: Direction,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+) -> tuple[npt.NDArray[np.float64], np.ndarray, npt.NDArray[np.bool_]]:
     """Per data segment: the highest flight of its burst, the window then, and where known.
 
     Computed once per direction (detectors share it); see `_flight_levels`.
@@ -1028,7 +1028,7 @@ def flight_levels(
 
 def _flight_levels(
     direction: Direction,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+) -> tuple[npt.NDArray[np.float64], np.ndarray, npt.NDArray[np.bool_]]:
     """Per data segment: the highest flight of its burst, the window then, and where known.
 
     A burst is the run of segments one ACK released; with delayed ACKs the first segment of a
@@ -1043,14 +1043,25 @@ def _flight_levels(
     rwnd = flight["rwnd_bytes"].to_numpy()
     if len(data) != len(flight) or fl.size == 0:
         known = rwnd >= 0
-        return fl[known].astype(np.float64), rwnd[known].astype(np.float64), known
-    return _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, rwnd)
+        return fl[known].astype(np.float64), known_rows(rwnd, known), known
+    top, known = _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, rwnd)
+    # The windows as the flight table holds them (byte counts: exact as floats too).
+    return top, known_rows(rwnd, known), known
+
+
+def known_rows(values: np.ndarray, known: npt.NDArray[np.bool_]) -> np.ndarray:
+    """values[known], for reading only: a view where the known rows are the last ones, as a
+    window is unknown only before a direction's first ACK, else a copy."""
+    first = int(np.argmax(known)) if known.size else 0
+    if known.size and known[first] and known[first:].all():
+        return values[first:]
+    return values[known]
 
 
 @jit
 def _burst_tops(
     ack_frame: np.ndarray, data_frame: np.ndarray, fl: np.ndarray, rwnd: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     # A burst: the data segments between two ACKs (capture order: frame numbers). Each
     # burst's highest flight goes to its segments where the window is known; nothing is
     # made per segment but those outputs.
@@ -1061,7 +1072,6 @@ def _burst_tops(
         known[i] = rwnd[i] >= 0
         count += known[i]
     top_known = np.empty(count)
-    rwnd_known = np.empty(count)
     c = 0
     j = 0
     start = 0
@@ -1077,11 +1087,10 @@ def _burst_tops(
             for k in range(start, i):
                 if known[k]:
                     top_known[c] = top
-                    rwnd_known[c] = rwnd[k]
                     c += 1
             start = i
         current = j
-    return top_known, rwnd_known, known
+    return top_known, known
 
 
 def queue_at_start_bytes(

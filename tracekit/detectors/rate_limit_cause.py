@@ -1013,46 +1013,23 @@ def _paced_windows(
     untold = (out, np.zeros(n, dtype=bool))
     if t.size < 3 or ack_t.size < 2:
         return untold
-    gaps = np.diff(t)
-    positive = gaps[gaps > 0]
-    del gaps  # per segment, as the arrays below: each let go once used
     # One serialisation time: the closest two segments ever left (back to back at line rate),
     # and at most one RTT (`rtt`, in the warped time of `t`): a segment's serialisation is
     # part of its own round trip. A sender that never sends two segments closer than an RTT
     # apart (a pacer on a LAN) shows no back-to-back pair, only its pacing interval.
+    positive = _positive_gaps(t)
     line = (
         min(float(np.percentile(positive, 1, overwrite_input=True)), rtt) if positive.size else 0.0
     )
     del positive
     spacing = float(np.median(np.diff(ack_t)))
     soon = max(2 * line, 0.25 * spacing)
-    k = np.searchsorted(ack_t, t, side="right")
-    k -= 1
-    acked = k >= 0
-    last_ack = ack_t[np.maximum(k, 0, out=k)]
-    del k
     # A burst starts where a segment does not follow the one before back to back (a gap of
     # more than two serialisation times: one for the NIC's queue ahead of the capture). The
     # first segment has none before it (a time of -inf).
-    begins = np.empty(t.size, dtype=bool)
-    begins[0] = t[0] - -np.inf > 2 * line
-    np.greater(np.diff(t), 2 * line, out=begins[1:])
-    after_ack = begins & acked
-    del acked
-    after_ack[0] &= last_ack[0] > -np.inf
-    after_ack[1:] &= last_ack[1:] > t[:-1]
+    after_ack, delay, between = _burst_starts(t, ack_t, 2 * line)
     if not after_ack.any():
         return untold
-    delay = t[after_ack] - last_ack[after_ack]
-    del last_ack
-    # Each start's time since the burst start before it (the first start has none).
-    start_t = t[begins]
-    since = np.empty(start_t.size)
-    since[0] = start_t[0] - np.nan
-    np.subtract(start_t[1:], start_t[:-1], out=since[1:])
-    del start_t
-    between = since[after_ack[begins]]
-    del since
     known = np.isfinite(between)
     # Half the answers later than the ACKs' spacing, or a host whose turnaround outlasts the
     # round trip: the host, not the ACK, set the time, unless the starts keep a timer's
@@ -1097,6 +1074,63 @@ def _paced_windows(
     timed = spread_between < spread_delay
     paced |= enough & timed
     return paced[group], enough[group]
+
+
+# Segments taken at once by the per-segment steps of `_paced_windows`: a few megabytes of
+# temporaries, however long the transfer.
+_BLOCK_ROWS = 1 << 20
+
+
+def _positive_gaps(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The times between consecutive segments that are more than zero, in order."""
+    out = np.empty(max(t.size - 1, 0))
+    count = 0
+    for at in range(0, t.size - 1, _BLOCK_ROWS):
+        gaps = np.diff(t[at : at + _BLOCK_ROWS + 1])
+        gaps = gaps[gaps > 0]
+        out[count : count + gaps.size] = gaps
+        count += gaps.size
+    return out[:count]
+
+
+def _burst_starts(
+    t: npt.NDArray[np.float64], ack_t: npt.NDArray[np.float64], gap: float
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per segment, whether it starts a burst (more than `gap` after the segment before it;
+    the first, after none, does) that follows an ACK come since the segment before it; and,
+    for those starts, the time since that ACK and the time since the burst start before it
+    (NaN for the first start). A block of segments at a time: the last ACK before each, and
+    the starts' times, are never held for the whole transfer."""
+    after_ack = np.empty(t.size, dtype=bool)
+    delay = np.empty(t.size)
+    between = np.empty(t.size)
+    count = 0
+    previous = np.nan  # the last burst start so far: none
+    for at in range(0, t.size, _BLOCK_ROWS):
+        block = t[at : at + _BLOCK_ROWS]
+        before = t[at - 1 : at - 1 + block.size] if at else np.r_[-np.inf, block[:-1]]
+        k = np.searchsorted(ack_t, block, side="right")
+        k -= 1
+        acked = k >= 0
+        last_ack = ack_t[np.maximum(k, 0, out=k)]
+        del k
+        starts = np.flatnonzero(block - before > gap)
+        answers = after_ack[at : at + block.size]
+        answers[:] = False
+        answers[starts] = True
+        answers &= acked
+        answers &= last_ack > before
+        took = block[answers] - last_ack[answers]
+        delay[count : count + took.size] = took
+        start_t = block[starts]
+        since = np.empty(start_t.size)
+        if start_t.size:
+            since[0] = start_t[0] - previous
+            np.subtract(start_t[1:], start_t[:-1], out=since[1:])
+            previous = start_t[-1]
+        between[count : count + took.size] = since[answers[starts]]
+        count += took.size
+    return after_ack, delay[:count], between[:count]
 
 
 def _pooled(count: npt.NDArray[np.int64], least: int) -> npt.NDArray[np.int64]:

@@ -29,6 +29,7 @@ from tracekit.detectors._measure import (
     answered_share_at,
     findings_per_direction,
     flight_levels,
+    known_rows,
     path_rate_bps,
     reader_rhythm_s,
     rtt_phases,
@@ -124,13 +125,14 @@ class WindowLimited(Detector):
         fl, rwnd, known = flight_levels(d)
         if fl.size < cfg.min_data_segments:
             return None
-        # Receiver-limited: the flight of each burst reached the advertised window.
-        flight_t = flight_t[known]
-        trip = _round_trips(flight_t, phases)
-        at_rwnd = _per_round_trip((rwnd - fl) < mss, trip)
-        # Sender-limited: a constant cap clearly below the advertised window.
+        # Sender-limited: a constant cap clearly below the advertised window (its percentile
+        # sorts a copy of the levels: made and let go before the round trips are).
         cap = float(np.percentile(fl, 95))
-        at_cap = (fl >= cap - mss) & (rwnd - fl >= cfg.min_cap_segments * mss)
+        # Receiver-limited: the flight of each burst reached the advertised window.
+        flight_t = known_rows(flight_t, known)
+        trip = _round_trips(flight_t, phases)
+        at_rwnd = _per_round_trip(_room_below(rwnd, fl, mss), trip)
+        at_cap = _at_cap(fl, rwnd, cap - mss, cfg.min_cap_segments * mss)
         if at_rwnd.mean() >= cfg.min_pinned_fraction:
             limited_by, pinned, window = "receiver", at_rwnd, float(np.median(rwnd[at_rwnd]))
         elif (
@@ -161,7 +163,7 @@ class WindowLimited(Detector):
         # pinned, its window may reach the BDP, and still the path idles most of the time. A
         # window at or above the BDP that the ACK clock keeps refilling keeps its whole flight
         # out: the mean stays at the window.
-        rows = d.data["row"].to_numpy()[known] if len(d.data) == known.size else None
+        rows = known_rows(d.data["row"].to_numpy(), known) if len(d.data) == known.size else None
         carried = (
             _mean_flight_bytes(d, flight_t, rows, trip, _per_round_trip(pinned, trip), mss, phases)
             if rows is not None
@@ -309,6 +311,25 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
 
 # Rows of the flight taken at once: a few megabytes of temporaries, however long the flight.
 _BLOCK_ROWS = 1 << 20
+
+
+def _room_below(rwnd: np.ndarray, fl: np.ndarray, mss: int) -> np.ndarray:
+    """Per segment, whether its burst's flight came within a segment of the window."""
+    out = np.empty(fl.size, dtype=bool)
+    for at in range(0, fl.size, _BLOCK_ROWS):
+        block = slice(at, at + _BLOCK_ROWS)
+        out[block] = (rwnd[block] - fl[block]) < mss
+    return out
+
+
+def _at_cap(fl: np.ndarray, rwnd: np.ndarray, low: float, margin: float) -> np.ndarray:
+    """Per segment, whether its burst's flight is at the cap (at least `low`) with at least
+    `margin` bytes of window left."""
+    out = np.empty(fl.size, dtype=bool)
+    for at in range(0, fl.size, _BLOCK_ROWS):
+        block = slice(at, at + _BLOCK_ROWS)
+        out[block] = (fl[block] >= low) & (rwnd[block] - fl[block] >= margin)
+    return out
 
 
 def _mean_flight_bytes(

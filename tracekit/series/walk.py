@@ -83,6 +83,9 @@ def by_connection(
 
 
 _PROBE, _KEEPALIVE = KIND_CODE["window_probe"], KIND_CODE["keepalive"]  # for the compiled pass
+# Entries passed at the front of Karn's queue before it is moved down: a few pages, so that
+# a short queue never moves.
+_COMPACT_ROWS = 4096
 
 
 # The flight table's rows are the segments that carry data: these columns come from the
@@ -338,6 +341,15 @@ def _walk_pass(
                             if una >= end:
                                 waiting_next = p
                             else:
+                                if head >= _COMPACT_ROWS and 2 * head >= tail:
+                                    # Segments the line has passed leave the queue's front:
+                                    # the queue keeps only what is in flight, never one
+                                    # entry per segment of a long transfer. Each entry moves
+                                    # at most once per as many entries passed.
+                                    live = tail - head
+                                    pending[:live] = pending[head:tail]
+                                    tainted[:live] = tainted[head:tail]
+                                    head, tail = 0, live
                                 pending[tail] = p
                                 tainted[tail] = False
                                 tail += 1
