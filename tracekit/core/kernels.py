@@ -156,6 +156,20 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_queue_limit": (("f8", "i8", "f8"),),
     },
     "tracekit.detectors._measure": {
+        "_window_transitions": (
+            (
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "f8",
+                "f8",
+                "b1",
+            ),
+        ),
         "_ack_line_rates": (
             (
                 "f8[:]r",
@@ -215,20 +229,6 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     },
     "tracekit.detectors.window_oscillation": {
         "_owed_at_once": (("i8[:]", "i8[:]", "f8[:]", "f8[:]"),),
-        "_window_transitions": (
-            (
-                "u4[:]r",
-                "f8[:]r",
-                "i8[:]r",
-                "i8[:]r",
-                "u4[:]r",
-                "f8[:]r",
-                "i8[:]r",
-                "f8",
-                "f8",
-                "b1",
-            ),
-        ),
     },
     "tracekit.merge.clock": {
         "_bin_minima": (("f8[:]", "f8[:]", "f8", "f8", "i8"),),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -535,6 +536,119 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     lowest = np.where(np.isfinite(lowest), lowest, fallback)
     lowest = np.where(np.isfinite(lowest) & (lowest > 0), lowest, base)
     return RttPhases(starts_s=starts, rtt_s=lowest)
+
+
+class WindowTransitions(NamedTuple):
+    """Where the usable window closed and reopened, by event (ACKs and data, capture order)."""
+
+    open_at: np.ndarray  # event index of each first event after a closing
+    open_t: np.ndarray
+    open_usable: np.ndarray  # the usable window it opened to (0 before the first ACK)
+    open_ack: np.ndarray  # index among the ACKs of the last ACK at or before each reopening
+    shut_at: np.ndarray  # event index of each closing
+    shut_t: np.ndarray
+    shut_ack: np.ndarray  # index among the ACKs of the last ACK at or before each closing
+
+
+def window_transitions(direction: Direction, mss: int, known: bool) -> WindowTransitions:
+    """The closings and reopenings of a direction's usable window.
+
+    The usable window after each ACK and data segment is the last advertised right edge minus
+    the highest byte sent (negative when a zero window or a shrinking edge left data beyond
+    it); it is closed below one segment. Unscaled raw windows are not byte counts (RFC 7323
+    2.3): then only a window of zero is certain, so only zero windows close it, until the next
+    ACK opens it.
+    """
+    acks = direction.acks
+    data = direction.data
+    first = float(data["seq_rel"].min()) if len(data) else 0.0
+    # The columns as they are stored: the kernel converts each value it reads, so no copy of
+    # the data segments' columns is made.
+    return WindowTransitions(
+        *_window_transitions(
+            acks["row"].to_numpy(),
+            acks["t_s"].to_numpy(),
+            acks["edge_rel"].to_numpy(),
+            acks["win_bytes"].to_numpy(),
+            data["row"].to_numpy(),
+            data["t_s"].to_numpy(),
+            data["end_rel"].to_numpy(),
+            first,
+            float(mss),
+            known,
+        )
+    )
+
+
+@jit
+def _window_transitions(
+    ack_row: np.ndarray,
+    ack_t: np.ndarray,
+    edge: np.ndarray,
+    win: np.ndarray,
+    data_row: np.ndarray,
+    data_t: np.ndarray,
+    data_end: np.ndarray,
+    first: float,
+    mss: float,
+    known: bool,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:  # pragma: no cover
+    # Two passes along the merged timeline: the first counts the closings and reopenings, the
+    # second writes them into outputs of exactly that size (a million events close a window
+    # a few hundred times).
+    n_ack, n_data = ack_row.size, data_row.size
+    size = n_ack + n_data
+    n_open = n_shut = 0
+    open_at = np.empty(0, dtype=np.int64)
+    open_t = np.empty(0)
+    open_usable = np.empty(0)
+    open_ack = np.empty(0, dtype=np.int64)
+    shut_at = np.empty(0, dtype=np.int64)
+    shut_t = np.empty(0)
+    shut_ack = np.empty(0, dtype=np.int64)
+    for write in (False, True):
+        if write:
+            open_at = np.empty(n_open, dtype=np.int64)
+            open_t = np.empty(n_open)
+            open_usable = np.empty(n_open)
+            open_ack = np.empty(n_open, dtype=np.int64)
+            shut_at = np.empty(n_shut, dtype=np.int64)
+            shut_t = np.empty(n_shut)
+            shut_ack = np.empty(n_shut, dtype=np.int64)
+        n_open = n_shut = 0
+        right = last_win = np.nan
+        high = first
+        was_closed = False
+        i = j = 0
+        for k in range(size):
+            if j >= n_data or (i < n_ack and ack_row[i] < data_row[j]):
+                right, last_win = float(edge[i]), float(win[i])
+                t = ack_t[i]
+                i += 1
+            else:
+                high = max(high, float(data_end[j]))
+                t = data_t[j]
+                j += 1
+            usable = right - high
+            valid = usable == usable
+            closed = (valid and usable < mss) if known else last_win == 0
+            if closed and (k == 0 or not was_closed):
+                if write:
+                    shut_at[n_shut] = k
+                    shut_t[n_shut] = t
+                    shut_ack[n_shut] = max(i - 1, 0)
+                n_shut += 1
+            elif not closed and k > 0 and was_closed:
+                if write:
+                    open_at[n_open] = k
+                    open_t[n_open] = t
+                    open_usable[n_open] = usable if valid else 0.0
+                    open_ack[n_open] = max(i - 1, 0)
+                n_open += 1
+            was_closed = closed
+    return open_at, open_t, open_usable, open_ack, shut_at, shut_t, shut_ack
 
 
 # A receive window shut this many round trips is a stall (zero_window_stall): the ACK clock has

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -32,125 +32,12 @@ from tracekit.detectors._measure import (
     min_rtt_s,
     path_rate_bps,
     segment_size_bytes,
+    window_transitions,
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.physics import bdp_bytes, window_scale_shift
 from tracekit.schema import TH_FIN, TH_RST, TH_SYN
-
-
-class _Transitions(NamedTuple):
-    """Where the usable window closed and reopened, by event (ACKs and data, capture order)."""
-
-    open_at: np.ndarray  # event index of each first event after a closing
-    open_t: np.ndarray
-    open_usable: np.ndarray  # the usable window it opened to (0 before the first ACK)
-    open_ack: np.ndarray  # index among the ACKs of the last ACK at or before each reopening
-    shut_at: np.ndarray  # event index of each closing
-    shut_t: np.ndarray
-    shut_ack: np.ndarray  # index among the ACKs of the last ACK at or before each closing
-
-
-def transitions(direction: Any, mss: int, known: bool) -> _Transitions:
-    """The closings and reopenings of a direction's usable window.
-
-    The usable window after each ACK and data segment is the last advertised right edge minus
-    the highest byte sent (negative when a zero window or a shrinking edge left data beyond
-    it); it is closed below one segment. Unscaled raw windows are not byte counts (RFC 7323
-    2.3): then only a window of zero is certain, so only zero windows close it, until the next
-    ACK opens it.
-    """
-    acks = direction.acks
-    data = direction.data
-    first = float(data["seq_rel"].min()) if len(data) else 0.0
-    # The columns as they are stored: the kernel converts each value it reads, so no copy of
-    # the data segments' columns is made.
-    return _Transitions(
-        *_window_transitions(
-            acks["row"].to_numpy(),
-            acks["t_s"].to_numpy(),
-            acks["edge_rel"].to_numpy(),
-            acks["win_bytes"].to_numpy(),
-            data["row"].to_numpy(),
-            data["t_s"].to_numpy(),
-            data["end_rel"].to_numpy(),
-            first,
-            float(mss),
-            known,
-        )
-    )
-
-
-@jit
-def _window_transitions(
-    ack_row: np.ndarray,
-    ack_t: np.ndarray,
-    edge: np.ndarray,
-    win: np.ndarray,
-    data_row: np.ndarray,
-    data_t: np.ndarray,
-    data_end: np.ndarray,
-    first: float,
-    mss: float,
-    known: bool,
-) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
-]:  # pragma: no cover
-    # Two passes along the merged timeline: the first counts the closings and reopenings, the
-    # second writes them into outputs of exactly that size (a million events close a window
-    # a few hundred times).
-    n_ack, n_data = ack_row.size, data_row.size
-    size = n_ack + n_data
-    n_open = n_shut = 0
-    open_at = np.empty(0, dtype=np.int64)
-    open_t = np.empty(0)
-    open_usable = np.empty(0)
-    open_ack = np.empty(0, dtype=np.int64)
-    shut_at = np.empty(0, dtype=np.int64)
-    shut_t = np.empty(0)
-    shut_ack = np.empty(0, dtype=np.int64)
-    for write in (False, True):
-        if write:
-            open_at = np.empty(n_open, dtype=np.int64)
-            open_t = np.empty(n_open)
-            open_usable = np.empty(n_open)
-            open_ack = np.empty(n_open, dtype=np.int64)
-            shut_at = np.empty(n_shut, dtype=np.int64)
-            shut_t = np.empty(n_shut)
-            shut_ack = np.empty(n_shut, dtype=np.int64)
-        n_open = n_shut = 0
-        right = last_win = np.nan
-        high = first
-        was_closed = False
-        i = j = 0
-        for k in range(size):
-            if j >= n_data or (i < n_ack and ack_row[i] < data_row[j]):
-                right, last_win = float(edge[i]), float(win[i])
-                t = ack_t[i]
-                i += 1
-            else:
-                high = max(high, float(data_end[j]))
-                t = data_t[j]
-                j += 1
-            usable = right - high
-            valid = usable == usable
-            closed = (valid and usable < mss) if known else last_win == 0
-            if closed and (k == 0 or not was_closed):
-                if write:
-                    shut_at[n_shut] = k
-                    shut_t[n_shut] = t
-                    shut_ack[n_shut] = max(i - 1, 0)
-                n_shut += 1
-            elif not closed and k > 0 and was_closed:
-                if write:
-                    open_at[n_open] = k
-                    open_t[n_open] = t
-                    open_usable[n_open] = usable if valid else 0.0
-                    open_ack[n_open] = max(i - 1, 0)
-                n_open += 1
-            was_closed = closed
-    return open_at, open_t, open_usable, open_ack, shut_at, shut_t, shut_ack
-
 
 # The share of the ACKs owed at once (two fresh full segments) a receiver must hold back for its
 # reader to be the one reopening the window: a reader that reads on its own clock holds most of
@@ -299,7 +186,7 @@ class WindowOscillation(Detector):
         win = d.acks["win_bytes"].to_numpy()
         known = bool(ctx.series.window_known.get((conn, direction), False))
         largest = int(win.max())
-        tr = transitions(d, mss, known)
+        tr = window_transitions(d, mss, known)
         # A reopening counts when it frees a good share of the largest window (any, unscaled),
         # or of the window the receiver offered then: a receiver whose unread data squeezed
         # its buffer swings between the extremes of what is left (an opening window of 64 kB,

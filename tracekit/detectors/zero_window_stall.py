@@ -39,6 +39,7 @@ from tracekit.detectors._measure import (
     reader_rhythm_s,
     rtt_phases,
     turnaround_s,
+    window_transitions,
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
@@ -117,8 +118,9 @@ class ZeroWindowStall(Detector):
         if long.any():
             # Closings that come on a rhythm are a slow reader's start/stop, each read
             # reopening the window within its cycle: only a closing that outlasts the rhythm is
-            # a stall. Read only where a closing was long enough to be one.
-            long &= (ends - starts) > reader_rhythm_s(_closings_s(d, mss, known))
+            # a stall. Read only where a closing was long enough to be one, as
+            # window_oscillation reads its closings (every ACK and data segment).
+            long &= (ends - starts) > reader_rhythm_s(window_transitions(d, mss, known).shut_t)
         if not long.any():
             return None
         starts, ends = starts[long], ends[long]
@@ -184,31 +186,6 @@ class ZeroWindowStall(Detector):
             explanation=explanation,
             advice=advice,
         )
-
-
-def _closings_s(d: Any, mss: int, known: bool) -> np.ndarray:
-    """When the sender's usable window closed: each first event (ACK or data segment, in
-    capture order) after which the right edge the receiver last advertised (ACK + window)
-    leaves less than a segment past the highest byte sent, the closings window_oscillation
-    counts. Unscaled, each first zero window."""
-    acks, data = d.acks, d.data
-    ack_t = acks["t_s"].to_numpy()
-    if not known or data.empty:
-        closed = acks["win_bytes"].to_numpy() == 0
-        return ack_t[closed & ~np.r_[False, closed[:-1]]]
-    ack_row, data_row = acks["row"].to_numpy(), data["row"].to_numpy()
-    edge = acks["edge_rel"].to_numpy().astype(np.int64, copy=False)
-    high = np.maximum.accumulate(data["end_rel"].to_numpy().astype(np.int64, copy=False))
-    # Before the first data segment nothing is sent; before the first ACK no edge is known
-    # (then nothing is closed).
-    sent = np.searchsorted(data_row, ack_row, side="right") - 1
-    at_ack = edge - np.where(sent >= 0, high[np.maximum(sent, 0)], 0)
-    told = np.searchsorted(ack_row, data_row, side="right") - 1
-    at_data = np.where(told >= 0, edge[np.maximum(told, 0)] - high, mss)
-    order = np.argsort(np.r_[ack_row, data_row], kind="stable")
-    closed = (np.r_[at_ack, at_data] < mss)[order]
-    t = np.r_[ack_t, data["t_s"].to_numpy()][order]
-    return t[closed & ~np.r_[False, closed[:-1]]]
 
 
 def _stalls(t: np.ndarray, shut: np.ndarray, reopened: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
