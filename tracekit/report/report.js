@@ -639,10 +639,14 @@
       status.timings[div.id] = [Math.round(ms[0]), Math.round(ms[1])];
       status.lastDrawnMs = performance.now();
       link(div, p.connection);
-      // The next plot waits until this one is painted, so each shows as soon as it is drawn.
-      return afterPaint().then(function () {
+      var shown = afterPaint().then(function () {
         if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
       });
+      // A plot on the screen: the next plot waits until this one is painted, so it shows as
+      // soon as it is drawn. A plot below the screen, drawn ahead of the reader, is painted
+      // with whatever is drawn next: waiting a frame for each would only hold back the plots
+      // after it, the ones the reader is scrolling towards.
+      return onScreen(div) ? shown : null;
     });
   }
 
@@ -746,6 +750,11 @@
     });
   }, { rootMargin: "200px 0px 100% 0px" });
   document.querySelectorAll(".plot").forEach(function (div) { watcher.observe(div); });
+
+  function onScreen(div) {
+    var r = div.getBoundingClientRect();
+    return r.width > 0 && r.bottom > 0 && r.top < window.innerHeight;
+  }
 
   function nearScreen(div) {
     var r = div.getBoundingClientRect();
