@@ -642,11 +642,11 @@
       var shown = afterPaint().then(function () {
         if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
       });
-      // A plot on the screen: the next plot waits until this one is painted, so it shows as
-      // soon as it is drawn. A plot below the screen, drawn ahead of the reader, is painted
-      // with whatever is drawn next: waiting a frame for each would only hold back the plots
-      // after it, the ones the reader is scrolling towards.
-      return onScreen(div) ? shown : null;
+      // A plot on the screen (or at its edge, as the first screen's plots are): the next plot
+      // waits until this one is painted, so it shows as soon as it is drawn. A plot further
+      // below, drawn ahead of the reader, is painted with whatever is drawn next: waiting a
+      // frame for each would only hold back the plots after it, which the reader is nearing.
+      return nearScreen(div) ? shown : null;
     });
   }
 
@@ -750,11 +750,6 @@
     });
   }, { rootMargin: "200px 0px 100% 0px" });
   document.querySelectorAll(".plot").forEach(function (div) { watcher.observe(div); });
-
-  function onScreen(div) {
-    var r = div.getBoundingClientRect();
-    return r.width > 0 && r.bottom > 0 && r.top < window.innerHeight;
-  }
 
   function nearScreen(div) {
     var r = div.getBoundingClientRect();
