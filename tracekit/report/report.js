@@ -639,10 +639,14 @@
       status.timings[div.id] = [Math.round(ms[0]), Math.round(ms[1])];
       status.lastDrawnMs = performance.now();
       link(div, p.connection);
-      // The next plot waits until this one is painted, so each shows as soon as it is drawn.
-      return afterPaint().then(function () {
+      var shown = afterPaint().then(function () {
         if (status.paintedMs[div.id] === undefined) status.paintedMs[div.id] = performance.now();
       });
+      // A plot on the screen (or at its edge, as the first screen's plots are): the next plot
+      // waits until this one is painted, so it shows as soon as it is drawn. A plot further
+      // below, drawn ahead of the reader, is painted with whatever is drawn next: waiting a
+      // frame for each would only hold back the plots after it, which the reader is nearing.
+      return nearScreen(div) ? shown : null;
     });
   }
 
