@@ -173,8 +173,8 @@ def analyze(
     big pair that is the memory of a second copy of the data segments. Given as names of series
     tables (`tracekit.series.TABLES`), only those are kept (the others empty), for a view
     that draws those alone. `after_stage` is called
-    after each stage, once its working memory is let go (a command returns it to the system
-    there: `cli/memory.py`).
+    after each stage, and between the series' walk and its last tables, once working memory is
+    let go (a command returns it to the system there: `cli/memory.py`).
     """
     done = after_stage or _nothing
     # Each capture is handed on and dropped here, so its replaced columns can be freed.
@@ -205,7 +205,7 @@ def analyze(
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
     rcv = None
     if rcv_conns is not None:
-        rcv_series = build_series(rcv_conns) if receiver_series else no_series(rcv_conns)
+        rcv_series = build_series(rcv_conns, done) if receiver_series else no_series(rcv_conns)
         if not isinstance(receiver_series, bool):
             rcv_series = rcv_series.keeping(receiver_series)
         # The merge and the UDP streams have read the receiver's packets, and its series are
@@ -215,7 +215,7 @@ def analyze(
         del rcv_series
     del rcv_conns
     done()
-    snd_series = build_series(snd_conns)
+    snd_series = build_series(snd_conns, done)
     # The series, the merge and the UDP streams have read the packets: from here on only the
     # columns the detectors read (and the CI metrics, a subset) are kept, and each packet's
     # frame number, which a reader of the analysis joins on (tshark's frame.number).

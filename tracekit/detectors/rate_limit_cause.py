@@ -1078,7 +1078,7 @@ def _paced_windows(
 
 # Segments taken at once by the per-segment steps of `_paced_windows`: a few megabytes of
 # temporaries, however long the transfer.
-_BLOCK_ROWS = 1 << 20
+_BLOCK_ROWS = 1 << 18
 
 
 def _positive_gaps(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -277,7 +277,7 @@ def _position(keys: np.ndarray, key: int) -> int:
     return i if i < keys.size and keys[i] == key else -1
 
 
-def build_series(conns: Connections) -> Series:
+def build_series(conns: Connections, let_go: Callable[[], None] | None = None) -> Series:
     """Build every direction's series of every TCP connection in two compiled passes.
 
     Each TCP packet is a data event on its own direction's timeline and, if it carries an ACK,
@@ -285,11 +285,15 @@ def build_series(conns: Connections) -> Series:
     one pass walks each connection's packets once per direction, which writes the segments,
     ACK and flight tables and pairs Karn's RTT samples, and a second pairs the timestamp
     echoes. Memory is what costs on big captures, so no per-event column is made.
+    `let_go` is called once the passes' per-packet working memory is freed, before the RTT
+    and SACK tables are made (the command's `after_stage`: freed pages go back to the system
+    rather than stay beside those tables' new ones).
     """
     pk = conns.packets
     tcp = pk.column("proto").to_numpy() == PROTO_TCP
     every = bool(tcp.all())
     rows_tcp = None if every else np.flatnonzero(tcp)  # None: every packet is TCP
+    del tcp  # a byte per packet, held for nothing through the walk
 
     def col(name: str) -> np.ndarray:
         values = pk.column(name).to_numpy()
@@ -330,13 +334,18 @@ def build_series(conns: Connections) -> Series:
     ts_seg, ts_ack, n_ts = timestamp_pairs(
         rows, bounds, pdir, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
     )
-    del rows
+    seq_pairs = walked.rtt_pairs
+    # The packets' grouping and the walk's per-packet flags are done with: their pages serve
+    # the RTT and SACK tables rather than new ones.
+    del rows, walked
+    if let_go is not None:
+        let_go()
     ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
 
     def seconds(rows: np.ndarray) -> np.ndarray:
         return (ts[rows] - t0) / 1e9
 
-    rtt = _rtt(conn, pdir, seconds, walked.rtt_pairs, ts_pairs)
+    rtt = _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
     sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack, col("frame"))
     # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
     scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}

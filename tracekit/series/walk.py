@@ -205,7 +205,8 @@ def _walk_pass(
     # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
     # end, in sending order (their ends ascend), and whether a resend overlapped them first.
     pending = np.empty(seq.size, dtype=np.int64)
-    tainted = np.zeros(seq.size, dtype=np.bool_)
+    # Each entry is written when its segment joins the queue: no page is touched before.
+    tainted = np.empty(seq.size, dtype=np.bool_)
     n_seg = n_ack = n_flight = n_rtt = 0
     # Both later hold an ACK's window, an np.int64.
     lw: int | np.int64
