@@ -116,9 +116,10 @@ def test_workers_call_after_stage_between_the_stages(corpus: Path, tmp_path: Pat
     outcomes = run_batch(BatchConfig(corpus, tmp_path / "out", jobs=1, after_stage=mark))
     analysed = sum(o.status == "ok" for o in outcomes)
     assert analysed == 3  # bad.pcap is refused as it is read, before any stage
-    # Per input: each capture's connections, the merge, each capture's series, each detector
+    # Per input: each capture's connections, the merge, each capture's series and inside the
+    # sender's (its walk's working memory freed; no receiver's series is walked), each detector
     # and the detectors.
-    assert len(marks.read_text()) == analysed * (6 + len(detectors.all_detectors()))
+    assert len(marks.read_text()) == analysed * (7 + len(detectors.all_detectors()))
 
 
 def test_a_killed_run_leaves_only_whole_files_and_resumes(tmp_path: Path) -> None:
