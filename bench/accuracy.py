@@ -95,9 +95,9 @@ DETECTS: dict[str, Callable[[Findings, dict[str, Any]], bool]] = {
 }
 
 
-# Where tracekit says it cannot tell a label, the label is not scored, and the scenario is
-# listed as told-not: the verdict's text says whose clock the departures kept could not be
-# told, for this share of the busy time (a LAN host's turnaround hides any pacer's timer).
+# Where tracekit says it cannot tell a label, the label is not scored and the scenario is
+# listed: for `paced`, the verdict's text says whose clock the departures kept could not be
+# told for at least half the busy time (a LAN host's turnaround hides any pacer's timer).
 UNTOLD: dict[str, Callable[[Findings], bool]] = {
     "paced": lambda f: _share(f, "paced_untold_fraction") >= 0.5,
 }
