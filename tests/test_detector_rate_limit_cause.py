@@ -429,6 +429,44 @@ def test_the_window_waits_behind_the_pacer(name: str, paced: bool) -> None:
         assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
 
 
+def test_a_pacer_between_two_acks_is_read_at_its_rate() -> None:
+    # A reader that takes 16 kB every 24.5 ms opens the window once per read: one ACK, and
+    # BBR, pacing at the reader's rate, sends the 16 kB as two-segment bursts over the whole
+    # cycle with no ACK between them. Those waits are many times what the device could still
+    # have had to send, and each reads the kernel's pacing rate (TCP_INFO); the window had
+    # room behind the pacer, and the kernel counted the receive window a quarter of the time,
+    # not the half that the window's time alone would say.
+    from tracekit.detectors._limits import RECEIVE_WINDOW
+
+    name = "reader_16k_25ms_3ms"
+    per_byte, rate = _paced_readings(name)
+    # Past slow start BBR paces at under 1 MB/s here, against 2 MB/s of path: waits of
+    # milliseconds that read that rate.
+    slow = rate < 1e6
+    assert slow.sum() >= 100
+    assert np.median(per_byte[slow] * rate[slow]) == pytest.approx(1.0, abs=0.1)
+    kernel, _ = _sweep_kernel(name)
+    shares = _sweep_shares(name, tell_queued=False)
+    assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
+    f = _sweep_verdict(name)
+    assert f["evidence"]["receive_window_fraction"] == pytest.approx(
+        kernel["receive_window"], abs=0.10
+    )
+    assert f["evidence"]["limit_class"] == "network"
+
+
+def _sweep_verdict(name: str) -> dict[str, Any]:
+    """The verdict on the sweep scenario's transfer, from its sender and receiver captures."""
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (found,) = [
+        f for f in doc["findings"] if f["kind"] == "rate_limit_cause" and f["direction"] == "a2b"
+    ]
+    return found
+
+
 @pytest.mark.parametrize(
     "name", ["sndbuf_16k", "sndbuf_48k", "bursty_writes_big_buffer", "rcvbuf_64k"]
 )
@@ -458,13 +496,7 @@ def test_it_says_where_it_cannot_tell_a_pacer(name: str, untold: bool) -> None:
     # answers an ACK in some microseconds and the round trip is one: the next ACKs come before
     # it has answered the first, and whose clock the departures kept cannot be told there. At
     # 24 Mbit/s over 50 ms the round trip is thousands of the host's answers long.
-    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
-    doc = analyze(
-        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
-    ).to_dict()
-    (found,) = [
-        f for f in doc["findings"] if f["kind"] == "rate_limit_cause" and f["direction"] == "a2b"
-    ]
+    found = _sweep_verdict(name)
     assert (found["evidence"]["paced_untold_fraction"] >= 0.5) == untold
     assert ("could not be told" in found["explanation"]) == untold
 

@@ -460,7 +460,7 @@ def pacer_holds(
     flight = direction.flight["flight_bytes"].to_numpy()
     window = float(np.median(flight)) if flight.size else 0.0
     queue = max(_queue_limit(window, mss, rtt_s), 2 * MIN_BURST_SEGMENTS * mss)
-    return _expected_holds(start, size, flags, queue), line, release
+    return _expected_holds(start, size, flags, queue, line, turn=release), line, release
 
 
 @jit
@@ -539,6 +539,8 @@ def _expected_holds(
     size: npt.NDArray[np.float64],
     flags: npt.NDArray[np.int8],
     queue_bytes: float,
+    line: float,
+    turn: float,
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where fewer
@@ -547,7 +549,14 @@ def _expected_holds(
     A burst that waits with no ACK since the one before, in a release (the bursts between two
     ACKs) larger than TCP small queues let into the device (`queue_bytes`), may wait on the
     device, not on a pacer (the kernel queued the release at the ACK; tcp_small_queue_check):
-    its reading is left out, neither exact nor bound.
+    its reading is left out, neither exact nor bound. Not so where the pacer shows itself
+    there: Linux sets the pacing rate on an ACK (tcp_update_pacing_rate, BBR's cong_control),
+    so between two ACKs every burst the timer holds waits for its bytes at one rate. Two
+    bursts running, with no ACK between, whose waits read the same rate (the second's start
+    within the host's release time, `turn`, of where the first's rate puts it) and outlast
+    what the device could still have had to send (TCP small queues' bytes at the `line`
+    rate, past the end of the burst before) were the timer's: the device's waits end as the
+    qdisc drains, at no rate of their own.
     """
     n = start.size
     if n < 2:
@@ -565,6 +574,16 @@ def _expected_holds(
     release = np.cumsum((flags & AFTER_ACK) > 0)
     total = np.bincount(release, weights=size)
     queued = exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes)
+    # Past the device's drain: the wait runs from the end of the burst before.
+    long = queued & (gap - size[:-1] / line > queue_bytes / line + turn)
+    # Each long wait against the next one's, read at its rate (both in one release).
+    alike = np.zeros(n - 1, dtype=bool)
+    if n > 2:
+        pair = long[:-1] & long[1:]
+        pair &= np.abs(gap[1:] - size[1:-1] * x[:-1]) <= turn
+        alike[:-1] |= pair
+        alike[1:] |= pair
+    queued &= ~alike
     read = usable & ~queued
     held = _censored_means(x[read], exact[read])
     if held is None:
