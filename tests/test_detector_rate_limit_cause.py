@@ -455,6 +455,37 @@ def test_a_pacer_between_two_acks_is_read_at_its_rate() -> None:
     assert f["evidence"]["limit_class"] == "network"
 
 
+def test_a_window_with_room_for_a_segment_did_not_hold_the_sender() -> None:
+    # Slow start doubles CUBIC's congestion window each round against a 120 kB window: the
+    # round of 80 segments leaves the window three segments of room. Linux asks its congestion
+    # window first, and the kernel's samples (TCP_INFO every 50 ms) show it full, every
+    # segment it allows unacknowledged, while the rwnd-limited clock stands still. The
+    # capture's account gives the window none of those intervals either.
+    from tracekit.detectors._limits import RECEIVE_WINDOW, limit_states
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    name = "window_97k_125m_200ms"
+    _, doc = _sweep_kernel(name)
+    samples = doc["tcp_info_samples"]
+    col = {f: i for i, f in enumerate(samples["fields"])}
+    rows = np.array(samples["rows"], dtype=np.float64)
+    offset = samples["t0_epoch_s"] - doc["capture"]["counts"]["sender"]["first_epoch_s"]
+    at = offset + rows[:, col["t_ms"]] / 1000
+    cwnd_full = rows[:, col["snd_cwnd"]] == rows[:, col["unacked"]]
+    still = np.diff(rows[:, col["rwnd_limited"]]) == 0
+    held = np.flatnonzero(cwnd_full[:-1] & cwnd_full[1:] & still & (rows[:-1, col["unacked"]] > 0))
+    assert held.size >= 4
+    d = _sweep_direction(name)
+    rtt = min_rtt_s(d)
+    assert rtt is not None
+    start, end, state = limit_states(d, segment_size_bytes(d.segments), True, rtt)
+    window = state == RECEIVE_WINDOW
+    for k in held:
+        lo, hi = at[k], at[k + 1]
+        seconds = np.clip(end[window], lo, hi) - np.clip(start[window], lo, hi)
+        assert seconds.sum() <= 0.1 * (hi - lo), (lo, hi)
+
+
 def _sweep_verdict(name: str) -> dict[str, Any]:
     """The verdict on the sweep scenario's transfer, from its sender and receiver captures."""
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name

@@ -18,13 +18,17 @@ account off the sender's capture, so that the verdict can be checked against the
   after a burst cut at whole segments (`full_tail_pauses`: a pacer's timer; a write's end
   leaves a short segment).
 - `receive_window`: the room left under the receiver's advertised right edge (SND.UNA + SND.WND,
-  RFC 9293 3.8.6.2.1) is too small for the sender to use: less than what one ACK releases plus
-  the segment that does not fit, or less than the burst Linux waits for before it sends into a
-  window (tcp_tso_should_defer counts that wait as the window's). That burst is 1 ms of the
+  RFC 9293 3.8.6.2.1) is too small for the sender to use: less than a segment (tcp_snd_wnd_test),
+  or less than the burst Linux waits for before it sends into a window (tcp_tso_should_defer
+  counts that wait as the window's). A window with more room than that after the sender has
+  answered an ACK did not hold it: Linux asks its congestion window first (tcp_write_xmit:
+  tcp_cwnd_test, then tcp_snd_wnd_test), and the congestion window had stopped it, as in slow
+  start, when a doubling round nearly fills the window and leaves it a segment or two of room
+  that the sender does not take. That burst is 1 ms of the
   sender's pacing rate (tcp_tso_autosize, sk_pacing_shift 10), 1.2 windows per RTT in
   congestion avoidance (tcp_update_pacing_rate), at least two segments and at most one 64 KiB
   GSO burst, or a third of the window (tcp_tso_win_divisor), past which Linux sends anyway.
-  Both are the transfer's own scale: its ACK clock, its window over its RTT. Measured just
+  Both are the transfer's own scale: its segment, its window over its RTT. Measured just
   before each ACK arrives, once the sender has answered the ACK before (a capture after the
   sender's queue sees its answer a few serialisation times late, and the kernel judged it at
   the ACK), except while more of that answer is still to leave than TCP small queues let into
@@ -62,18 +66,6 @@ GSO_MAX_BYTES = 65536.0
 # is not the window's doing whatever the burst, as on a short path with a small window.
 TSO_WIN_DIVISOR = 3.0
 STATES = ("application", "receive_window", "network")
-
-
-def ack_release_bytes(direction: Direction, mss: int) -> float:
-    """Bytes a typical ACK of this direction releases: the median advance of the ACK line.
-
-    Delayed ACKs release two segments (RFC 9293 3.8.6.3), receive offload (GRO, LRO) many more;
-    an ACK for a single segment releases one. At least one segment.
-    """
-    line = np.maximum.accumulate(direction.acks["ack_rel"].to_numpy())
-    step = np.diff(line)
-    step = step[step > 0]
-    return float(max(np.median(step), mss)) if step.size else float(mss)
 
 
 # RFC 7323 2.3: a window scale shift is at most 14.
@@ -125,9 +117,6 @@ def limit_states(
     if data.empty:
         empty = np.zeros(0)
         return empty, empty, np.zeros(0, np.int8)
-    # The least room the window must leave for the sender to be held by something else: what
-    # the next ACK will release anyway, plus the segment that does not fit.
-    room = ack_release_bytes(direction, mss) + mss
     ack_line = acks["ack_rel"].to_numpy().astype(np.int64, copy=False)
     window = acks["win_bytes"].to_numpy().astype(np.int64, copy=False)
     edge = acks["edge_rel"].to_numpy().astype(np.int64, copy=False)
@@ -152,7 +141,6 @@ def limit_states(
         holds,
         line,
         release,
-        float(room),
         float(mss),
         float(rtt_s),
         turnaround_s(direction),
@@ -666,7 +654,6 @@ def _limit_runs(
     holds: np.ndarray,
     line: float,
     release: float,
-    room: float,
     mss: float,
     rtt: float,
     turnaround: float,
@@ -746,7 +733,9 @@ def _limit_runs(
         window_q = right - una
         if flight > 0 or k == 0 or flight_previous > 0:
             idle_since = t
-        closed = usable_q < max(room, _burst(window_q, mss, rtt))
+        # A segment that does not fit waits on the window (tcp_snd_wnd_test: its first MSS
+        # must fit); a window with room for one is shut only to a sender that waits for more.
+        closed = usable_q < max(mss, _burst(window_q, mss, rtt))
         if (flight <= 0 or flight_q <= 0) and not (flight <= 0 and usable < mss):
             # Nothing in flight: the application's time, unless the sender went on within its
             # turnaround (then its queue was not empty, as far as the wire can tell). That
