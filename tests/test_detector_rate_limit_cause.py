@@ -351,30 +351,16 @@ def _paced_readings(name: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.
     """The pacer's intervals read off the sender's capture where the timer released a burst
     (seconds per byte, with Linux's credit for a late burst), and the kernel's pacing rate
     (TCP_INFO, sampled every RTT) at each."""
-    from tracekit.detectors._limits import (
-        ANSWERED,
-        LATE_CREDIT,
-        _bursts,
-        line_rate,
-        turnaround_s,
-    )
-    from tracekit.detectors._measure import segment_size_bytes
+    from tracekit.detectors._limits import ANSWERED, LATE_CREDIT, pacer_bursts
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
 
     d = _sweep_direction(name)
     _, doc = _sweep_kernel(name)
-    data, acks = d.data, d.acks
-    t, length = data["t_s"].to_numpy(), data["len"].to_numpy()
-    line = line_rate(t, length.astype(np.int64))
-    release = max(turnaround_s(d), 2 * segment_size_bytes(d.segments) / line)
-    start, size, flags = _bursts(
-        acks["frame"].to_numpy(),
-        data["frame"].to_numpy(),
-        acks["t_s"].to_numpy(),
-        t,
-        length,
-        line,
-        release,
-    )
+    rtt = min_rtt_s(d)
+    assert rtt is not None
+    bursts = pacer_bursts(d, segment_size_bytes(d.segments), rtt)
+    assert bursts is not None
+    start, size, flags = bursts.start, bursts.size, bursts.flags
     credit = np.where(flags[:-1] & ANSWERED, LATE_CREDIT, 1.0)
     timer = (flags[1:] & ANSWERED) == 0
     per_byte = (np.diff(start) / (size[:-1] * credit))[timer]

@@ -10,8 +10,8 @@ the RTT from 1 ms to 600 ms, the rate from 5 to 200 Mbit/s, and applications tha
 the path carries (idle three quarters and half of the time), a LAN whose CPU-bound hosts pause
 between writes with data queued, and paths that change or are shared: an RTT step, cross
 traffic, GRO at the receiver, trains at twice the bottleneck's rate, a reverse path that drops
-three of every four pure ACKs, and a pacer that holds the sender under a window too small
-for the path.
+three of every four pure ACKs, a pacer that holds the sender under a window too small
+for the path, and one that paces a slow reader's rate between its ACKs.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ SUBSET = (
     "lan_offloads_on",
     # A pacer under a receive window far below the BDP: the kernel counts its holds busy.
     "paced_reno_rcvbuf_24k_50ms",
+    # BBR pacing at a slow reader's rate, its receiver acknowledging once per read: the timer
+    # shows itself between two ACKs, and holds the sender where the window has room.
+    "reader_16k_25ms_3ms",
 )
 # Where the capture cannot show the receive window's share (its window scale is unknown), the
 # verdict says so and is not scored on its shares.

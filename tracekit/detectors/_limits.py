@@ -45,6 +45,8 @@ growing (the detectors that look for a flight pinned below every window say so).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -418,37 +420,108 @@ def pacer_holds(
     jitter; fewer than MIN_HELD_BURSTS of those tell no pacer. Nor does a host whose turnaround
     outlasts the round trip (a LAN): its own pace hides any timer's.
     """
-    data, acks = direction.data, direction.acks
-    none = np.zeros(0)
-    turnaround = turnaround_s(direction)
-    if data.empty or acks.empty or turnaround > rtt_s:
-        return none, 0.0, 0.0
-    data_t = data["t_s"].to_numpy()
-    length = data["len"].to_numpy()
-    line = line_rate(data_t, length)
-    if line <= 0:
-        return none, 0.0, 0.0
-    # A segment released when it could leave leaves within the host's turnaround of that
-    # moment, and no sooner than two of its serialisations (the NIC's queue ahead of the
-    # capture spaces back-to-back segments by one).
-    release = max(turnaround, 2 * mss / line)
-    start, size, flags = _bursts(
-        acks["frame"].to_numpy(),
-        data["frame"].to_numpy(),
-        acks["t_s"].to_numpy(),
-        data_t,
-        length,
-        line,
-        release,
+    bursts = pacer_bursts(direction, mss, rtt_s)
+    if bursts is None:
+        return np.zeros(0), 0.0, 0.0
+    holds = _expected_holds(
+        bursts.start, bursts.size, bursts.flags, bursts.queue, timer_paired(bursts)
     )
-    # TCP small queues let into the device 2**-10 s of the pacing rate (`_queue_limit`, the
-    # rate 1.2 windows per RTT: the flight the sender keeps), and at least twice an skb's
-    # truesize: an skb holds a paced burst of at least two segments (tcp_min_tso_segs), and
-    # its truesize counts them with their buffers' overhead, so at least four segments.
-    flight = direction.flight["flight_bytes"].to_numpy()
-    window = float(np.median(flight)) if flight.size else 0.0
-    queue = max(_queue_limit(window, mss, rtt_s), 2 * MIN_BURST_SEGMENTS * mss)
-    return _expected_holds(start, size, flags, queue, line, turn=release), line, release
+    return holds, bursts.line, bursts.release
+
+
+class Bursts(NamedTuple):
+    """The sender's bursts in capture order, as `_bursts` groups them: each one's start
+    (seconds), bytes and flags (ANSWERED, AFTER_ACK); the line rate (bytes per second) and
+    release time (seconds) they are told by, and the bytes TCP small queues let into the
+    device."""
+
+    start: npt.NDArray[np.float64]
+    size: npt.NDArray[np.float64]
+    flags: npt.NDArray[np.int8]
+    line: float
+    release: float
+    queue: float
+
+
+def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
+    """The sender's bursts (`Bursts`), once per direction and RTT; None where no timer can be
+    told from the host's own pace (no data or ACKs, no line rate, or a host whose turnaround
+    outlasts the round trip)."""
+
+    def compute() -> Bursts | None:
+        data, acks = direction.data, direction.acks
+        turnaround = turnaround_s(direction)
+        if data.empty or acks.empty or turnaround > rtt_s:
+            return None
+        data_t = data["t_s"].to_numpy()
+        length = data["len"].to_numpy()
+        line = line_rate(data_t, length)
+        if line <= 0:
+            return None
+        # A segment released when it could leave leaves within the host's turnaround of that
+        # moment, and no sooner than two of its serialisations (the NIC's queue ahead of the
+        # capture spaces back-to-back segments by one).
+        release = max(turnaround, 2 * mss / line)
+        start, size, flags = _bursts(
+            acks["frame"].to_numpy(),
+            data["frame"].to_numpy(),
+            acks["t_s"].to_numpy(),
+            data_t,
+            length,
+            line,
+            release,
+        )
+        # TCP small queues let into the device 2**-10 s of the pacing rate (`_queue_limit`,
+        # the rate 1.2 windows per RTT: the flight the sender keeps), and at least twice an
+        # skb's truesize: an skb holds a paced burst of at least two segments
+        # (tcp_min_tso_segs), and its truesize counts them with their buffers' overhead, so
+        # at least four segments.
+        flight = direction.flight["flight_bytes"].to_numpy()
+        window = float(np.median(flight)) if flight.size else 0.0
+        queue = max(_queue_limit(window, mss, rtt_s), 2 * MIN_BURST_SEGMENTS * mss)
+        return Bursts(start, size, flags, line, release, queue)
+
+    return direction.memo(f"pacer_bursts:{mss}:{rtt_s!r}", compute)
+
+
+def timer_paired(bursts: Bursts) -> npt.NDArray[np.bool_]:
+    """Per burst but the last, whether the wait until the next one was the pacer's timer, told
+    between two ACKs: Linux sets the pacing rate on an ACK (tcp_update_pacing_rate, BBR's
+    cong_control), so between two ACKs every burst the timer holds waits for its bytes at one
+    rate. Two waits running, with no ACK since the burst before either, that read the same rate
+    (the second's start within the host's release time of where the first's rate puts it) and
+    outlast what the device could still have had to send (TCP small queues' bytes at the line
+    rate, past the end of the burst before) were the timer's: a wait on the device ends as the
+    qdisc drains, at no rate of its own, and one on the application at the writer's."""
+    start, size, flags = bursts.start, bursts.size, bursts.flags
+    n = start.size
+    paired = np.zeros(max(n - 1, 0), dtype=bool)
+    if n < 3:
+        return paired
+    gap = np.diff(start)
+    no_ack = (flags[1:] & AFTER_ACK) == 0
+    drain = bursts.queue / bursts.line + bursts.release
+    long = no_ack & (gap - size[:-1] / bursts.line > drain)
+    # Each long wait against the next one's, read at its rate: seconds per byte of the burst
+    # before, with Linux's credit where that burst answered an ACK (sent late).
+    scale = size[:-2] * np.where(flags[:-2] & ANSWERED, LATE_CREDIT, 1.0)
+    rate_gap = np.divide(gap[:-1], scale, out=np.zeros(n - 2), where=scale > 0)
+    pair = long[:-1] & long[1:] & (np.abs(gap[1:] - size[1:-1] * rate_gap) <= bursts.release)
+    paired[:-1] |= pair
+    paired[1:] |= pair
+    return paired
+
+
+def timer_waits(
+    direction: Direction, mss: int, rtt_s: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The waits the pacer's timer is told by between two ACKs (`timer_paired`): each one's
+    start (the burst before it, seconds) and length (seconds)."""
+    bursts = pacer_bursts(direction, mss, rtt_s)
+    if bursts is None:
+        return np.zeros(0), np.zeros(0)
+    paired = timer_paired(bursts)
+    return bursts.start[:-1][paired], np.diff(bursts.start)[paired]
 
 
 @jit
@@ -527,8 +600,7 @@ def _expected_holds(
     size: npt.NDArray[np.float64],
     flags: npt.NDArray[np.int8],
     queue_bytes: float,
-    line: float,
-    turn: float,
+    paired: npt.NDArray[np.bool_],
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where fewer
@@ -537,14 +609,8 @@ def _expected_holds(
     A burst that waits with no ACK since the one before, in a release (the bursts between two
     ACKs) larger than TCP small queues let into the device (`queue_bytes`), may wait on the
     device, not on a pacer (the kernel queued the release at the ACK; tcp_small_queue_check):
-    its reading is left out, neither exact nor bound. Not so where the pacer shows itself
-    there: Linux sets the pacing rate on an ACK (tcp_update_pacing_rate, BBR's cong_control),
-    so between two ACKs every burst the timer holds waits for its bytes at one rate. Two
-    bursts running, with no ACK between, whose waits read the same rate (the second's start
-    within the host's release time, `turn`, of where the first's rate puts it) and outlast
-    what the device could still have had to send (TCP small queues' bytes at the `line`
-    rate, past the end of the burst before) were the timer's: the device's waits end as the
-    qdisc drains, at no rate of their own.
+    its reading is left out, neither exact nor bound, unless its wait is one the timer is
+    told by there (`paired`, from `timer_paired`).
     """
     n = start.size
     if n < 2:
@@ -562,16 +628,7 @@ def _expected_holds(
     release = np.cumsum((flags & AFTER_ACK) > 0)
     total = np.bincount(release, weights=size)
     queued = exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes)
-    # Past the device's drain: the wait runs from the end of the burst before.
-    long = queued & (gap - size[:-1] / line > queue_bytes / line + turn)
-    # Each long wait against the next one's, read at its rate (both in one release).
-    alike = np.zeros(n - 1, dtype=bool)
-    if n > 2:
-        pair = long[:-1] & long[1:]
-        pair &= np.abs(gap[1:] - size[1:-1] * x[:-1]) <= turn
-        alike[:-1] |= pair
-        alike[1:] |= pair
-    queued &= ~alike
+    queued &= ~paired
     read = usable & ~queued
     held = _censored_means(x[read], exact[read])
     if held is None:

@@ -45,6 +45,7 @@ from tracekit.detectors._limits import (
     limit_states,
     queued_pauses,
     state_seconds,
+    timer_waits,
     turnaround_s,
 )
 from tracekit.detectors._measure import (
@@ -367,6 +368,11 @@ class RateLimitCause(Detector):
         # serialisation times). A timer's starts fall anywhere between two ACKs, a quarter of
         # them that soon by chance: half is halfway between a timer and an ACK clock.
         paced_answered_fraction: float = 0.5
+        # Paced too: the pacer's timer, told between two ACKs, waits at least this share of a
+        # window's time. More than half of the time waiting on the timer is the time the pacer
+        # held the sender more than anything else did, as the kernel's samples tell a pacer
+        # (next data waiting under open windows in more than half of them), at any RTT.
+        paced_timer_fraction: float = 0.5
         # Fewer data segments than this in a direction say nothing about its limits.
         min_data_segments: int = 20
         # At most this many windows per direction: a long transfer over a short-RTT path (a
@@ -640,6 +646,15 @@ class RateLimitCause(Detector):
             turnaround_s(d),
             cfg.paced_answered_fraction,
         )
+        # Or the timer shows itself between two ACKs (`timer_waits`): where its waits fill at
+        # least half a window's time, it held the sender for most of that window, whatever
+        # the ACKs let it send; the bursts after ACKs may not say so (a receiver that
+        # acknowledges once per read, whose window the pacer then spreads over the cycle).
+        wait_at, wait_s = timer_waits(d, mss, float(phases.rtt_s.min()))
+        w = np.clip(((warp(wait_at) - t0) / length).astype(np.int64), 0, n - 1)
+        timed = np.bincount(w, weights=wait_s, minlength=n) >= cfg.paced_timer_fraction * width
+        paced |= timed
+        judged |= timed
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
