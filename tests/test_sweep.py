@@ -766,3 +766,33 @@ def test_cross_traffic_that_came_after_the_transfer_is_not_cross_traffic() -> No
             flow["bottleneck"]["last_epoch_s"] = end + 0.2 + span
     assert settle_cross(doc, labels, absent)
     assert labels == set() and absent == {"cross_traffic"}
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", ["reader_all_200ms", "reader_8k_10ms_10ms", "base"])
+def test_the_senders_transfer_ends_when_its_fin_is_acknowledged(name: str) -> None:
+    # The sender waits for the receiver's FIN before it reads TCP_INFO, and a reader still
+    # draining its buffer sends that FIN late: the wait is no part of the sender's transfer
+    # (its queues are empty; the kernel counts it in no class). The truth leaves it out of the
+    # busy share, measured on the sender's capture by tshark: from the receiver's ACK of the
+    # sender's FIN to the receiver's FIN.
+    command = ["tshark", "-r", str(SWEEP / name / "sender.pcap.zst"), "-n", "-T", "fields"]
+    command += ["-e", "frame.time_epoch", "-e", "ip.src", "-e", "tcp.flags.fin", "-e"]
+    command += ["tcp.seq_raw", "-e", "tcp.len", "-e", "tcp.ack_raw", "-Y", "tcp"]
+    rows = [
+        line.split("\t")
+        for line in subprocess.run(command, capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()
+    ]
+    fin = next(r for r in rows if r[1] == SENDER and r[2] in ("1", "True"))
+    fin_end = (int(fin[3]) + int(fin[4]) + 1) % 2**32
+    back = [r for r in rows if r[1] != SENDER]
+    acked = next(float(r[0]) for r in back if int(r[5]) == fin_end)
+    peer_fin = next(float(r[0]) for r in back if r[2] in ("1", "True"))
+    limits = truth(name)["kernel_limits"]
+    assert limits["after_fin_acked_s"] == pytest.approx(peer_fin - acked, abs=1e-5)
+    sender = truth(name)["transfer"]["sender"]
+    transfer_s = sender["elapsed_s"] - (peer_fin - acked)
+    busy = sender["tcp_info"]["busy_time"] / 1e6
+    assert limits["busy_share_of_transfer"] == pytest.approx(busy / transfer_s, abs=1e-4)
