@@ -1677,11 +1677,34 @@ def decode_records(
 
             room = min(origlen - (q - off), cap)
             bend = end
-            # `b` is `buf` here (a datagram's head is read only after this); passing the
-            # argument itself spares numba's reference counting of the variable.
-            header = _network(buf, q, version, room, bend)
-            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
-            ident, version, frag_off, more, frag_id = header[8:]
+            # An IPv4 header of 20 bytes (no options) that is whole in the frame, no fragment and
+            # not followed by AH: most packets, read here as `_network` reads them, since a
+            # call to a helper that takes the buffer costs numba's reference counting of it.
+            # `b` is `buf` here (a datagram's head is read only after this).
+            total = np.int64(0)
+            if version == 4 and room >= 20 and end - q >= 20 and _at(buf, q) == 0x45:
+                total = _u16(buf, q + 2)
+                if total == 0 or total > room:
+                    total = room
+                if _u16(buf, q + 6) & 0x3FFF or _at(buf, q + 9) == IPPROTO_AH:
+                    total = np.int64(0)
+            if total >= 20:
+                skip = KEPT
+                proto = np.int64(_at(buf, q + 9))
+                l4 = q + 20
+                l4len = total - 20
+                src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
+                dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
+                src_lo = zero
+                dst_lo = zero
+                ident = _u16(buf, q + 4)
+                frag_off = np.int64(-1)
+                more = np.int64(0)
+                frag_id = np.int64(0)
+            else:
+                header = _network(buf, q, version, room, bend)
+                skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
+                ident, version, frag_off, more, frag_id = header[8:]
             # The outermost IP header: a tunnelled flow records it (FlowTable.outer). The
             # packets of an A-MSDU in a tunnel keep the tunnel's.
             if depth == 0:
