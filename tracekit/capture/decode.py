@@ -1675,15 +1675,15 @@ def decode_records(
             # The row this packet writes: the record's, until one of its packets is kept.
             p = np.uint64(nrow) if kept else i
 
-            room = min(origlen - (q - off), cap)
+            room: Any = min(origlen - (q - off), cap)
             bend = end
             # An IPv4 header of 20 bytes (no options) that is whole in the frame, no fragment and
             # not followed by AH: most packets, read here as `_network` reads them, since a
             # call to a helper that takes the buffer costs numba's reference counting of it.
             # `b` is `buf` here (a datagram's head is read only after this).
-            total = np.int64(0)
-            if version == 4 and room >= 20 and end - q >= 20 and _at(buf, q) == 0x45:
-                total = _u16(buf, q + 2)
+            v4 = version == 4 and room >= 20 and end - q >= 20 and _at(buf, q) == 0x45
+            total = _u16(buf, q + 2) if v4 else np.int64(0)
+            if v4:
                 if total == 0 or total > room:
                     total = room
                 if _u16(buf, q + 6) & 0x3FFF or _at(buf, q + 9) == IPPROTO_AH:
