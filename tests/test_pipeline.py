@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
+import pytest
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tracekit import pipeline
+from tracekit.capture import Capture, read_capture
 from tracekit.detectors import all_detectors
+from tracekit.errors import CaptureError
 from tracekit.pipeline import analyze_files
 
 SCHEMA = json.loads(
@@ -142,3 +149,113 @@ def test_after_stage_runs_between_the_stages_and_changes_nothing() -> None:
     analyze_files(folder / "sender.pcap", after_stage=lambda: alone.append(1))
     # The same steps, the receiver's with nothing to do: but no receiver's series to walk.
     assert len(alone) == steps - 1
+
+
+def _reads_on(
+    monkeypatch: pytest.MonkeyPatch,
+    waits: dict[str, threading.Event],
+    started: dict[str, threading.Event],
+    failed: dict[str, threading.Event],
+    stopped: str = "",
+) -> list[tuple[str, str, str]]:
+    """Each read of the pipeline, as (file name, thread name, how it ended), in the order they
+    ended. A read whose file is in `started` sets that event at its first chunk; one in `waits`
+    then waits for its event; one in `failed` sets that event when it raises. The read of
+    `stopped` asks the pipeline after each chunk until it is told to stop (a minute at most)."""
+    reads: list[tuple[str, str, str]] = []
+    real = pipeline.read_capture
+
+    def reading(path: Path, **kwargs: Any) -> Capture:
+        told = kwargs.get("tcp_read")
+        name = Path(path).name
+
+        def after_chunk(packets: int) -> None:
+            if name in started:
+                started[name].set()
+            if name in waits:
+                assert waits[name].wait(timeout=60), f"{name}: the other read never came"
+            deadline = time.monotonic() + 60
+            while told is not None and name == stopped and time.monotonic() < deadline:
+                told(packets)
+                time.sleep(0.001)
+            if told is not None:
+                told(packets)
+
+        kwargs["tcp_read"] = after_chunk
+        thread = threading.current_thread().name
+        try:
+            capture = real(path, records_per_call=1000, **kwargs)
+        except BaseException as exc:
+            reads.append((name, thread, type(exc).__name__))
+            if name in failed:
+                failed[name].set()
+            raise
+        reads.append((name, thread, "read"))
+        return capture
+
+    monkeypatch.setattr(pipeline, "read_capture", reading)
+    return reads
+
+
+def test_a_pair_is_read_on_two_threads_and_analysed_as_when_read_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The sender's read waits at its first chunk for the receiver's to begin: read one after
+    # the other, it would wait in vain.
+    folder = LAB / "receiver_drops"
+    receiver_started = threading.Event()
+    reads = _reads_on(
+        monkeypatch, {"sender.pcap": receiver_started}, {"receiver.pcap": receiver_started}, {}
+    )
+    both = analyze_files(folder / "sender.pcap", folder / "receiver.pcap")
+    assert sorted((f, how) for f, _, how in reads) == [
+        ("receiver.pcap", "read"),
+        ("sender.pcap", "read"),
+    ]
+    assert reads[0][1] != reads[1][1]
+    monkeypatch.undo()
+    alone = pipeline.analyze(
+        read_capture(folder / "sender.pcap"), read_capture(folder / "receiver.pcap")
+    )
+    assert both.merge is not None and alone.merge is not None
+    assert both.merge.counts() == alone.merge.counts()
+    assert [f.to_dict() for f in both.findings] == [f.to_dict() for f in alone.findings]
+
+
+def test_the_senders_error_is_raised_and_stops_the_receivers_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The receiver's read waits at its first chunk until the sender's has failed: then it stops
+    # there, and the sender's error is the one told, as when the pair was read in turn.
+    sender = tmp_path / "sender.pcap"
+    sender.write_bytes(b"not a capture at all")
+    sender_failed = threading.Event()
+    reads = _reads_on(
+        monkeypatch,
+        {"receiver.pcap": sender_failed},
+        {},
+        {"sender.pcap": sender_failed},
+        stopped="receiver.pcap",
+    )
+    with pytest.raises(CaptureError) as refused:
+        analyze_files(sender, LAB / "receiver_drops" / "receiver.pcap")
+    assert str(refused.value).startswith(str(sender)) and "bad magic" in str(refused.value)
+    assert sorted((f, how) for f, _, how in reads) == [
+        ("receiver.pcap", "_Stopped"),
+        ("sender.pcap", "CaptureError"),
+    ]
+
+
+def test_the_receivers_error_is_raised_after_the_senders_warnings(tmp_path: Path) -> None:
+    # A pair whose receiver's capture is no capture: the sender's warnings are told first (as
+    # when the receiver's capture was read after them), then the receiver's error is raised.
+    sender = tmp_path / "sender.pcap"
+    whole = (LAB / "receiver_drops" / "sender.pcap").read_bytes()
+    sender.write_bytes(whole[: len(whole) - 7])  # cut mid-record: one warning
+    receiver = tmp_path / "receiver.pcap"
+    receiver.write_bytes(b"not a capture at all")
+    told: list[str] = []
+    with pytest.raises(CaptureError) as refused:
+        analyze_files(sender, receiver, on_warning=told.append)
+    assert str(refused.value).startswith(str(receiver)) and "bad magic" in str(refused.value)
+    assert len(told) == 1 and told[0].startswith(f"{sender}: capture cut off mid-record")

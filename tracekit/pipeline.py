@@ -4,6 +4,7 @@ The values it returns are in `tracekit.analysis`."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
@@ -276,8 +277,9 @@ def analyze_files(
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
     commands, check, batch and the tests alike.
 
-    Both paths are checked to be regular files before either is read (a FIFO would block). Each
-    reader warning (a cut tail, say) goes to `on_warning` as one line that names its file;
+    Both paths are checked to be regular files before either is read (a FIFO would block). A
+    pair is read on two threads at once (`_read_captures`). Each reader warning (a cut tail,
+    say) goes to `on_warning` as one line that names its file, the sender's first;
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
     `selection` limits the analysis to one connection or a time window,
     `receiver_series` False leaves the receiver's series unbuilt (names of tables: only those
@@ -290,7 +292,7 @@ def analyze_files(
     # stops, in one line, once its TCP packets so far already need more memory than is left
     # (`require_room`); with a selection, only the selected packets count, known later.
     whole = selection is None or selection.everything
-    read = [_read(path, on_warning, progress, whole) for path in paths]
+    read = _read_captures(paths, on_warning, progress or _no_progress, whole)
     return analyze(
         read.pop(0),
         read.pop() if read else None,
@@ -303,18 +305,102 @@ def analyze_files(
     )
 
 
+def _no_progress(_path: Path) -> AbstractContextManager[Progress | None]:
+    return nullcontext()
+
+
+def _read_captures(
+    paths: list[Path],
+    on_warning: Callable[[str], None] | None,
+    progress: Callable[[Path], AbstractContextManager[Progress | None]],
+    check_room: bool,
+) -> list[Capture]:
+    """The captures at `paths` (one, or a sender's and a receiver's), in that order; then the
+    warnings of each, in that order.
+
+    A pair is read on two threads at once: the reader's compiled walk and decoder release the
+    GIL, so the two reads share the cores. Not when the sender's read draws a progress bar (a
+    terminal): two bars would write over each other's line, so the receiver's capture is read
+    after it, and its bar drawn then. Either way the sender's error is the one raised when
+    both reads fail, as when the receiver's capture was read only after the sender's.
+    """
+    receiver: Capture | BaseException | None = None
+    with progress(paths[0]) as update:
+        if len(paths) == 2 and update is None:
+            sender, receiver = _read_pair(paths[0], paths[1], progress, check_room)
+        else:
+            sender = _read(paths[0], update, check_room)
+    _tell_warnings(paths[0], sender, on_warning)
+    if len(paths) == 1:
+        return [sender]
+    if receiver is None:
+        with progress(paths[1]) as update:
+            receiver = _read(paths[1], update, check_room)
+    if isinstance(receiver, BaseException):
+        raise receiver
+    _tell_warnings(paths[1], receiver, on_warning)
+    return [sender, receiver]
+
+
+class _Stopped(Exception):
+    """The other capture's read failed: this one stops at its next chunk."""
+
+
+def _read_pair(
+    sender: Path,
+    receiver: Path,
+    progress: Callable[[Path], AbstractContextManager[Progress | None]],
+    check_room: bool,
+) -> tuple[Capture, Capture | BaseException]:
+    """The two captures, the receiver's read on a second thread while this one reads the
+    sender's; the receiver's error in its place (raised once the sender's warnings are told).
+    Each read has its own reader state: they share no buffer."""
+    stop = threading.Event()
+    got: list[Capture] = []
+    failed: list[BaseException] = []
+
+    def read_receiver(update: Progress | None) -> None:
+        try:
+            got.append(_read(receiver, update, check_room, stop))
+        except BaseException as exc:  # raised on the calling thread, after the sender's read
+            failed.append(exc)
+
+    with progress(receiver) as update:
+        thread = threading.Thread(
+            target=read_receiver, args=(update,), name="tracekit-read-receiver", daemon=True
+        )
+        thread.start()
+        try:
+            sent = _read(sender, None, check_room)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            thread.join()
+    return sent, failed[0] if failed else got[0]
+
+
 def _read(
     path: Path,
-    on_warning: Callable[[str], None] | None,
-    progress: Callable[[Path], AbstractContextManager[Progress | None]] | None,
+    update: Progress | None,
     check_room: bool,
+    stop: threading.Event | None = None,
 ) -> Capture:
-    def room_for(tcp_packets: int) -> None:
-        _refuse_unless_room(path, tcp_packets, available_bytes(), so_far=True)
+    """The capture at `path`. With `check_room`, the read stops, in one line, once its TCP
+    packets so far already need more memory than is left (`require_room`); once `stop` is set,
+    at its next chunk (`_Stopped`)."""
 
-    with progress(path) if progress is not None else nullcontext() as update:
-        capture = read_capture(path, progress=update, tcp_read=room_for if check_room else None)
+    def after_chunk(tcp_packets: int) -> None:
+        if stop is not None and stop.is_set():
+            raise _Stopped
+        if check_room:
+            _refuse_unless_room(path, tcp_packets, available_bytes(), so_far=True)
+
+    watched = check_room or stop is not None
+    return read_capture(path, progress=update, tcp_read=after_chunk if watched else None)
+
+
+def _tell_warnings(path: Path, capture: Capture, on_warning: Callable[[str], None] | None) -> None:
     if on_warning is not None:
         for warning in capture.stats.warnings:
             on_warning(f"{printable(path)}: {warning}")
-    return capture

@@ -169,6 +169,9 @@ IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
 IPPROTO_ESP = 50
 IPPROTO_AH = 51
+# The IPv6 next-header values `_extensions` reads past: hop-by-hop (0), routing (43),
+# fragment (44), AH (51), destination options (60), mobility (135), HIP (139), shim6 (140).
+IPV6_EXTENSION_HEADERS = (0, 43, 44, 51, 60, 135, 139, 140)
 IPPROTO_COMP = 108  # IPComp (RFC 3173): the payload is compressed (DEFLATE, LZS)
 # UDP ports of the tunnels decoded: VXLAN (RFC 7348), Geneve (RFC 8926), GTP-U (3GPP TS 29.281),
 # L2TP (RFC 2661: version 2, which carries PPP).
@@ -1215,7 +1218,7 @@ def _extensions(b: np.ndarray, version: Any, proto: Any, l4: Any, l4len: Any, en
             l4len -= ext
         return KEPT, proto, l4, l4len, no, zero, zero
     # Each extension header is (next header, length) then data.
-    while proto in (0, 43, 44, 51, 60, 135, 139, 140):
+    while proto in IPV6_EXTENSION_HEADERS:
         if l4len < 8:
             return SKIP_BAD_HEADER, proto, l4, l4len, no, zero, zero
         if end - l4 < 8:
@@ -1243,7 +1246,7 @@ def _extensions(b: np.ndarray, version: Any, proto: Any, l4: Any, l4len: Any, en
     return KEPT, proto, l4, l4len, no, zero, zero
 
 
-def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
+def _network(buf: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
     """The IP header at q: (KEPT, SKIP_IP_FRAGMENT or another reason, the transport protocol,
     its header's offset, its length, the source and destination addresses as high and low
     64-bit halves, the IPv4 identification, the IP version read; for a fragment, its offset,
@@ -1258,8 +1261,10 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
     the RFC 2675 Jumbo Payload option that says its size): its size is the jumbo option's, else
     the frame's. A header that does not fit in that length is a bad header; one past the
     captured bytes of a cut frame is short.
+
+    `_extensions` is called only where it has headers to read: a call to a helper that takes
+    the buffer costs numba's reference counting of it, for every packet.
     """
-    buf = b
     zero = np.uint64(0)
     # A version nibble of 6 where the link layer said IPv4 (a rewritten capture: tcprewrite
     # gives every frame one Ethernet type) is an IPv6 packet, as Wireshark's IPv4 dissector
@@ -1334,12 +1339,14 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
             frag_off = (word & 0x1FFF) * 8
             more = (word >> 13) & 1
             frag_id = ident
-        else:
+        elif proto == IPPROTO_AH:
             skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
                 buf, 4, proto, l4, l4len, end
             )
             if skip != KEPT:
                 return _skipped(skip)
+        else:  # what _extensions gives an IPv4 header without AH
+            frag_off, more, frag_id = np.int64(-1), np.int64(0), np.int64(0)
     else:
         if room < 40:
             return _skipped(SKIP_BAD_HEADER)
@@ -1374,9 +1381,13 @@ def _network(b: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
         dst_hi = _u64(buf, q + 24)
         dst_lo = _u64(buf, q + 32)
         ident = 0
-        skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
-            buf, 6, proto, q + 40, l4len, end
-        )
+        if proto in IPV6_EXTENSION_HEADERS:
+            skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
+                buf, 6, proto, q + 40, l4len, end
+            )
+        else:  # what _extensions gives an IPv6 header without extension headers
+            skip, l4 = KEPT, q + 40
+            frag_off, more, frag_id = np.int64(-1), np.int64(0), np.int64(0)
         if skip == SKIP_IP_FRAGMENT and not whole:  # as for IPv4 above
             return _skipped(SKIP_BAD_HEADER)
         if skip != KEPT and skip != SKIP_IP_FRAGMENT:
@@ -1504,7 +1515,15 @@ def decode_records(
         cap = UNLIMITED
         skip = KEPT
         if link == LINK_ETHERNET:
-            version, q, skip, cap = _ethernet(buf, off, end)
+            # IP right after the Ethernet header, answered here as `_ethernet` would: a call
+            # to a helper that takes the buffer costs numba's reference counting of it.
+            ethertype = _u16(buf, off + 12) if end - off >= 14 else np.int64(-1)
+            if ethertype == ETHERTYPE_IPV4:
+                version, q = 4, off + 14
+            elif ethertype == ETHERTYPE_IPV6:
+                version, q = 6, off + 14
+            else:
+                version, q, skip, cap = _ethernet(buf, off, end)
         elif link == LINK_MPLS:
             version, q, skip, cap = _link_payload(buf, ETHERTYPE_MPLS, off, end)
         elif link == LINK_C_HDLC:
@@ -1656,11 +1675,36 @@ def decode_records(
             # The row this packet writes: the record's, until one of its packets is kept.
             p = np.uint64(nrow) if kept else i
 
-            room = min(origlen - (q - off), cap)
+            room: Any = min(origlen - (q - off), cap)
             bend = end
-            header = _network(b, q, version, room, bend)
-            skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
-            ident, version, frag_off, more, frag_id = header[8:]
+            # An IPv4 header of 20 bytes (no options) that is whole in the frame, no fragment and
+            # not followed by AH: most packets, read here as `_network` reads them, since a
+            # call to a helper that takes the buffer costs numba's reference counting of it.
+            # `b` is `buf` here (a datagram's head is read only after this).
+            v4 = version == 4 and room >= 20 and end - q >= 20 and _at(buf, q) == 0x45
+            total = _u16(buf, q + 2) if v4 else np.int64(0)
+            if v4:
+                if total == 0 or total > room:
+                    total = room
+                if _u16(buf, q + 6) & 0x3FFF or _at(buf, q + 9) == IPPROTO_AH:
+                    total = np.int64(0)
+            if total >= 20:
+                skip = KEPT
+                proto = np.int64(_at(buf, q + 9))
+                l4 = q + 20
+                l4len = total - 20
+                src_hi = np.uint64(_u32(buf, q + 12)) << np.uint64(32)
+                dst_hi = np.uint64(_u32(buf, q + 16)) << np.uint64(32)
+                src_lo = zero
+                dst_lo = zero
+                ident = _u16(buf, q + 4)
+                frag_off = np.int64(-1)
+                more = np.int64(0)
+                frag_id = np.int64(0)
+            else:
+                header = _network(buf, q, version, room, bend)
+                skip, proto, l4, l4len, src_hi, src_lo, dst_hi, dst_lo = header[:8]
+                ident, version, frag_off, more, frag_id = header[8:]
             # The outermost IP header: a tunnelled flow records it (FlowTable.outer). The
             # packets of an A-MSDU in a tunnel keep the tunnel's.
             if depth == 0:
@@ -1717,6 +1761,9 @@ def decode_records(
                     )
                     continue
                 if skip != KEPT or depth >= MAX_TUNNEL_DEPTH:
+                    break
+                # Only these carry a tunnel (`_tunnel`); TCP never does.
+                if proto not in (IPPROTO_IPIP, IPPROTO_IPV6, IPPROTO_GRE, 17):
                     break
                 inner, nq = _tunnel(b, proto, l4, l4len, bend)
                 if inner == 0:

@@ -327,41 +327,6 @@ def _key_columns(s: Side) -> tuple[np.ndarray, ...]:
 
 
 @jit
-def _compare(
-    level: int, a: int, b: int, s: tuple[np.ndarray, ...], r: tuple[np.ndarray, ...]
-) -> int:  # pragma: no cover - numba
-    """-1, 0 or 1 as sender row a's key of pass `level` is below, equal to or above receiver
-    row b's, in the sender capture's terms (the order _key_order sorts by); `s` and `r` are
-    the two sides' `_key_columns`."""
-    if s[_CD][a] != r[_CD][b]:
-        return -1 if s[_CD][a] < r[_CD][b] else 1
-    x = s[_SEQ][a] + s[_SEQ_SHIFT][s[_CONN][a], s[_DIR][a]]
-    y = r[_SEQ][b] + r[_SEQ_SHIFT][r[_CONN][b], r[_DIR][b]]
-    if x != y:
-        return -1 if x < y else 1
-    if level < 2:
-        x = s[_ACK][a] + s[_ACK_SHIFT][s[_CONN][a], s[_DIR][a]]
-        y = r[_ACK][b] + r[_ACK_SHIFT][r[_CONN][b], r[_DIR][b]]
-        if x != y:
-            return -1 if x < y else 1
-    if s[_LEN][a] != r[_LEN][b]:
-        return -1 if s[_LEN][a] < r[_LEN][b] else 1
-    if level == 2:
-        return 0
-    if s[_FLAGS][a] != r[_FLAGS][b]:
-        return -1 if s[_FLAGS][a] < r[_FLAGS][b] else 1
-    if level == 0 and s[_IP_ID][a] != r[_IP_ID][b]:
-        return -1 if s[_IP_ID][a] < r[_IP_ID][b] else 1
-    if s[_TSVAL][a] != r[_TSVAL][b]:
-        return -1 if s[_TSVAL][a] < r[_TSVAL][b] else 1
-    h = s[_HEAD][a] if s[_HEAD].size else np.uint64(0)
-    g = r[_HEAD][b] if r[_HEAD].size else np.uint64(0)
-    if h != g:
-        return -1 if h < g else 1
-    return 0
-
-
-@jit
 def _zip_equal(
     level: int,
     s_order: np.ndarray,
@@ -371,7 +336,18 @@ def _zip_equal(
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     """Pairs (sender row, receiver row) of equal keys: both orders sorted by key and then
     arrival, the k-th of a key at one end pairs with the k-th at the other. The walk runs
-    twice, counting the pairs and then writing them: the output is sized exactly."""
+    twice, counting the pairs and then writing them: the output is sized exactly.
+
+    Two rows are compared as `_key_order` sorts them: the key of pass `level`, in the sender
+    capture's terms. The comparison is written out in the loop, on the columns taken out of
+    `s` and `r` (their `_key_columns`) once: a function handed them would count a reference
+    to each of the two dozen arrays, an atomic operation each, at every step."""
+    s_cd, s_seq, s_ack, s_len = s[_CD], s[_SEQ], s[_ACK], s[_LEN]
+    s_flags, s_ip_id, s_tsval, s_head = s[_FLAGS], s[_IP_ID], s[_TSVAL], s[_HEAD]
+    s_seq_shift, s_ack_shift, s_conn, s_dir = s[_SEQ_SHIFT], s[_ACK_SHIFT], s[_CONN], s[_DIR]
+    r_cd, r_seq, r_ack, r_len = r[_CD], r[_SEQ], r[_ACK], r[_LEN]
+    r_flags, r_ip_id, r_tsval, r_head = r[_FLAGS], r[_IP_ID], r[_TSVAL], r[_HEAD]
+    r_seq_shift, r_ack_shift, r_conn, r_dir = r[_SEQ_SHIFT], r[_ACK_SHIFT], r[_CONN], r[_DIR]
     count = 0
     out_s = np.empty(0, dtype=np.int64)
     out_r = np.empty(0, dtype=np.int64)
@@ -383,7 +359,34 @@ def _zip_equal(
         j = 0
         k = 0
         while i < s_order.size and j < r_order.size:
-            c = _compare(level, s_order[i], r_order[j], s, r)
+            a = s_order[i]
+            b = r_order[j]
+            # -1, 0 or 1 as sender row a's key is below, equal to or above receiver row b's.
+            c = 0
+            if s_cd[a] != r_cd[b]:
+                c = -1 if s_cd[a] < r_cd[b] else 1
+            else:
+                x = s_seq[a] + s_seq_shift[s_conn[a], s_dir[a]]
+                y = r_seq[b] + r_seq_shift[r_conn[b], r_dir[b]]
+                if x == y and level < 2:
+                    x = s_ack[a] + s_ack_shift[s_conn[a], s_dir[a]]
+                    y = r_ack[b] + r_ack_shift[r_conn[b], r_dir[b]]
+                if x != y:
+                    c = -1 if x < y else 1
+                elif s_len[a] != r_len[b]:
+                    c = -1 if s_len[a] < r_len[b] else 1
+                elif level != 2:
+                    if s_flags[a] != r_flags[b]:
+                        c = -1 if s_flags[a] < r_flags[b] else 1
+                    elif level == 0 and s_ip_id[a] != r_ip_id[b]:
+                        c = -1 if s_ip_id[a] < r_ip_id[b] else 1
+                    elif s_tsval[a] != r_tsval[b]:
+                        c = -1 if s_tsval[a] < r_tsval[b] else 1
+                    else:
+                        h = s_head[a] if s_head.size else np.uint64(0)
+                        g = r_head[b] if r_head.size else np.uint64(0)
+                        if h != g:
+                            c = -1 if h < g else 1
             if c < 0:
                 i += 1
             elif c > 0:
