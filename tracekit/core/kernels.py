@@ -241,15 +241,15 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_departures": (
             (
                 "i8[:]",
-                "i8[:]",
-                "i8[:]r",
                 "i4[:]r",
                 "u1[:]r",
+                "i8[:]",
+                "u1[:]",
+                "i8[:]r",
                 "i8[:,:]",
                 "u4[:]r",
                 "u4[:]r",
                 "i8[:]r",
-                "i8",
                 "i8",
                 "i4[:]",
                 "u1[:]",
