@@ -1085,7 +1085,7 @@ def transmission_columns(
                 receiver_t_s[lo:hi],
             )
         del first
-    columns = {
+    columns: dict[str, np.ndarray] = {
         "conn": np.empty(n, dtype=np.int32),
         "dir": np.empty(n, dtype=np.uint8),
         "seq_rel": np.empty(n, dtype=np.int64),
