@@ -183,7 +183,7 @@ def _report(
     give_back()
     if output is not None:
         with common.writing(output):
-            path = write(built, output)
+            path = write(built, output, after_plot=give_back)
         click.echo(f"{printable(path)}: {findings} findings", err=True)
     if folders:
         # One browser draws both formats; a failure to write names the first folder.

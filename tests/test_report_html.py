@@ -205,6 +205,15 @@ def test_over_the_size_limit_big_traces_are_carried_thinned_keeping_marks() -> N
     assert DRAW_COST[Kind.SEGMENTS] == 10
 
 
+def test_after_plot_is_called_once_each_plot_is_encoded() -> None:
+    report = small_report()
+    calls: list[int] = []
+    page = render(report, after_plot=lambda: calls.append(1))
+    # The sender's TSG and RTT plots and the receiver's TSG: the page is the same.
+    assert len(calls) == 3
+    assert page == render(report)
+
+
 def test_tables_escape_cells_and_mark_numbers() -> None:
     page = render(small_report(HOSTILE))
     assert '<td class="num" data-n="1000.0">1,000</td>' in page

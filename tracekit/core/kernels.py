@@ -210,15 +210,15 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_departures": (
             (
                 "i8[:]",
-                "i8[:]",
-                "i8[:]r",
                 "i4[:]r",
                 "u1[:]r",
+                "i8[:]",
+                "u1[:]",
+                "i8[:]r",
                 "i8[:,:]",
                 "u4[:]r",
                 "u4[:]r",
                 "i8[:]r",
-                "i8",
                 "i8",
                 "i4[:]",
                 "u1[:]",
@@ -343,7 +343,11 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_toward": (("i4[:]r", "u1[:]r", "i8[:]"),),
     },
     "tracekit.report.decimate": {
-        "_m4_any_order": (("f8[:]", "i8[:]", "i8[:]", "i8"), ("f8[:]", "f8[:]", "f8[:]", "i8")),
+        "_m4_any_order": (
+            ("f8[:]", "i8[:]", "i8[:]", "i8"),
+            ("f8[:]r", "i8[:]r", "i8[:]r", "i8"),
+            ("f8[:]", "f8[:]", "f8[:]", "i8"),
+        ),
         "_m4_pass": (
             ("f8[:]", "i8[:]", "i8[:]", "i8"),
             ("f8[:]r", "f8[:]", "f8[:]", "i8"),

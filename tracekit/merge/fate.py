@@ -11,6 +11,7 @@ from a network drop).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -875,16 +876,16 @@ def _arrival_fates(
 @jit
 def _departures(
     rows: np.ndarray,
-    cd: np.ndarray,
-    seq_rel: np.ndarray,
     conn: np.ndarray,
     direction: np.ndarray,
+    to_conn: np.ndarray,
+    flip: np.ndarray,
+    seq_rel: np.ndarray,
     seq_shift: np.ndarray,
     length: np.ndarray,
     frame: np.ndarray,
     ts_ns: np.ndarray,
     origin_ns: int,
-    at: int,
     out_conn: np.ndarray,
     out_dir: np.ndarray,
     out_seq: np.ndarray,
@@ -893,20 +894,21 @@ def _departures(
     out_frame: np.ndarray,
     out_t: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    """The columns of the packets `rows` from index `at` of the outputs: connection,
-    direction, byte range in the sender capture's terms, frame and time (s since origin_ns)."""
+    """The columns of the packets `rows` (of connections found in both captures): the sender
+    capture's connection and direction (`to_conn`, `flip`: as `Side.cd` is made), byte range
+    in its terms, frame and time (s since origin_ns)."""
     for k in range(rows.size):
         i = rows[k]
-        o = at + k
-        out_conn[o] = cd[i] >> 1
-        out_dir[o] = cd[i] & 1
-        s = seq_rel[i] + seq_shift[conn[i], direction[i]]
+        c = conn[i]
+        out_conn[k] = to_conn[c]
+        out_dir[k] = direction[i] ^ flip[c]
+        s = seq_rel[i] + seq_shift[c, direction[i]]
         ln = np.int64(length[i])
-        out_seq[o] = s
-        out_end[o] = s + ln
-        out_len[o] = ln
-        out_frame[o] = frame[i]
-        out_t[o] = (ts_ns[i] - origin_ns) / 1e9
+        out_seq[k] = s
+        out_end[k] = s + ln
+        out_len[k] = ln
+        out_frame[k] = frame[i]
+        out_t[k] = (ts_ns[i] - origin_ns) / 1e9
 
 
 @jit
@@ -917,7 +919,7 @@ def _first_arrival_columns(
     origin_ns: int,
     out_frame: np.ndarray,
     out_t: np.ndarray,
-) -> None:  # pragma: no cover - numba
+) -> None:  # pragma: no cover
     """Frame and time (s since origin_ns, the arriving capture's clock) of each transmission's
     first arrival, where it has one."""
     for t in range(first.size):
@@ -927,25 +929,46 @@ def _first_arrival_columns(
             out_t[t] = (ts_ns[r] - origin_ns) / 1e9
 
 
-def transmission_fates(
+@dataclass
+class Judged:
+    """One direction's transmissions, judged (`judge_transmissions`), and the arrivals the
+    capture that saw the data leave lacks: what their rows of the transmissions table are
+    written from (`transmission_columns`).
+
+    - `rows`: each transmission's row in the leaving capture, in time order.
+    - `first`: its first arrival's row in the arriving capture (-1: none); None once written.
+    - `fate`: its fate code (index in schema.FATES).
+    - `orphans`: the arriving capture's rows of data the leaving capture lacks, in row order.
+    """
+
+    rows: np.ndarray
+    first: np.ndarray | None
+    fate: np.ndarray
+    orphans: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """Its rows of the transmissions table."""
+        return int(self.rows.size + self.orphans.size)
+
+
+def judge_transmissions(
     *,
     leave: Side,
     arrive: Side,
     found: Found,
     arrived_rows: np.ndarray,
     data_dir: np.ndarray,
-    origin_ns: int,
     verdict: np.ndarray,
     duplicate: np.ndarray,
     n_conn: int,
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+) -> tuple[Judged, np.ndarray, np.ndarray]:
     """One direction's transmissions and their fates, from the capture that saw the data leave
     (`leave`) and the one that saw it arrive (`arrive`), both in the sender capture's terms,
-    whose `n_conn` connections send data in `data_dir`: the transmissions' columns
-    (schema.TRANSMISSION_COLUMNS, `fate` as codes), and the fate of each row of the two packet
-    tables. `found` pairs leave rows with arrive rows, `arrived_rows` marks the arrive rows it
-    holds, and `verdict` and `duplicate` are the arriving host's judgement of each arrive row.
-    Arrival times are the arriving capture's: the caller puts them on the sender's clock.
+    whose `n_conn` connections send data in `data_dir`; and the fate of each row of the two
+    packet tables. `found` pairs leave rows with arrive rows, `arrived_rows` marks the arrive
+    rows it holds, and `verdict` and `duplicate` are the arriving host's judgement of each
+    arrive row.
     """
     leave_fate = np.full(leave.rows, FATE_NONE, dtype=np.uint8)
     arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
@@ -1012,7 +1035,7 @@ def transmission_fates(
     came = np.flatnonzero(arrived)
     came = came[np.lexsort((arrive.ts_ns[first[came]], leave.cd[rows[came]]))]
     reordered = _reordered(came, rows, leave.cd, leave.ts_ns, n_tx)
-    del came
+    del came, arrived
 
     fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
     fate[reordered] = _CODE["reordered"]
@@ -1026,20 +1049,43 @@ def transmission_fates(
     _arrival_fates(found.s_row, found.r_row, leave_fate, arrive_fate, leave_fate != FATE_NONE, arr)
 
     # Arrivals the sender capture lacks.
-    orphan = arr[~arrived_rows[arr]]
+    orphans = arr[~arrived_rows[arr]]
     del arr
-    arrive_fate[orphan] = _CODE["sender_capture_gap"]
+    arrive_fate[orphans] = _CODE["sender_capture_gap"]
+    return Judged(rows=rows, first=first, fate=fate, orphans=orphans), leave_fate, arrive_fate
 
-    n = n_tx + orphan.size
-    # The first arrivals' columns are written first, so that their rows go before the other
-    # columns are made.
+
+def transmission_columns(
+    parts: list[tuple[Judged, Side, Side]], origin_ns: int
+) -> dict[str, np.ndarray]:
+    """The transmissions table's columns (schema.TRANSMISSION_COLUMNS, `fate` as codes) of
+    judged directions, each (judged, the capture that saw its data leave, the one that saw it
+    arrive), one after another: each one's transmissions, then its orphan arrivals. Times are
+    s since origin_ns on the clock of the capture that stamped them: the caller puts them on
+    the sender's.
+
+    Each part's first arrivals go as soon as their columns are written, before the other
+    columns are made; the parts are handed over (the list is emptied).
+    """
+    n = sum(judged.size for judged, _, _ in parts)
+    at = np.cumsum([0, *(judged.size for judged, _, _ in parts)])
     receiver_frame = np.full(n, -1, dtype=np.int64)
     receiver_t_s = np.full(n, np.nan)
-    _first_arrival_columns(
-        first, arrive.frame, arrive.ts_ns, origin_ns, receiver_frame, receiver_t_s
-    )
-    del first, arrived
-    columns = {
+    for (judged, _, arrive), lo in zip(parts, at, strict=False):
+        first = judged.first
+        judged.first = None
+        if first is not None:
+            hi = lo + first.size
+            _first_arrival_columns(
+                first,
+                arrive.frame,
+                arrive.ts_ns,
+                origin_ns,
+                receiver_frame[lo:hi],
+                receiver_t_s[lo:hi],
+            )
+        del first
+    columns: dict[str, np.ndarray] = {
         "conn": np.empty(n, dtype=np.int32),
         "dir": np.empty(n, dtype=np.uint8),
         "seq_rel": np.empty(n, dtype=np.int64),
@@ -1052,33 +1098,33 @@ def transmission_fates(
         "fate": np.full(n, _CODE["sender_capture_gap"], dtype=np.uint8),
     }
     del receiver_frame, receiver_t_s
-    ids = (columns["conn"], columns["dir"], columns["seq_rel"], columns["end_rel"], columns["len"])
-    side_args = (leave.cd, leave.seq_rel, leave.conn, leave.dir, leave.seq_shift, leave.length)
-    _departures(
-        rows,
-        *side_args,
-        leave.frame,
-        leave.ts_ns,
-        origin_ns,
-        0,
-        *ids,
-        columns["sender_frame"],
-        columns["sender_t_s"],
-    )
-    columns["fate"][:n_tx] = fate
-    del fate, rows
-    # The arrivals' own columns for the orphans (after the transmissions' rows).
-    arrive_args = (arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift)
-    _departures(
-        orphan,
-        *arrive_args,
-        arrive.length,
-        arrive.frame,
-        arrive.ts_ns,
-        origin_ns,
-        n_tx,
-        *ids,
-        columns["receiver_frame"],
-        columns["receiver_t_s"],
-    )
-    return columns, leave_fate, arrive_fate
+    ids = ("conn", "dir", "seq_rel", "end_rel", "len")
+    while parts:
+        judged, leave, arrive = parts.pop(0)
+        lo = int(at[0])
+        at = at[1:]
+        # The transmissions' own columns, then the orphan arrivals' (after them).
+        for rows, side, times in (
+            (judged.rows, leave, ("sender_frame", "sender_t_s")),
+            (judged.orphans, arrive, ("receiver_frame", "receiver_t_s")),
+        ):
+            hi = lo + rows.size
+            _departures(
+                rows,
+                side.conn,
+                side.dir,
+                side.to_conn,
+                side.flip,
+                side.seq_rel,
+                side.seq_shift,
+                side.length,
+                side.frame,
+                side.ts_ns,
+                origin_ns,
+                *(columns[name][lo:hi] for name in (*ids, *times)),
+            )
+            if side is leave:
+                columns["fate"][lo:hi] = judged.fate
+            lo = hi
+        del judged, leave, arrive
+    return columns

@@ -136,9 +136,11 @@ class Side:
     The columns are views of the packet table (no copies). The capture's own connection,
     direction and sequence numbers become the sender capture's through per-connection tables:
     `cd` (conn * 2 + dir, -1 for a packet of no connection found in both captures) is the only
-    column made, and the sequence and ACK numbers move by `seq_shift` and `ack_shift`, indexed
-    by the capture's own (conn, dir). `head` holds the first payload bytes of UDP datagrams
-    (empty when the capture has none: 0 for every packet).
+    column made, from `to_conn` (each of the capture's connections' number in the sender
+    capture, -1: not in both) and `flip` (whether a and b swap), and the sequence and ACK
+    numbers move by `seq_shift` and `ack_shift`, indexed by the capture's own (conn, dir).
+    `head` holds the first payload bytes of UDP datagrams (empty when the capture has none: 0
+    for every packet).
     """
 
     ts_ns: np.ndarray
@@ -156,6 +158,8 @@ class Side:
     cd: np.ndarray
     seq_shift: np.ndarray
     ack_shift: np.ndarray
+    to_conn: np.ndarray
+    flip: np.ndarray
 
     @property
     def rows(self) -> int:
@@ -204,6 +208,7 @@ def side(
         head[udp.column("row").to_numpy()] = udp.column("head").to_numpy()
     conn = packets.column("conn").to_numpy()
     direction = packets.column("dir").to_numpy()
+    to_conn = to_conn.astype(np.int64)
     return Side(
         ts_ns=packets.column("ts_ns").to_numpy(),
         frame=packets.column("frame").to_numpy(),
@@ -217,9 +222,11 @@ def side(
         ip_id=packets.column("ip_id").to_numpy(),
         tsval=packets.column("tsval").to_numpy(),
         head=head,
-        cd=_cd(conn, direction, to_conn.astype(np.int64), flip),
+        cd=_cd(conn, direction, to_conn, flip),
         seq_shift=zero if seq_shift is None else seq_shift,
         ack_shift=zero if ack_shift is None else ack_shift,
+        to_conn=to_conn,
+        flip=flip,
     )
 
 

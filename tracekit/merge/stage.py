@@ -17,7 +17,14 @@ from tracekit.core.groups import Rows, as_slice
 from tracekit.core.kernels import jit
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.merge.clock import ClockFit, fit_clocks
-from tracekit.merge.fate import data_rows, overtaken_rows, receiver_scan, transmission_fates
+from tracekit.merge.fate import (
+    Judged,
+    data_rows,
+    judge_transmissions,
+    overtaken_rows,
+    receiver_scan,
+    transmission_columns,
+)
 from tracekit.merge.match import (
     BYTES,
     ConnectionMatch,
@@ -44,6 +51,9 @@ from tracekit.schema import (
 
 if TYPE_CHECKING:
     from tracekit.connections import Connections
+
+# A Side's cd once the merge no longer reads it.
+_NO_CD = np.zeros(0, dtype=np.int64)
 
 # The packet table's columns `merge` and `udp_streams` read, of either capture (besides the
 # reader's SACK and UDP side tables).
@@ -187,11 +197,46 @@ def merge(
         receiver.table.column("proto").to_numpy() == PROTO_TCP,
     )
     found = match_packets(snd, rcv)
+    # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
+    r_found = np.zeros(n_r, dtype=bool)
+    r_found[found.r_row] = True
 
-    s_row, r_row = found.s_row, found.r_row
+    # Each direction's transmissions are judged while the pairs are held; their columns are
+    # written last, once the pairs, the clock's samples and the packets' cd have gone: the
+    # columns, the delay table and the two packet tables are then the most the merge holds.
+    verdict, duplicate = receiver_scan(receiver, pairs, data_dir_s, overtaken_rows(snd, rcv, found))
+    forward, sender_fate, receiver_fate = judge_transmissions(
+        leave=snd,
+        arrive=rcv,
+        found=found,
+        arrived_rows=r_found,
+        data_dir=data_dir_s,
+        verdict=verdict,
+        duplicate=duplicate,
+        n_conn=sender.table.num_rows,
+    )
+    del verdict, duplicate
+    returning = _returning_judgement(
+        sender=sender,
+        receiver=receiver,
+        snd=snd,
+        rcv=rcv,
+        found=found,
+        pairs=pairs,
+        data_dir_s=data_dir_s,
+    )
+    back = None
+    if returning is not None:
+        back, fate_at_receiver, fate_at_sender = returning
+        # Each packet is data one way or the other: the two judgements touch other rows.
+        sender_fate = np.where(sender_fate == FATE_NONE, fate_at_sender, sender_fate)
+        receiver_fate = np.where(receiver_fate == FATE_NONE, fate_at_receiver, receiver_fate)
+        del fate_at_receiver, fate_at_sender
+    del returning
+
     timing = _timing(
-        s_row,
-        r_row,
+        found.s_row,
+        found.r_row,
         found.how,
         snd.cd,
         data_dir_s.astype(np.int64),
@@ -199,6 +244,7 @@ def merge(
         rcv.ts_ns,
         origin_ns,
     )
+    del found
     t_s, t_r, f_cd, back_s, back_r = timing
     del timing
     clock = fit_clocks(t_s, t_r - t_s, back_s, back_s - back_r) if t_s.size else None
@@ -211,49 +257,23 @@ def merge(
     del f_cd, t_s, owd
     delay = _delay(handed, clock)
 
-    # Which receiver rows the sender's capture holds too: arrivals and ACKs that came back.
-    r_found = np.zeros(n_r, dtype=bool)
-    r_found[r_row] = True
-    verdict, duplicate = receiver_scan(receiver, pairs, data_dir_s, overtaken_rows(snd, rcv, found))
-    columns, sender_fate, receiver_fate = transmission_fates(
-        leave=snd,
-        arrive=rcv,
-        found=found,
-        arrived_rows=r_found,
-        data_dir=data_dir_s,
-        origin_ns=origin_ns,
-        verdict=verdict,
-        duplicate=duplicate,
-        n_conn=sender.table.num_rows,
-    )
-    del verdict, duplicate
-    _in_place(columns["receiver_t_s"], to_sender)
-    returning = _returning_fates(
-        sender=sender,
-        receiver=receiver,
-        snd=snd,
-        rcv=rcv,
-        found=found,
-        pairs=pairs,
-        data_dir_s=data_dir_s,
-        origin_ns=origin_ns,
-        to_sender=to_sender,
-    )
-    del found, s_row, r_row
-    if returning is not None:
-        back, fate_at_receiver, fate_at_sender = returning
-        for name in list(columns):  # one column at a time: the parts go as each is joined
-            columns[name] = np.concatenate([columns[name], back.pop(name)])
-        # Each packet is data one way or the other: the two judgements touch other rows.
-        sender_fate = np.where(sender_fate == FATE_NONE, fate_at_sender, sender_fate)
-        receiver_fate = np.where(receiver_fate == FATE_NONE, fate_at_receiver, receiver_fate)
-        del back, fate_at_receiver, fate_at_sender
-    transmissions = _transmission_frame(columns)
-    del columns
     span_s = (int(snd.ts_ns.max()) - origin_ns) / 1e9 if n_s else 0.0
     reverse = _reverse_acks(rcv, r_found, origin_ns, data_dir_s, to_sender, clock, span_s)
-    del r_found, snd, rcv
+    del r_found
     competing, competing_names = _competing(receiver, cm, data_dir_s, origin_ns, to_sender)
+
+    # The transmissions' columns are written from the packet columns: the cd go first.
+    snd, rcv = (dataclasses.replace(s, cd=_NO_CD) for s in (snd, rcv))
+    n_forward = forward.size
+    parts = [(forward, snd, rcv)] + ([(back, rcv, snd)] if back is not None else [])
+    del forward, back, snd, rcv
+    columns = transmission_columns(parts, origin_ns)
+    # Arrivals of the data were stamped by the receiver's clock, and so were departures of the
+    # data carried back: on the sender's, as every time is.
+    _in_place(columns["receiver_t_s"][:n_forward], to_sender)
+    _in_place(columns["sender_t_s"][n_forward:], to_sender)
+    transmissions = _transmission_frame(columns)
+    del columns
     return Merge(
         connections=cm,
         clock=clock,
@@ -538,7 +558,7 @@ def _in_place(values: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.
     return values
 
 
-def _returning_fates(
+def _returning_judgement(
     *,
     sender: Connections,
     receiver: Connections,
@@ -547,18 +567,16 @@ def _returning_fates(
     found: Found,
     pairs: pd.DataFrame,
     data_dir_s: np.ndarray,
-    origin_ns: int,
-    to_sender: Callable[[np.ndarray], np.ndarray],
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray] | None:
-    """The fates of the data connections carried back, from the receiver's host to the
-    sender's (None when no connection carried any): the transmissions' columns, and the fate
-    of each row of the receiver's and of the sender's packet tables.
+) -> tuple[Judged, np.ndarray, np.ndarray] | None:
+    """The data connections carried back, from the receiver's host to the sender's, judged
+    (None when no connection carried any), and the fate of each row of the receiver's and of
+    the sender's packet tables.
 
     The same judgement as the data's own direction, with the captures' roles swapped: the
     receiver's capture saw this data leave, the sender's saw it arrive, and the sender's host
     acknowledged it. The rows are in the sender's terms (its connection, direction and sequence
-    base) and on its clock, and their columns keep their roles: `sender_*` is where the data
-    left (the receiver's capture here), `receiver_*` where it arrived.
+    base), and their columns keep their roles: `sender_*` is where the data left (the
+    receiver's capture here), `receiver_*` where it arrived.
     """
     back = (1 - data_dir_s).astype(np.int64)
     if pairs.empty or not (data_rows(snd, back).size or data_rows(rcv, back).size):
@@ -574,20 +592,16 @@ def _returning_fates(
     )
     s_found = np.zeros(snd.rows, dtype=bool)
     s_found[found.s_row] = True
-    columns, fate_at_receiver, fate_at_sender = transmission_fates(
+    return judge_transmissions(
         leave=rcv,
         arrive=snd,
         found=found.swapped(),
         arrived_rows=s_found,
         data_dir=back,
-        origin_ns=origin_ns,
         verdict=verdict,
         duplicate=duplicate,
         n_conn=sender.table.num_rows,
     )
-    # Departures were stamped by the receiver's clock: on the sender's, as every time is.
-    _in_place(columns["sender_t_s"], to_sender)
-    return columns, fate_at_receiver, fate_at_sender
 
 
 def _transmission_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import json
 import os
 import zlib
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -135,8 +136,12 @@ class Budget:
         return max(self.level_views * drawn, self.floor_points)
 
 
-def render(report: Report, budget: Budget = Budget()) -> str:
-    """The report as one HTML document."""
+def render(
+    report: Report, budget: Budget = Budget(), after_plot: Callable[[], None] | None = None
+) -> str:
+    """The report as one HTML document. `after_plot` is called once each plot is encoded and
+    its arrays let go (a command returns the freed memory to the system there:
+    `cli/memory.py`)."""
     charts: list[tuple[int, int, str, Plot | Deferred]] = []
     for ci, view in enumerate(report.connections):
         for pi, plot in enumerate(view.plots):
@@ -147,7 +152,7 @@ def render(report: Report, budget: Budget = Budget()) -> str:
     if report.overview_plot is not None:
         # Every drawn connection's throughput, stacked; it belongs to no one connection.
         charts.append((-1, 0, "overview", report.overview_plot))
-    carried = _carry([chart for *_, chart in charts], budget)
+    carried = _carry([chart for *_, chart in charts], budget, after_plot)
     plots_json: list[dict[str, Any]] = []
     figures: dict[tuple[int, int], list[str]] = {}
     for (ci, pi, side, _), (chart, traces, *columns_traces) in zip(charts, carried, strict=True):
@@ -222,30 +227,44 @@ def render(report: Report, budget: Budget = Budget()) -> str:
     )
 
 
-def write(report: Report, path: str | os.PathLike[str], budget: Budget = Budget()) -> Path:
-    """Render and write atomically: a reader never sees a half-written report."""
+def write(
+    report: Report,
+    path: str | os.PathLike[str],
+    budget: Budget = Budget(),
+    after_plot: Callable[[], None] | None = None,
+) -> Path:
+    """Render and write atomically: a reader never sees a half-written report. `after_plot` as
+    `render` takes it."""
     target = Path(path)
-    document = render(report, budget)
+    document = render(report, budget, after_plot)
     with replacing(target) as tmp:
         tmp.write_text(document, encoding="utf-8")
     return target
 
 
 def _carry(
-    plots: list[Plot | Deferred], budget: Budget
+    plots: list[Plot | Deferred], budget: Budget, after_plot: Callable[[], None] | None = None
 ) -> list[tuple[Plot, int, list[dict[str, Any]], list[dict[str, Any]]]]:
     """Each plot without its traces, how many traces it has, and its encoded columns and
     traces: every point, or, over `max_bytes`, the biggest traces thinned by halves (M4 keeps
     each slice's extremes and every kept point) until the data fits.
 
     The plots are drawn (`Deferred.drawn`) and encoded one at a time, and a plot's arrays are
-    let go once it is encoded: only the encodings, a few megabytes, add up."""
+    let go once it is encoded (then `after_plot` is called): only the encodings, a few
+    megabytes, add up."""
     with _Deflater() as deflater:
-        return _carried(plots, budget, deflater)
+        return _carried(plots, budget, deflater, after_plot or _nothing)
+
+
+def _nothing() -> None:
+    """No step between plots."""
 
 
 def _carried(
-    plots: list[Plot | Deferred], budget: Budget, deflater: _Deflater
+    plots: list[Plot | Deferred],
+    budget: Budget,
+    deflater: _Deflater,
+    after_plot: Callable[[], None],
 ) -> list[tuple[Plot, int, list[dict[str, Any]], list[dict[str, Any]]]]:
     """`_carry`, its columns deflated by `deflater`."""
     counts: list[list[int]] = []
@@ -268,6 +287,7 @@ def _carried(
         # the one plot it touched is encoded again, not every plot of the report.
         encoded.append(_encode_plot(list(plot.traces), counts[-1], budget, deflater))
         del plot
+        after_plot()
     while True:
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
         if sum(size for size, _ in sizes) <= budget.max_bytes:
@@ -284,6 +304,7 @@ def _carried(
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
         encoded[pi] = _encode_plot(list(plots[pi].drawn().traces), counts[pi], budget, deflater)
+        after_plot()
     return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
 
 
