@@ -498,18 +498,26 @@ def timer_paired(bursts: Bursts) -> npt.NDArray[np.bool_]:
     paired = np.zeros(max(n - 1, 0), dtype=bool)
     if n < 3:
         return paired
-    gap = np.diff(start)
+    gap, scale = _read_per_byte(start, size, flags)
     no_ack = (flags[1:] & AFTER_ACK) == 0
     drain = bursts.queue / bursts.line + bursts.release
     long = no_ack & (gap - size[:-1] / bursts.line > drain)
-    # Each long wait against the next one's, read at its rate: seconds per byte of the burst
-    # before, with Linux's credit where that burst answered an ACK (sent late).
-    scale = size[:-2] * np.where(flags[:-2] & ANSWERED, LATE_CREDIT, 1.0)
-    rate_gap = np.divide(gap[:-1], scale, out=np.zeros(n - 2), where=scale > 0)
+    # Each long wait against the next one's, read at its rate.
+    rate_gap = np.divide(gap[:-1], scale[:-1], out=np.zeros(n - 2), where=scale[:-1] > 0)
     pair = long[:-1] & long[1:] & (np.abs(gap[1:] - size[1:-1] * rate_gap) <= bursts.release)
     paired[:-1] |= pair
     paired[1:] |= pair
     return paired
+
+
+def _read_per_byte(
+    start: npt.NDArray[np.float64], size: npt.NDArray[np.float64], flags: npt.NDArray[np.int8]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per burst but the last: the wait until the next one starts, and the bytes it reads the
+    pacer's interval by (the interval per byte at the pacing rate is wait / bytes): the burst's
+    own, halved where it answered an ACK, for it was sent late and earns the pacer's credit."""
+    credit = np.where(flags[:-1] & ANSWERED, LATE_CREDIT, 1.0)
+    return np.diff(start), size[:-1] * credit
 
 
 def timer_waits(
@@ -615,11 +623,7 @@ def _expected_holds(
     n = start.size
     if n < 2:
         return np.zeros(0)
-    # The interval the next burst's start reads, per byte at the pacing rate: a burst that
-    # answered an ACK was sent late and earns the pacer's credit for it.
-    credit = np.where(flags[:-1] & ANSWERED, LATE_CREDIT, 1.0)
-    scale = size[:-1] * credit
-    gap = np.diff(start)
+    gap, scale = _read_per_byte(start, size, flags)
     # A capture's clock may step back, and a burst of no bytes reads nothing: left out.
     usable = (scale > 0) & (gap >= 0)
     x = np.divide(gap, scale, out=np.zeros(n - 1), where=usable)
