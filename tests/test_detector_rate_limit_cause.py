@@ -196,6 +196,32 @@ def test_a_pause_within_the_senders_turnaround_is_not_the_applications(name: str
 
 
 @pytest.mark.parametrize(
+    "name",
+    ["app_16k_100ms_20ms", "app_64k_40ms_10ms", "bursty_writes_big_buffer", "bursty_writes_paced"],
+)
+def test_a_writes_short_tail_says_the_queue_emptied(name: str) -> None:
+    # The lab's writer hands the socket the same number of bytes each time. A write that
+    # leaves before the next one comes ends in a segment short of the MSS, so the new data
+    # after such a tail starts a write: at a whole multiple of the write's size from the
+    # first byte. No segment inside a write follows a short tail.
+    from tracekit.detectors._limits import after_short_tail, wire_segment_bytes
+
+    d = _sweep_direction(name)
+    _, doc = _sweep_kernel(name)
+    write = doc["scenario_config"]["write_chunk_bytes"]
+    length = d.data["len"].to_numpy()
+    seq = d.data["seq_rel"].to_numpy().astype(np.int64)
+    end = d.data["end_rel"].to_numpy().astype(np.int64)
+    flagged = after_short_tail(end, length, wire_segment_bytes(length, d.peer_mss))
+    # New data only: retransmissions start below the highest byte sent before them.
+    new = seq >= np.r_[seq[0], np.maximum.accumulate(end)[:-1]]
+    first = int(seq.min())
+    starts = seq[flagged & new & (length > 0)] - first
+    assert starts.size >= 5
+    assert np.all(starts % write == 0)
+
+
+@pytest.mark.parametrize(
     "name", ["base_snap54", "base_midstream", "window_64k_300ms_midstream", "stall_2500ms_snap54"]
 )
 def test_the_least_shift_never_passes_the_handshakes(name: str) -> None:

@@ -341,6 +341,39 @@ def _last_new(data_end: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> n
     return out
 
 
+def after_short_tail(
+    data_end: npt.NDArray[np.int64], length: npt.NDArray[np.integer], segment: int
+) -> npt.NDArray[np.bool_]:
+    """Per data segment, whether the new data sent last before it ended short of a whole
+    `segment` (`wire_segment_bytes`): the sender's queue had emptied there (RFC 9293 3.7.4,
+    Nagle; Linux pushes a write's partial tail, tcp_push), so what it sends next came from
+    the application, not from a queue a timer held. Retransmissions below the highest byte
+    sent are not new data. A block at a time: no column as long as the transfer but the
+    answer."""
+    n = data_end.size
+    out = np.zeros(n, dtype=bool)
+    if n < 2 or segment <= 0:
+        return out
+    high = None
+    last_short = False
+    for at in range(0, n, _BLOCK_ROWS):
+        block = data_end[at : at + _BLOCK_ROWS]
+        top = np.maximum.accumulate(block)
+        if high is not None:
+            np.maximum(top, high, out=top)
+        high = top[-1]
+        new = block >= top
+        short = new & (length[at : at + block.size] % segment != 0)
+        # The last new segment at or before each row, -1 where none in the block.
+        last = np.where(new, np.arange(block.size), -1)
+        np.maximum.accumulate(last, out=last)
+        state = np.where(last >= 0, short[np.maximum(last, 0)], last_short)
+        out[at] = last_short if at else False
+        out[at + 1 : at + block.size] = state[:-1]
+        last_short = bool(state[-1])
+    return out
+
+
 def copy_pauses(
     start_s: npt.NDArray[np.float64],
     end_s: npt.NDArray[np.float64],

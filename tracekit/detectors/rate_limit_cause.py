@@ -41,12 +41,14 @@ from tracekit.detectors._limits import (
     APPLICATION,
     NETWORK,
     RECEIVE_WINDOW,
+    after_short_tail,
     least_shift,
     limit_states,
     queued_pauses,
     state_seconds,
     timer_waits,
     turnaround_s,
+    wire_segment_bytes,
 )
 from tracekit.detectors._measure import (
     CAPTURE_END_SHARE,
@@ -645,6 +647,11 @@ class RateLimitCause(Detector):
             (float(phases.rtt_s[0]), float(phases.rtt_s.min())),
             turnaround_s(d),
             cfg.paced_answered_fraction,
+            after_short_tail(
+                data["end_rel"].to_numpy().astype(np.int64, copy=False),
+                data["len"].to_numpy(),
+                wire_segment_bytes(data["len"].to_numpy(), d.peer_mss),
+            ),
         )
         # Or the timer shows itself between two ACKs (`timer_waits`): where its waits fill at
         # least half a window's time, it held the sender for most of that window, whatever
@@ -994,6 +1001,7 @@ def _paced_windows(
     rtts: tuple[float, float],
     turnaround: float,
     fraction: float,
+    emptied: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
     ACKs, and whether that could be told (the second array; False: "cannot tell"). Judged on
@@ -1059,6 +1067,13 @@ def _paced_windows(
     )
     if (float(np.median(delay)) >= spacing or turnaround > least_rtt) and not regular:
         return untold
+    if emptied is not None:
+        # A burst after a write's short tail started from an empty queue: the application's
+        # write released it, neither a pacer's timer nor the ACK (`after_short_tail`).
+        keep = ~emptied[after_ack]
+        after_ack[np.flatnonzero(after_ack)[~keep]] = False
+        delay, between = delay[keep], between[keep]
+        known = known[keep]
     # In place: each step a column as long as the bursts, made once.
     w_s = t[after_ack]
     w_s -= t0
