@@ -127,6 +127,9 @@ def test_ack_clocked_senders_are_not_called_paced(name: str) -> None:
         # Under three segments per round trip: a window of a few round trips holds a few
         # bursts, judged with the windows after it.
         "bbr_8m_4ms",
+        # BBR at about the rate its 60 kB window allows on a 1.4 ms path: each burst answers
+        # an ACK, yet the pacer's holds fill most of the time.
+        "bbr_76m_1ms_rcvbuf_60k",
         # Unpaced: an ACK clock on a 10 ms path, and a LAN whose host answers its ACKs (8 us
         # apart) in batches tens of microseconds later.
         "base",
@@ -219,6 +222,28 @@ def test_a_writes_short_tail_says_the_queue_emptied(name: str) -> None:
     starts = seq[flagged & new & (length > 0)] - first
     assert starts.size >= 5
     assert np.all(starts % write == 0)
+
+
+@pytest.mark.parametrize("name", ["app_16k_100ms_20ms", "app_64k_40ms_10ms"])
+def test_a_writers_pauses_are_not_a_pacers_holds(name: str) -> None:
+    # An unpaced CUBIC sender whose application writes on its own timer: each write leaves
+    # after the last one's short tail was acknowledged, its queue empty. Those pauses are the
+    # writer's; read as a timer's, they would make a pacer of a steady writer.
+    from tracekit.detectors._limits import EMPTIED, pacer_bursts, pacer_held
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    _, doc = _sweep_kernel(name)
+    assert "paced" in doc["absent_labels"]
+    writes = doc["transfer"]["sender"]["writes"]
+    d = _sweep_direction(name)
+    mss, rtt = segment_size_bytes(d.segments), min_rtt_s(d)
+    bursts = pacer_bursts(d, mss, rtt)
+    assert bursts is not None
+    # Each write but the first starts a burst from an empty queue (a few may join the last
+    # write's flight while its ACKs are still coming).
+    assert int(((bursts.flags & EMPTIED) > 0).sum()) >= 0.75 * (writes - 1)
+    _, held = pacer_held(d, mss, rtt)
+    assert held.sum() == 0
 
 
 @pytest.mark.parametrize(

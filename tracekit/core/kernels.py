@@ -101,7 +101,20 @@ SOURCES = (
 Spec = str | tuple[str, ...]
 LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors._limits": {
-        "_bursts": (("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "f8", "f8"),),
+        "_bursts": (
+            (
+                "u4[:]r",
+                "u4[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "f8[:]r",
+                "i8[:]r",
+                "u4[:]r",
+                "b1[:]",
+                "f8",
+                "f8",
+            ),
+        ),
         "_limit_runs": (
             (
                 "u4[:]r",

@@ -495,12 +495,20 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
         # moment, and no sooner than two of its serialisations (the NIC's queue ahead of the
         # capture spaces back-to-back segments by one).
         release = max(turnaround, 2 * mss / line)
+        data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
         start, size, flags = _bursts(
             acks["frame"].to_numpy(),
             data["frame"].to_numpy(),
             acks["t_s"].to_numpy(),
+            acks["ack_rel"].to_numpy().astype(np.int64, copy=False),
             data_t,
+            data_end,
             length,
+            after_short_tail(
+                data_end,
+                length,
+                wire_segment_bytes(length, direction.peer_mss),
+            ),
             line,
             release,
         )
@@ -532,7 +540,8 @@ def timer_paired(bursts: Bursts) -> npt.NDArray[np.bool_]:
     if n < 3:
         return paired
     gap, scale = _read_per_byte(start, size, flags)
-    no_ack = (flags[1:] & AFTER_ACK) == 0
+    # A wait that ends in the application's write (`EMPTIED`) is the writer's, not the timer's.
+    no_ack = (flags[1:] & (AFTER_ACK | EMPTIED)) == 0
     drain = bursts.queue / bursts.line + bursts.release
     long = no_ack & (gap - size[:-1] / bursts.line > drain)
     # Each long wait against the next one's, read at its rate.
@@ -565,6 +574,21 @@ def timer_waits(
     return bursts.start[:-1][paired], np.diff(bursts.start)[paired]
 
 
+def pacer_held(
+    direction: Direction, mss: int, rtt_s: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """How long the pacer held the sender after each burst (`pacer_holds`), up to the next
+    burst's start: each burst's start (seconds) and that time (seconds). Empty where no pacer
+    is told."""
+    holds, _, _ = pacer_holds(direction, mss, rtt_s)
+    bursts = pacer_bursts(direction, mss, rtt_s)
+    if holds.size == 0 or bursts is None:
+        return np.zeros(0), np.zeros(0)
+    # The last burst is followed by none: the transfer's end, not the pacer, came next.
+    gap = np.diff(bursts.start, append=bursts.start[-1])
+    return bursts.start, np.minimum(holds, np.maximum(gap, 0.0))
+
+
 @jit
 def _starts_burst(
     t: float, prev_end: float, serialisation: float, after_ack: bool, release: float
@@ -579,9 +603,10 @@ def _starts_burst(
     return gap > release or (after_ack and gap > serialisation)
 
 
-# `_bursts` flags: the burst answered an ACK (left within the release time of it), and an ACK
-# came since the burst before.
-ANSWERED, AFTER_ACK = 1, 2
+# `_bursts` flags: the burst answered an ACK (left within the release time of it), an ACK
+# came since the burst before, and the new data before it ended short of a segment (the queue
+# had emptied: the application released it, `after_short_tail`).
+ANSWERED, AFTER_ACK, EMPTIED = 1, 2, 4
 
 
 @jit
@@ -589,14 +614,20 @@ def _bursts(
     ack_frame: np.ndarray,
     data_frame: np.ndarray,
     ack_t: np.ndarray,
+    ack_line: np.ndarray,
     data_t: np.ndarray,
+    data_end: np.ndarray,
     length: np.ndarray,
+    emptied: np.ndarray,
     line: float,
     release: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """The sender's bursts in capture order: (start, bytes, flags), where `_starts_burst`
     starts one (the segment before ended at the `line` rate); `_limit_runs` groups them by the
-    same rule. Counted first, then filled: the arrays are as long as the bursts."""
+    same rule. `emptied` is `after_short_tail` per data segment: a burst after a short tail
+    that starts with every byte sent acknowledged (`ack_line`, the ACKs' cumulative
+    acknowledgements; `data_end`, each segment's last byte) is EMPTIED. Counted first, then
+    filled: the arrays are as long as the bursts."""
     n_ack, n_data = ack_frame.size, data_frame.size
     count = 0
     i = 0
@@ -618,10 +649,13 @@ def _bursts(
     after_ack = False
     last_ack = -np.inf
     prev_end = -np.inf
+    una = np.int64(-1)
+    nxt = np.int64(-1)
     for j in range(n_data):
         while i < n_ack and ack_frame[i] < data_frame[j]:
             after_ack = True
             last_ack = ack_t[i]
+            una = max(una, ack_line[i])
             i += 1
         t = data_t[j]
         if _starts_burst(t, prev_end, length[j] / line, after_ack, release) and b + 1 < count:
@@ -629,6 +663,9 @@ def _bursts(
             start[b] = t
             if after_ack:
                 flags[b] = AFTER_ACK | (ANSWERED if t - last_ack <= release else 0)
+            if emptied[j] and nxt <= una:
+                flags[b] |= EMPTIED
+        nxt = max(nxt, data_end[j])
         if b >= 0:
             size[b] += length[j]
         prev_end = t + length[j] / line
@@ -666,7 +703,9 @@ def _expected_holds(
     total = np.bincount(release, weights=size)
     queued = exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes)
     queued &= ~paired
-    read = usable & ~queued
+    # A wait that ends in the application's write (`EMPTIED`) reads the writer, not the pacer:
+    # neither exact nor a bound, and no hold.
+    read = usable & ~queued & ((flags[1:] & EMPTIED) == 0)
     held = _censored_means(x[read], exact[read])
     if held is None:
         return np.zeros(0)

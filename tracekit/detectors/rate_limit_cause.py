@@ -44,6 +44,7 @@ from tracekit.detectors._limits import (
     after_short_tail,
     least_shift,
     limit_states,
+    pacer_held,
     queued_pauses,
     state_seconds,
     timer_waits,
@@ -370,10 +371,11 @@ class RateLimitCause(Detector):
         # serialisation times). A timer's starts fall anywhere between two ACKs, a quarter of
         # them that soon by chance: half is halfway between a timer and an ACK clock.
         paced_answered_fraction: float = 0.5
-        # Paced too: the pacer's timer, told between two ACKs, waits at least this share of a
-        # window's time. More than half of the time waiting on the timer is the time the pacer
-        # held the sender more than anything else did, as the kernel's samples tell a pacer
-        # (next data waiting under open windows in more than half of them), at any RTT.
+        # Paced too: the pacer's timer, told between two ACKs, or its holds after its bursts,
+        # wait at least this share of a window's time. More than half of the time waiting on
+        # the timer is the time the pacer held the sender more than anything else did, as the
+        # kernel's samples tell a pacer (next data waiting under open windows in more than half
+        # of them), at any RTT.
         paced_timer_fraction: float = 0.5
         # Fewer data segments than this in a direction say nothing about its limits.
         min_data_segments: int = 20
@@ -662,6 +664,16 @@ class RateLimitCause(Detector):
         timed = np.bincount(w, weights=wait_s, minlength=n) >= cfg.paced_timer_fraction * width
         paced |= timed
         judged |= timed
+        # Or the pacer's holds (`pacer_held`: read where its timer released a burst, expected
+        # below their bound where an ACK did) fill at least half the window's time: the pacer,
+        # not the ACKs, kept the sender waiting most of that window, as the kernel's samples
+        # tell a pacer, even where the window's last moments before each ACK leave every burst
+        # answering one (a pacer near the rate a receive window allows).
+        held_at, held_s = pacer_held(d, mss, float(phases.rtt_s.min()))
+        w = np.clip(((warp(held_at) - t0) / length).astype(np.int64), 0, n - 1)
+        held = np.bincount(w, weights=held_s, minlength=n) >= cfg.paced_timer_fraction * width
+        paced |= held
+        judged |= held
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
