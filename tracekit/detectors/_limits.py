@@ -451,15 +451,22 @@ def pacer_holds(
     estimate of it (`_censored_means`) gives each answered burst the interval expected below
     its bound. A sender without a pacer leaves no burst to the timer but by its host's own
     jitter; fewer than MIN_HELD_BURSTS of those tell no pacer. Nor does a host whose turnaround
-    outlasts the round trip (a LAN): its own pace hides any timer's.
+    outlasts the round trip (a LAN): its own pace hides any timer's. Nor a writer's pause: a
+    burst after a short tail with every byte acknowledged (`EMPTIED`) left when the
+    application wrote, and its wait reads the writer, not the pacer.
     """
-    bursts = pacer_bursts(direction, mss, rtt_s)
-    if bursts is None:
-        return np.zeros(0), 0.0, 0.0
-    holds = _expected_holds(
-        bursts.start, bursts.size, bursts.flags, bursts.queue, timer_paired(bursts)
-    )
-    return holds, bursts.line, bursts.release
+
+    def compute() -> tuple[npt.NDArray[np.float64], float, float]:
+        bursts = pacer_bursts(direction, mss, rtt_s)
+        if bursts is None:
+            return np.zeros(0), 0.0, 0.0
+        holds = _expected_holds(
+            bursts.start, bursts.size, bursts.flags, bursts.queue, timer_paired(bursts)
+        )
+        return holds, bursts.line, bursts.release
+
+    # Once per direction and RTT: the verdict's states and its paced windows read the same.
+    return direction.memo(f"pacer_holds:{mss}:{rtt_s!r}", compute)
 
 
 class Bursts(NamedTuple):
