@@ -374,6 +374,49 @@ def after_short_tail(
     return out
 
 
+def from_empty_queue(direction: Direction) -> npt.NDArray[np.bool_]:
+    """Per data segment, whether the sender sent it from an empty queue: the new data before
+    it ended short of a segment (`after_short_tail`: nothing more was queued) and every byte
+    sent was acknowledged when it left (`_all_acknowledged`: nothing in flight). The kernel's
+    busy clock had stopped (tcp_chrono_stop), and the application's next write released it,
+    neither a pacer's timer nor an ACK. Once per direction."""
+
+    def compute() -> npt.NDArray[np.bool_]:
+        data, acks = direction.data, direction.acks
+        data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
+        length = data["len"].to_numpy()
+        short = after_short_tail(data_end, length, wire_segment_bytes(length, direction.peer_mss))
+        short &= _all_acknowledged(
+            acks["frame"].to_numpy(),
+            acks["ack_rel"].to_numpy().astype(np.int64, copy=False),
+            data["frame"].to_numpy(),
+            data_end,
+        )
+        return short
+
+    return direction.memo("from_empty_queue", compute)
+
+
+@jit
+def _all_acknowledged(
+    ack_frame: np.ndarray, ack_line: np.ndarray, data_frame: np.ndarray, data_end: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per data segment, whether every byte sent before it was acknowledged by then (ACKs and
+    data merged in capture order by frame number). As long as the data segments."""
+    n_ack, n_data = ack_frame.size, data_frame.size
+    out = np.zeros(n_data, dtype=np.bool_)
+    una = np.int64(-1)
+    nxt = np.int64(-1)
+    i = 0
+    for j in range(n_data):
+        while i < n_ack and ack_frame[i] < data_frame[j]:
+            una = max(una, ack_line[i])
+            i += 1
+        out[j] = nxt <= una
+        nxt = max(nxt, data_end[j])
+    return out
+
+
 def copy_pauses(
     start_s: npt.NDArray[np.float64],
     end_s: npt.NDArray[np.float64],
@@ -502,20 +545,13 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
         # moment, and no sooner than two of its serialisations (the NIC's queue ahead of the
         # capture spaces back-to-back segments by one).
         release = max(turnaround, 2 * mss / line)
-        data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
         start, size, flags = _bursts(
             acks["frame"].to_numpy(),
             data["frame"].to_numpy(),
             acks["t_s"].to_numpy(),
-            acks["ack_rel"].to_numpy().astype(np.int64, copy=False),
             data_t,
-            data_end,
             length,
-            after_short_tail(
-                data_end,
-                length,
-                wire_segment_bytes(length, direction.peer_mss),
-            ),
+            from_empty_queue(direction),
             line,
             release,
         )
@@ -621,9 +657,7 @@ def _bursts(
     ack_frame: np.ndarray,
     data_frame: np.ndarray,
     ack_t: np.ndarray,
-    ack_line: np.ndarray,
     data_t: np.ndarray,
-    data_end: np.ndarray,
     length: np.ndarray,
     emptied: np.ndarray,
     line: float,
@@ -631,10 +665,8 @@ def _bursts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """The sender's bursts in capture order: (start, bytes, flags), where `_starts_burst`
     starts one (the segment before ended at the `line` rate); `_limit_runs` groups them by the
-    same rule. `emptied` is `after_short_tail` per data segment: a burst after a short tail
-    that starts with every byte sent acknowledged (`ack_line`, the ACKs' cumulative
-    acknowledgements; `data_end`, each segment's last byte) is EMPTIED. Counted first, then
-    filled: the arrays are as long as the bursts."""
+    same rule. A burst whose first segment is `emptied` (`from_empty_queue`) is EMPTIED.
+    Counted first, then filled: the arrays are as long as the bursts."""
     n_ack, n_data = ack_frame.size, data_frame.size
     count = 0
     i = 0
@@ -656,13 +688,10 @@ def _bursts(
     after_ack = False
     last_ack = -np.inf
     prev_end = -np.inf
-    una = np.int64(-1)
-    nxt = np.int64(-1)
     for j in range(n_data):
         while i < n_ack and ack_frame[i] < data_frame[j]:
             after_ack = True
             last_ack = ack_t[i]
-            una = max(una, ack_line[i])
             i += 1
         t = data_t[j]
         if _starts_burst(t, prev_end, length[j] / line, after_ack, release) and b + 1 < count:
@@ -670,9 +699,8 @@ def _bursts(
             start[b] = t
             if after_ack:
                 flags[b] = AFTER_ACK | (ANSWERED if t - last_ack <= release else 0)
-            if emptied[j] and nxt <= una:
+            if emptied[j]:
                 flags[b] |= EMPTIED
-        nxt = max(nxt, data_end[j])
         if b >= 0:
             size[b] += length[j]
         prev_end = t + length[j] / line

@@ -41,7 +41,7 @@ from tracekit.detectors._limits import (
     APPLICATION,
     NETWORK,
     RECEIVE_WINDOW,
-    after_short_tail,
+    from_empty_queue,
     least_shift,
     limit_states,
     pacer_held,
@@ -49,7 +49,6 @@ from tracekit.detectors._limits import (
     state_seconds,
     timer_waits,
     turnaround_s,
-    wire_segment_bytes,
 )
 from tracekit.detectors._measure import (
     CAPTURE_END_SHARE,
@@ -649,11 +648,7 @@ class RateLimitCause(Detector):
             (float(phases.rtt_s[0]), float(phases.rtt_s.min())),
             turnaround_s(d),
             cfg.paced_answered_fraction,
-            after_short_tail(
-                data["end_rel"].to_numpy().astype(np.int64, copy=False),
-                data["len"].to_numpy(),
-                wire_segment_bytes(data["len"].to_numpy(), d.peer_mss),
-            ),
+            from_empty_queue(d),
         )
         # Or the timer shows itself between two ACKs (`timer_waits`): where its waits fill at
         # least half a window's time, it held the sender for most of that window, whatever
@@ -1080,8 +1075,8 @@ def _paced_windows(
     if (float(np.median(delay)) >= spacing or turnaround > least_rtt) and not regular:
         return untold
     if emptied is not None:
-        # A burst after a write's short tail started from an empty queue: the application's
-        # write released it, neither a pacer's timer nor the ACK (`after_short_tail`).
+        # A burst sent from an empty queue (`from_empty_queue`): the application's write
+        # released it, neither a pacer's timer nor the ACK.
         keep = ~emptied[after_ack]
         after_ack[np.flatnonzero(after_ack)[~keep]] = False
         delay, between = delay[keep], between[keep]
