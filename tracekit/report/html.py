@@ -136,6 +136,10 @@ class Budget:
         return max(self.level_views * drawn, self.floor_points)
 
 
+# Over the size limit, a trace is halved until it holds no more than this many points.
+FEWEST_THINNED = 4_000
+
+
 def render(
     report: Report, budget: Budget = Budget(), after_plot: Callable[[], None] | None = None
 ) -> str:
@@ -272,6 +276,7 @@ def _carried(
     # values a point carries (a bar's top too): what the halving below chooses by.
     thinnable: list[list[tuple[bool, int]]] = []
     shells: list[tuple[Plot, int]] = []
+    per_trace: list[list[_Encoded]] = []
     encoded = []
     for source in plots:
         plot = source.drawn()
@@ -283,11 +288,16 @@ def _carried(
             ]
         )
         shells.append((replace(plot, traces=()), len(plot.traces)))
-        # A plot's encoding depends on its own traces and their targets only: after a halving,
-        # the one plot it touched is encoded again, not every plot of the report.
-        encoded.append(_encode_plot(list(plot.traces), counts[-1], budget, deflater))
+        # A trace's encoding depends on itself and its target only: after a halving, the one
+        # trace it touched is encoded again, not every trace of its plot.
+        per_trace.append(_encode_traces(list(plot.traces), counts[-1], budget, deflater))
+        encoded.append(_combined(per_trace[-1]))
         del plot
         after_plot()
+    # Each halved trace's encodings at every count it may be halved to, from one drawing of its
+    # plot: a plot is drawn again once per trace thinned, not once per halving (a trace of
+    # millions of points is halved several times, and drawing its plot is most of the cost).
+    thinner: dict[tuple[int, int], dict[int, _Encoded]] = {}
     while True:
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
         if sum(size for size, _ in sizes) <= budget.max_bytes:
@@ -295,28 +305,37 @@ def _carried(
         # Halve the biggest trace that can still be thinned (not below a few thousand points).
         candidates = [
             (counts[pi][ti] * values, pi, ti)
-            for pi, traces in enumerate(thinnable)
-            for ti, (thins, values) in enumerate(traces)
-            if counts[pi][ti] > 4_000 and thins
+            for pi, kinds in enumerate(thinnable)
+            for ti, (thins, values) in enumerate(kinds)
+            if counts[pi][ti] > FEWEST_THINNED and thins
         ]
         if not candidates:
             break
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
-        encoded[pi] = _encode_plot(list(plots[pi].drawn().traces), counts[pi], budget, deflater)
+        if (pi, ti) not in thinner:
+            halvings = [counts[pi][ti]]
+            while halvings[-1] > FEWEST_THINNED:
+                halvings.append(halvings[-1] // 2)
+            trace = plots[pi].drawn().traces[ti]
+            encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater)
+            thinner[(pi, ti)] = dict(zip(halvings, encodings, strict=True))
+            del trace, encodings
+        per_trace[pi][ti] = thinner[(pi, ti)].pop(counts[pi][ti])
+        encoded[pi] = _combined(per_trace[pi])
         after_plot()
     return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
 
 
-def _encode_plot(
-    traces: list[Trace], targets: list[int], budget: Budget, deflater: _Deflater
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A plot's columns (an array that several traces share, such as the ACK line's and the
-    window edge's times, is carried once) and its traces, which name their columns by index.
+# A trace's encoding: its entry, which names its columns by their index in its list of columns.
+_Encoded = tuple[dict[str, Any], list[dict[str, Any]]]
 
-    A column an opening view reads (a level's, or a trace's without one) is marked `opening`.
-    """
-    # Every column as the traces name them; deflated, equal ones become one (below).
+
+def _encode_traces(
+    traces: list[Trace], targets: list[int], budget: Budget, deflater: _Deflater
+) -> list[_Encoded]:
+    """Each trace's entry and its columns, each column marked `opening` when an opening view
+    reads it (a level's, or a trace's without one); `_combined` makes them a plot's."""
     named: list[dict[str, Any]] = []
 
     def column(enc: dict[str, Any], opening: bool) -> int:
@@ -381,26 +400,40 @@ def _encode_plot(
                     None if frame is None else frame[chosen],
                 ),
             }
-        out.append(entry)
+        out.append((entry, named))
+        named = []
     deflater.finish()
-    # An array that several traces share is carried once: columns of the same encoding (the
-    # same deflated text) are one, at the first one's place, read by every view the others were.
+    return out
+
+
+def _combined(traces: list[_Encoded]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A plot's columns (an array that several traces share, such as the ACK line's and the
+    window edge's times, is carried once) and its traces, which name their columns by index.
+    The traces' encodings are read, not changed."""
+    # Columns of the same encoding (the same deflated text) are one, at the first one's place,
+    # read by every view the others were.
     columns: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    place = []
-    for col in named:
-        opening = col.pop("opening")
-        key = json.dumps(col, sort_keys=True)
-        if key not in seen:
-            seen[key] = len(columns)
-            columns.append({**col, "opening": opening})
-        columns[seen[key]]["opening"] |= opening
-        place.append(seen[key])
-    for entry in out:
+    out = []
+    for entry, named in traces:
+        place = []
+        for col in named:
+            bare = {k: v for k, v in col.items() if k != "opening"}
+            key = json.dumps(bare, sort_keys=True)
+            if key not in seen:
+                seen[key] = len(columns)
+                columns.append({**bare, "opening": col["opening"]})
+            else:
+                # The same text, held once.
+                col["b64"] = columns[seen[key]]["b64"]
+            columns[seen[key]]["opening"] |= col["opening"]
+            place.append(seen[key])
+        entry = {**entry, "level": None if entry["level"] is None else {**entry["level"]}}
         for refs in (entry, entry["level"]):
             for name in _COLUMN_REFS if refs is not None else ():
                 if refs[name] is not None:
                     refs[name] = place[refs[name]]
+        out.append(entry)
     return columns, out
 
 
