@@ -409,7 +409,8 @@ def _encode_traces(
 def _combined(traces: list[_Encoded]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A plot's columns (an array that several traces share, such as the ACK line's and the
     window edge's times, is carried once) and its traces, which name their columns by index.
-    The traces' encodings are read, not changed."""
+    The traces' encodings keep their own indices; a column equal to an earlier one is left
+    holding that one's text, so that the text is held once."""
     # Columns of the same encoding (the same deflated text) are one, at the first one's place,
     # read by every view the others were.
     columns: list[dict[str, Any]] = []
@@ -424,7 +425,6 @@ def _combined(traces: list[_Encoded]) -> tuple[list[dict[str, Any]], list[dict[s
                 seen[key] = len(columns)
                 columns.append({**bare, "opening": col["opening"]})
             else:
-                # The same text, held once.
                 col["b64"] = columns[seen[key]]["b64"]
             columns[seen[key]]["opening"] |= col["opening"]
             place.append(seen[key])
