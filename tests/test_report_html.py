@@ -6,13 +6,17 @@ import base64
 import html
 import json
 import re
+import shutil
+import subprocess
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tracekit.report import html as report_html
 from tracekit.report.html import DRAW_COST, PLOTLY_JS, Budget, render, write
 from tracekit.report.model import (
     ConnectionView,
@@ -25,6 +29,7 @@ from tracekit.report.model import (
     Trace,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = '</script><script>window.pwned=1</script><!-- "quoted" & <b>bold</b>'
 
 
@@ -314,3 +319,65 @@ def test_a_frame_array_must_match_its_points() -> None:
         Trace("a", Kind.MARKERS, t, t, frame=np.array([1.0, 2.0, 3.0]))
     with pytest.raises(ReportError, match="frame"):
         Trace("a", Kind.MARKERS, t, t, frame=np.array([1, -1, 3]))
+
+
+def tshark_segments(path: Path) -> dict[str, np.ndarray]:
+    """The data segments of a capture as tshark reads them: frame numbers, times, relative
+    sequence numbers and payload lengths."""
+    fields = ("frame.number", "frame.time_relative", "tcp.seq", "tcp.len")
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-Y", "tcp.len > 0", "-T", "fields", "-E", "separator=,"]
+        + [arg for field in fields for arg in ("-e", field)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = [line.split(",") for line in out.splitlines()]
+    return {
+        "frame": np.array([int(r[0]) for r in rows], np.uint32),
+        "t_s": np.array([float(r[1]) for r in rows]),
+        "seq": np.array([int(r[2]) for r in rows], np.int64),
+        "len": np.array([int(r[3]) for r in rows], np.int64),
+    }
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
+def test_columns_encoded_in_pieces_decode_to_the_capture_s_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A capture's columns, encoded in many pieces (none of them aligned to anything), give the
+    page the one-piece encoding gives, and decode to tshark's values."""
+    capture = ROOT / "fixtures" / "captures" / "slow_start_overrun" / "sender.pcap"
+    seg = tshark_segments(capture)
+    n = len(seg["t_s"])
+    assert n > 6000
+    seq, end = seg["seq"], seg["seq"] + seg["len"]
+    plot = Plot(
+        "TSG",
+        "time (s)",
+        "sequence (bytes)",
+        (
+            # Integers, and a bar's top carried as its height.
+            Trace("data", Kind.SEGMENTS, seg["t_s"], seq, y_end=end, frame=seg["frame"]),
+            # kB to the byte: fixed-point with 3 digits.
+            Trace("kB", Kind.LINE, seg["t_s"], seq / 1e3),
+            # Not fixed-point at any digits: carried as f4.
+            Trace("rate", Kind.LINE, seg["t_s"], seg["len"] / (seg["t_s"] + np.pi)),
+        ),
+    )
+    view = ConnectionView("c", (), (plot,))
+    report = replace(small_report(), connections=(view,), overview_plot=None)
+    whole = render(report)
+    monkeypatch.setattr(report_html, "PIECE", 997)
+    assert render(report) == whole
+    data = embedded_data(whole)["plots"][0]
+    traces = {t["name"]: t for t in data["traces"]}
+    bars = arrays(data, traces["data"])
+    # Times to the page's microsecond, every other value exactly.
+    assert np.abs(bars["x"] - seg["t_s"]).max() <= 0.5e-6 + 1e-9
+    assert np.array_equal(bars["y"], seq) and np.array_equal(bars["y_end"], end)
+    frames = decode(data["columns"][traces["data"]["frame"]])
+    assert np.array_equal(frames, seg["frame"])
+    assert np.allclose(arrays(data, traces["kB"])["y"], seq / 1e3, rtol=1e-12, atol=0)
+    rate = seg["len"] / (seg["t_s"] + np.pi)
+    assert np.array_equal(arrays(data, traces["rate"])["y"], rate.astype(np.float32))

@@ -16,7 +16,7 @@ import json
 import os
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -134,6 +134,10 @@ class Budget:
         """The points of a trace's opening level: `level_views` times what one view draws."""
         drawn = self.marks_points if marks else self.view_cost // DRAW_COST[kind]
         return max(self.level_views * drawn, self.floor_points)
+
+
+# Over the size limit, a trace is halved until it holds no more than this many points.
+FEWEST_THINNED = 4_000
 
 
 def render(
@@ -272,6 +276,7 @@ def _carried(
     # values a point carries (a bar's top too): what the halving below chooses by.
     thinnable: list[list[tuple[bool, int]]] = []
     shells: list[tuple[Plot, int]] = []
+    per_trace: list[list[_Encoded]] = []
     encoded = []
     for source in plots:
         plot = source.drawn()
@@ -283,11 +288,16 @@ def _carried(
             ]
         )
         shells.append((replace(plot, traces=()), len(plot.traces)))
-        # A plot's encoding depends on its own traces and their targets only: after a halving,
-        # the one plot it touched is encoded again, not every plot of the report.
-        encoded.append(_encode_plot(list(plot.traces), counts[-1], budget, deflater))
+        # A trace's encoding depends on itself and its target only: after a halving, the one
+        # trace it touched is encoded again, not every trace of its plot.
+        per_trace.append(_encode_traces(list(plot.traces), counts[-1], budget, deflater))
+        encoded.append(_combined(per_trace[-1]))
         del plot
         after_plot()
+    # Each halved trace's encodings at every count it may be halved to, from one drawing of its
+    # plot: a plot is drawn again once per trace thinned, not once per halving (a trace of
+    # millions of points is halved several times, and drawing its plot is most of the cost).
+    thinner: dict[tuple[int, int], dict[int, _Encoded]] = {}
     while True:
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
         if sum(size for size, _ in sizes) <= budget.max_bytes:
@@ -295,28 +305,37 @@ def _carried(
         # Halve the biggest trace that can still be thinned (not below a few thousand points).
         candidates = [
             (counts[pi][ti] * values, pi, ti)
-            for pi, traces in enumerate(thinnable)
-            for ti, (thins, values) in enumerate(traces)
-            if counts[pi][ti] > 4_000 and thins
+            for pi, kinds in enumerate(thinnable)
+            for ti, (thins, values) in enumerate(kinds)
+            if counts[pi][ti] > FEWEST_THINNED and thins
         ]
         if not candidates:
             break
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
-        encoded[pi] = _encode_plot(list(plots[pi].drawn().traces), counts[pi], budget, deflater)
+        if (pi, ti) not in thinner:
+            halvings = [counts[pi][ti]]
+            while halvings[-1] > FEWEST_THINNED:
+                halvings.append(halvings[-1] // 2)
+            trace = plots[pi].drawn().traces[ti]
+            encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater)
+            thinner[(pi, ti)] = dict(zip(halvings, encodings, strict=True))
+            del trace, encodings
+        per_trace[pi][ti] = thinner[(pi, ti)].pop(counts[pi][ti])
+        encoded[pi] = _combined(per_trace[pi])
         after_plot()
     return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
 
 
-def _encode_plot(
-    traces: list[Trace], targets: list[int], budget: Budget, deflater: _Deflater
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A plot's columns (an array that several traces share, such as the ACK line's and the
-    window edge's times, is carried once) and its traces, which name their columns by index.
+# A trace's encoding: its entry, which names its columns by their index in its list of columns.
+_Encoded = tuple[dict[str, Any], list[dict[str, Any]]]
 
-    A column an opening view reads (a level's, or a trace's without one) is marked `opening`.
-    """
-    # Every column as the traces name them; deflated, equal ones become one (below).
+
+def _encode_traces(
+    traces: list[Trace], targets: list[int], budget: Budget, deflater: _Deflater
+) -> list[_Encoded]:
+    """Each trace's entry and its columns, each column marked `opening` when an opening view
+    reads it (a level's, or a trace's without one); `_combined` makes them a plot's."""
     named: list[dict[str, Any]] = []
 
     def column(enc: dict[str, Any], opening: bool) -> int:
@@ -381,26 +400,40 @@ def _encode_plot(
                     None if frame is None else frame[chosen],
                 ),
             }
-        out.append(entry)
+        out.append((entry, named))
+        named = []
     deflater.finish()
-    # An array that several traces share is carried once: columns of the same encoding (the
-    # same deflated text) are one, at the first one's place, read by every view the others were.
+    return out
+
+
+def _combined(traces: list[_Encoded]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A plot's columns (an array that several traces share, such as the ACK line's and the
+    window edge's times, is carried once) and its traces, which name their columns by index.
+    The traces' encodings keep their own indices; a column equal to an earlier one is left
+    holding that one's text, so that the text is held once."""
+    # Columns of the same encoding (the same deflated text) are one, at the first one's place,
+    # read by every view the others were.
     columns: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    place = []
-    for col in named:
-        opening = col.pop("opening")
-        key = json.dumps(col, sort_keys=True)
-        if key not in seen:
-            seen[key] = len(columns)
-            columns.append({**col, "opening": opening})
-        columns[seen[key]]["opening"] |= opening
-        place.append(seen[key])
-    for entry in out:
+    out = []
+    for entry, named in traces:
+        place = []
+        for col in named:
+            bare = {k: v for k, v in col.items() if k != "opening"}
+            key = json.dumps(bare, sort_keys=True)
+            if key not in seen:
+                seen[key] = len(columns)
+                columns.append({**bare, "opening": col["opening"]})
+            else:
+                col["b64"] = columns[seen[key]]["b64"]
+            columns[seen[key]]["opening"] |= col["opening"]
+            place.append(seen[key])
+        entry = {**entry, "level": None if entry["level"] is None else {**entry["level"]}}
         for refs in (entry, entry["level"]):
             for name in _COLUMN_REFS if refs is not None else ():
                 if refs[name] is not None:
                     refs[name] = place[refs[name]]
+        out.append(entry)
     return columns, out
 
 
@@ -440,20 +473,46 @@ def _encode_arrays(
     return refs
 
 
+# Columns are encoded in pieces of this many values: a trace of ten million points then makes
+# no temporary as long as itself (an int64 or float64 copy of a column is 80 MB), only pieces of
+# 8 MB; deflate and base64 read the same pieces in turn.
+PIECE = 1 << 20
+
+# What a column's values are made of, piece by piece: `values(start, stop)` is a new array of
+# those values, the same numbers the whole column's computation gives (elementwise).
+Values = Callable[[int, int], np.ndarray]
+
+
+def _spans(n: int) -> range:
+    return range(0, n, PIECE)
+
+
+def _every(n: int, test: Callable[[int, int], bool]) -> bool:
+    """Whether `test` holds for every piece of n values."""
+    return all(test(start, min(start + PIECE, n)) for start in _spans(n))
+
+
+def _largest(n: int, value: Callable[[int, int], float]) -> float:
+    """The largest `value` over the pieces of n values (n > 0)."""
+    return max(value(start, min(start + PIECE, n)) for start in _spans(n))
+
+
 def _encode_time(x: np.ndarray) -> dict[str, Any]:
     """Sorted seconds as whole microseconds from the first, delta-coded, or as f8 when that
     cannot hold them (not finite, or gaps over an hour)."""
-    if len(x) and bool(np.all(np.isfinite(x))):
+    n = len(x)
+    if n and _every(n, lambda a, b: bool(np.all(np.isfinite(x[a:b])))):
         base = float(x[0])
-        # In place: a million-point trace makes one float temporary, not three.
-        steps = x - base
-        steps /= TIME_QUANTUM_S
-        ticks = np.rint(steps, out=steps).astype(np.int64)
-        del steps
-        enc = _delta(ticks, base, TIME_QUANTUM_S)
+
+        def ticks(a: int, b: int) -> np.ndarray:
+            steps = x[a:b] - base
+            steps /= TIME_QUANTUM_S
+            return np.rint(steps, out=steps).astype(np.int64)
+
+        enc = _delta(ticks, n, base, TIME_QUANTUM_S)
         if enc is not None:
             return enc
-    return _typed(np.asarray(x, dtype="<f8"))
+    return _typed(lambda a, b: np.asarray(x[a:b], dtype="<f8"), n, "f8")
 
 
 def _encode_values(y: np.ndarray, minus: np.ndarray | None = None) -> dict[str, Any]:
@@ -464,59 +523,124 @@ def _encode_values(y: np.ndarray, minus: np.ndarray | None = None) -> dict[str, 
     restored in the page.
     """
     y = np.asarray(y)
-    if len(y) and y.dtype.kind in "iu" and max(int(y.max()), -int(y.min())) < 2**50:
-        # Whole numbers below 2**50 are exact as they are: the float test below would pass
-        # them at 0 digits with these same values, through two float copies.
-        ints = y.astype(np.int64)
-        if minus is not None and np.asarray(minus).dtype.kind in "iu":
-            ints -= np.asarray(minus).astype(np.int64, copy=False)
-            enc = _delta(ints, 0.0, 1.0, plus_other=True)
-        else:
-            enc = _delta(ints, 0.0, 1.0, plus_other=False) if minus is None else None
+    n = len(y)
+    whole_minus = minus is not None and np.asarray(minus).dtype.kind in "iu"
+    # Whole numbers below 2**50 are exact as they are: the float test below would pass them at
+    # 0 digits with these same values.
+    if (
+        n
+        and y.dtype.kind in "iu"
+        and max(int(y.max()), -int(y.min())) < 2**50
+        and (minus is None or whole_minus)
+    ):
+
+        def ints(a: int, b: int) -> np.ndarray:
+            out = y[a:b].astype(np.int64)
+            if minus is not None:
+                out -= np.asarray(minus[a:b]).astype(np.int64, copy=False)
+            return out
+
+        enc = _delta(ints, n, 0.0, 1.0, plus_other=minus is not None)
         if enc is not None:
             return enc
-    if len(y) and bool(np.all(np.isfinite(y))) and float(np.abs(y).max()) < 2**50:
-        y64 = y.astype(np.float64, copy=False)
+    if (
+        n
+        and _every(n, lambda a, b: bool(np.all(np.isfinite(y[a:b]))))
+        and _largest(n, lambda a, b: float(np.abs(y[a:b]).max())) < 2**50
+    ):
         for digits in (0, 3, 6):
-            q = y64 * 10**digits
-            np.rint(q, out=q)
-            exact = np.array_equal(q, y64) if digits == 0 else _close_scaled(q, 10**digits, y64)
-            # The largest magnitude, from the extremes (q is finite): no |q| temporary.
-            if not exact or max(float(q.max()), -float(q.min())) >= 2**52:
+
+            def scaled(a: int, b: int, digits: int = digits) -> np.ndarray:
+                q = y[a:b].astype(np.float64, copy=False) * 10**digits
+                return np.rint(q, out=q)
+
+            def exact(a: int, b: int, digits: int = digits) -> bool:
+                y64 = y[a:b].astype(np.float64, copy=False)
+                q = scaled(a, b)
+                if digits == 0:
+                    return np.array_equal(q, y64)
+                return bool(_close_scaled(q, 10**digits, np.ascontiguousarray(y64)))
+
+            if not _every(n, exact) or _largest(n, lambda a, b: _magnitude(scaled(a, b))) >= 2**52:
                 continue
-            ints = q.astype(np.int64)
-            del q, y64  # the loop ends here, either way: only ints is read below
             # Integers are whole and finite as they are; only floats need the test.
             other = (
                 minus is not None
                 and digits == 0
                 and (
-                    np.asarray(minus).dtype.kind in "iu"
-                    or (bool(np.all(np.isfinite(minus))) and np.array_equal(minus, np.rint(minus)))
+                    whole_minus
+                    or _every(
+                        n,
+                        lambda a, b: bool(
+                            np.all(np.isfinite(m := np.asarray(minus[a:b])))
+                            and np.array_equal(m, np.rint(m))
+                        ),
+                    )
                 )
             )
-            if other:
-                assert minus is not None
-                ints -= np.asarray(minus).astype(np.int64, copy=False)
-            enc = _delta(ints, 0.0, 10.0**-digits, plus_other=other)
+
+            def fixed(a: int, b: int, digits: int = digits, other: bool = other) -> np.ndarray:
+                out = scaled(a, b).astype(np.int64)
+                if other:
+                    assert minus is not None
+                    out -= np.asarray(minus[a:b]).astype(np.int64, copy=False)
+                return out
+
+            enc = _delta(fixed, n, 0.0, 10.0**-digits, plus_other=other)
             if enc is not None:
                 return enc
             break
-    finite = y[np.isfinite(y)] if len(y) else y
-    magnitude = float(np.abs(finite).max()) if len(finite) else 0.0
+
+    def finite(a: int, b: int) -> np.ndarray:
+        piece = y[a:b]
+        return piece[np.isfinite(piece)]
+
+    counted = sum(int(np.count_nonzero(np.isfinite(y[a : a + PIECE]))) for a in _spans(n))
+    magnitude = (
+        max(float(np.abs(f).max()) if len(f := finite(a, b)) else 0.0 for a, b in _bounds(n))
+        if counted
+        else 0.0
+    )
     # Whole numbers whose steps overflow u4 (sequence numbers past 4 GB) stay exact in f8.
-    whole = len(finite) > 0 and np.array_equal(finite, np.rint(finite))
-    return _typed(y.astype("<f4") if magnitude < 1e30 and not whole else y.astype("<f8"))
+    whole = counted > 0 and _every(n, lambda a, b: np.array_equal(f := finite(a, b), np.rint(f)))
+    kind = "f4" if magnitude < 1e30 and not whole else "f8"
+    return _typed(lambda a, b: y[a:b].astype("<" + kind), n, kind)
+
+
+def _magnitude(q: np.ndarray) -> float:
+    """The largest |q| of finite q, from its extremes: no |q| temporary."""
+    return max(float(q.max()), -float(q.min()))
+
+
+def _bounds(n: int) -> list[tuple[int, int]]:
+    return [(a, min(a + PIECE, n)) for a in _spans(n)]
 
 
 def _delta(
-    ints: np.ndarray, base: float, scale: float, plus_other: bool = False
+    ints: Values, n: int, base: float, scale: float, plus_other: bool = False
 ) -> dict[str, Any] | None:
-    """Whole numbers as zigzag deltas in u4 (None when a step is too big for that)."""
-    zigzag, fits = _zigzag_u4(np.asarray(ints, dtype=np.int64))
-    if not fits:
+    """Whole numbers (`ints`, int64, by pieces) as zigzag deltas in u4 (None when a step is too
+    big for that)."""
+
+    def zigzag(a: int, b: int) -> np.ndarray:
+        if a == 0:
+            return _zigzag_u4(ints(a, b))[0]
+        # The piece with the value before it, counted from that value: the steps are the same
+        # (int64 wraps alike either way), and the first, 0, always fits.
+        values = ints(a - 1, b)
+        values -= values[0]
+        return _zigzag_u4(values)[0][1:]
+
+    def fits(a: int, b: int) -> bool:
+        if a == 0:
+            return bool(_zigzag_u4(ints(a, b))[1])
+        values = ints(a - 1, b)
+        values -= values[0]
+        return bool(_zigzag_u4(values)[1])
+
+    if not _every(n, fits):
         return None
-    enc = _typed(zigzag, base=base, scale=scale)
+    enc = _typed(zigzag, n, "u4", base=base, scale=scale)
     enc["delta"] = True
     if plus_other:
         enc["plus_other"] = True
@@ -553,14 +677,34 @@ def _zigzag_u4(ints: np.ndarray) -> tuple[np.ndarray, bool]:  # pragma: no cover
 
 
 class _Raw:
-    """A column's shuffled bytes, to be deflated (`_Deflater`) at this zlib level."""
+    """A column to be deflated (`_Deflater`) at this zlib level: n values of `dtype` ("u4", "f4",
+    "f8"), made by pieces."""
 
-    def __init__(self, data: bytes, level: int) -> None:
-        self.data, self.level = data, level
+    def __init__(self, values: Values, n: int, dtype: str, level: int) -> None:
+        self.values, self.n, self.dtype, self.level = values, n, dtype, level
+
+    def shuffled(self) -> Iterator[bytes]:
+        """The column's little-endian bytes shuffled (every value's first byte, then every
+        second byte, ...), by pieces: each byte plane's piece is made from its values anew."""
+        size = np.dtype(self.dtype).itemsize
+        for plane in range(size):
+            for a, b in _bounds(self.n):
+                piece = np.ascontiguousarray(self.values(a, b), dtype="<" + self.dtype)
+                yield piece.view(np.uint8)[plane::size].tobytes()
 
 
 def _deflated(raw: _Raw) -> str:
-    return base64.b64encode(zlib.compress(raw.data, raw.level)).decode("ascii")
+    """The column's shuffled bytes deflated as one zlib stream, in base64, both by pieces."""
+    z = zlib.compressobj(raw.level)
+    packed = b"".join([*(z.compress(piece) for piece in raw.shuffled()), z.flush()])
+    # Base64 turns each 3 bytes into 4 characters: pieces of a multiple of 3 bytes join into
+    # the whole's text.
+    step = 3 * PIECE
+    view = memoryview(packed)
+    return "".join(
+        base64.b64encode(view[i : i + step]).decode("ascii")
+        for i in range(0, max(len(packed), 1), step)
+    )
 
 
 class _Deflater:
@@ -595,16 +739,16 @@ class _Deflater:
         column["b64"] = text.result()
 
 
-def _typed(a: np.ndarray, base: float = 0.0, scale: float = 1.0) -> dict[str, Any]:
-    """A little-endian array, its bytes shuffled (every value's first byte, then every second
-    byte, ...: the high bytes of small numbers are runs of zeros), to be deflated and carried in
-    base64 (`_Deflater`)."""
-    dtype = {"u4": "u4", "i4": "i4", "f4": "f4", "f8": "f8"}[a.dtype.str[1:]]
-    shuffled = np.ascontiguousarray(a).view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
+def _typed(
+    values: Values, n: int, dtype: str, base: float = 0.0, scale: float = 1.0
+) -> dict[str, Any]:
+    """n values of `dtype` ("u4", "f4", "f8"), made by pieces, to be carried little-endian, their
+    bytes shuffled (the high bytes of small numbers are runs of zeros), deflated and in base64
+    (`_Deflater`)."""
     return {
         "dtype": dtype,
-        "n": len(a),
-        "b64": _Raw(shuffled, 6 if len(a) < 500_000 else 1),
+        "n": n,
+        "b64": _Raw(values, n, dtype, 6 if n < 500_000 else 1),
         "base": base,
         "scale": scale,
         "delta": False,
