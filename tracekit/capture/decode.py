@@ -2129,16 +2129,21 @@ def decode_chunk(
             flows.grow()
 
 
+# The header readers, called once a packet or more: they read the bytes they are given.
+_READERS = (
+    *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
+    *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
+    *("_nflog", "_wlan", "_amsdu_subframe", "_amsdu_room"),
+    *("_gre", "_tunnel", "_skipped"),
+    *("_extensions", "_network", "_transport"),
+)
 bind(
     globals(),
     ("decode_records", "_rehash"),
     helpers=(
-        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
-        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
-        *("_nflog", "_wlan", "_amsdu_subframe", "_amsdu_room"),
-        *("_gre", "_tunnel", "_skipped"),
-        *("_extensions", "_network", "_transport"),
+        *_READERS,
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
     ),
+    unmanaged=_READERS,
 )
