@@ -1468,7 +1468,7 @@ def _transport(b: np.ndarray, proto: Any, l4: Any, l4len: Any, bend: Any) -> Any
                         bits |= 0x04
                     elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
                         # 40 option bytes hold at most 4 blocks, RFC 2018 3
-                        blocks = min((olen - 2) >> 3, 4)
+                        blocks = min((olen - 2) >> 3, np.int64(4))
                         s0 = _u32(b, o + 2)
                         s1 = _u32(b, o + 6)
                         if blocks > 1:
@@ -1495,7 +1495,7 @@ def _transport(b: np.ndarray, proto: Any, l4: Any, l4len: Any, bend: Any) -> Any
         sport = _u16(b, l4)
         dport = _u16(b, l4 + 2)
         payload = l4len - 8
-        head_len = min(8, payload, bend - (l4 + 8))
+        head_len = min(np.int64(8), payload, bend - (l4 + 8))
         for k in range(head_len):
             head |= np.uint64(_at(b, l4 + 8 + k)) << np.uint64(56 - 8 * k)
     return (

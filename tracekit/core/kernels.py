@@ -573,8 +573,9 @@ class _Module:
                 # nogil: the ingest stream runs kernels in two threads (connections.stream).
                 # _nrt=False: numba counts no references to the arrays an unmanaged helper is
                 # given, where it would count them at every call (see `bind`).
+                njit: Any = numba.njit  # its stubs omit _nrt
                 built = {
-                    n: numba.njit(cache=True, nogil=True, _nrt=n not in self.unmanaged)(f)
+                    n: njit(cache=True, nogil=True, _nrt=n not in self.unmanaged)(f)
                     for n, f in self.python.items()
                 }
                 for name, dispatcher in built.items():
