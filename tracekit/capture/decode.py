@@ -1410,6 +1410,101 @@ def _network(buf: np.ndarray, q: Any, version: Any, room: Any, end: Any) -> Any:
     )
 
 
+def _transport(b: np.ndarray, proto: Any, l4: Any, l4len: Any, bend: Any) -> Any:
+    """The TCP (proto 6) or UDP (17) header at `l4` of `b`, read up to `bend`: (KEPT or the
+    reason to skip the packet, source port, destination port, payload bytes, TCP flags,
+    sequence, acknowledgment, window, option bits, MSS, window scale (255: none), timestamp
+    value and echo, SACK blocks, the SACK words set (its most blocks, as the last of several
+    options leaves them), UDP's first payload bytes and their count, then eight SACK words)."""
+    i0 = np.int64(0)
+    sport = dport = payload = flags = sq = ak = window = bits = i0
+    mss_value = ts_value = ts_echo = blocks = written = head_len = i0
+    shift = np.int64(255)
+    head = np.uint64(0)
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = i0
+    why = np.int64(KEPT)
+    if proto == 6:
+        if l4len < 20:
+            why = np.int64(SKIP_BAD_HEADER)
+        elif bend - l4 < 20:
+            why = np.int64(SKIP_SHORT_FRAME)
+        else:
+            doff = np.int64(_at(b, l4 + 12) >> 4) * 4
+            if doff < 20 or l4len < doff:
+                why = np.int64(SKIP_BAD_HEADER)
+            else:
+                sport = _u16(b, l4)
+                dport = _u16(b, l4 + 2)
+                sq = _u32(b, l4 + 4)
+                ak = _u32(b, l4 + 8)
+                flags = np.int64(_at(b, l4 + 13))
+                window = _u16(b, l4 + 14)
+                payload = l4len - doff
+                # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were
+                # captured.
+                o = l4 + 20
+                oend = min(l4 + doff, bend)
+                if l4 + doff > bend:
+                    bits |= OPT_CUT  # the snapshot length cut the header: the rest is unknown
+                while o < oend:
+                    kind = _at(b, o)
+                    if kind == 0:  # end of option list
+                        break
+                    if kind == 1:  # no-operation
+                        o += 1
+                        continue
+                    if o + 1 >= oend:
+                        break
+                    olen = np.int64(_at(b, o + 1))
+                    if olen < 2 or o + olen > oend:
+                        break
+                    if kind == 2 and olen == 4:
+                        mss_value = _u16(b, o + 2)
+                        bits |= 0x01
+                    elif kind == 3 and olen == 3:
+                        shift = np.int64(_at(b, o + 2))
+                        bits |= 0x02
+                    elif kind == 4 and olen == 2:
+                        bits |= 0x04
+                    elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
+                        # 40 option bytes hold at most 4 blocks, RFC 2018 3
+                        blocks = min((olen - 2) >> 3, np.int64(4))
+                        s0 = _u32(b, o + 2)
+                        s1 = _u32(b, o + 6)
+                        if blocks > 1:
+                            s2 = _u32(b, o + 10)
+                            s3 = _u32(b, o + 14)
+                        if blocks > 2:
+                            s4 = _u32(b, o + 18)
+                            s5 = _u32(b, o + 22)
+                        if blocks > 3:
+                            s6 = _u32(b, o + 26)
+                            s7 = _u32(b, o + 30)
+                        written = max(written, blocks)
+                        bits |= 0x10
+                    elif kind == 8 and olen == 10:
+                        ts_value = _u32(b, o + 2)
+                        ts_echo = _u32(b, o + 6)
+                        bits |= 0x08
+                    o += olen
+    elif l4len < 8:
+        why = np.int64(SKIP_BAD_HEADER)
+    elif bend - l4 < 8:
+        why = np.int64(SKIP_SHORT_FRAME)
+    else:
+        sport = _u16(b, l4)
+        dport = _u16(b, l4 + 2)
+        payload = l4len - 8
+        head_len = min(np.int64(8), payload, bend - (l4 + 8))
+        for k in range(head_len):
+            head |= np.uint64(_at(b, l4 + 8 + k)) << np.uint64(56 - 8 * k)
+    return (
+        *(why, sport, dport, payload, flags, sq, ak, window, bits),
+        *(mss_value, shift, ts_value, ts_echo, blocks, written, head, head_len),
+        *(s0, s1, s2, s3, s4, s5, s6, s7),
+    )
+
+
 def decode_records(
     buf: np.ndarray,
     rec_off: np.ndarray,
@@ -1478,17 +1573,18 @@ def decode_records(
     # Datagrams the current record completed: their head bytes are read until it is done.
     done = np.empty(MAX_TUNNEL_DEPTH + 1, np.int64)
     n_done = 0
-    # The bytes a packet is read from: the record's, or a reassembled datagram's head. Set
-    # again only after a record that read a datagram: each assignment of an array costs
-    # numba's reference counting, a tenth of the decoder's time if done for every record.
-    b = buf
+    # The bytes a packet is read from: the record's (-1), or the head of the reassembled
+    # datagram in this row of frag_head. A row number, not an array variable: an array that
+    # may be one of two costs numba's reference counting at every record (a call and an
+    # atomic add each), a tenth of the decoder's time.
+    fr = np.int64(-1)
     nrow = first_row  # the next row to write
     for r in range(start, count):
         if n_done:
             for d in range(n_done):
                 _fragment_free(frag_slots, frag_free, frag_state, done[d])
             n_done = 0
-            b = buf
+            fr = np.int64(-1)
         # A record is decoded once (the fragment table keeps what it saw): room for one more
         # flow is made before it, never in its middle.
         if flow_count[0] >= flow_keys.shape[0]:
@@ -1658,7 +1754,7 @@ def decode_records(
                     for d in range(n_done):
                         _fragment_free(frag_slots, frag_free, frag_state, done[d])
                     n_done = 0
-                    b = buf
+                    fr = np.int64(-1)
                 version, q, skip, cap, sub_at = _amsdu_subframe(
                     buf, sub_base, sub_at, sub_stop, sub_end
                 )
@@ -1680,7 +1776,7 @@ def decode_records(
             # An IPv4 header of 20 bytes (no options) that is whole in the frame, no fragment and
             # not followed by AH: most packets, read here as `_network` reads them, since a
             # call to a helper that takes the buffer costs numba's reference counting of it.
-            # `b` is `buf` here (a datagram's head is read only after this).
+            # `fr` is -1 here (a datagram's head is read only after this).
             v4 = version == 4 and room >= 20 and end - q >= 20 and _at(buf, q) == 0x45
             total = _u16(buf, q + 2) if v4 else np.int64(0)
             if v4:
@@ -1732,7 +1828,7 @@ def decode_records(
                         frag_buckets,
                         frag_free,
                         frag_state,
-                        b,
+                        buf if fr < 0 else frag_head[np.uint64(fr)],
                         l4,
                         l4len,
                         bend,
@@ -1754,10 +1850,10 @@ def decode_records(
                     done[n_done] = slot
                     n_done += 1
                     row = np.uint64(slot)
-                    b = frag_head[row]
+                    fr = np.int64(slot)
                     bend = frag_slots[row, F_KNOWN]
                     skip, proto, l4, l4len, frag_off, more, frag_id = _extensions(
-                        b, version, proto, np.int64(0), frag_slots[row, F_LENGTH], bend
+                        frag_head[row], version, proto, np.int64(0), frag_slots[row, F_LENGTH], bend
                     )
                     continue
                 if skip != KEPT or depth >= MAX_TUNNEL_DEPTH:
@@ -1765,6 +1861,7 @@ def decode_records(
                 # Only these carry a tunnel (`_tunnel`); TCP never does.
                 if proto not in (IPPROTO_IPIP, IPPROTO_IPV6, IPPROTO_GRE, 17):
                     break
+                b = buf if fr < 0 else frag_head[np.uint64(fr)]
                 inner, nq = _tunnel(b, proto, l4, l4len, bend)
                 if inner == 0:
                     break
@@ -1807,7 +1904,9 @@ def decode_records(
                 why = skip
                 continue
 
-            # Transport layer.
+            # Transport layer. `_transport` reads the header from the record's bytes or from the
+            # datagram's head: the array passed is then one of two, which costs numba's
+            # reference counting once a packet, not at every loop turn.
             flags = 0
             sq = 0
             ak = 0
@@ -1818,78 +1917,22 @@ def decode_records(
             ts_value = 0
             ts_echo = 0
             blocks = 0
-            if proto == 6:
-                if l4len < 20:
-                    why = SKIP_BAD_HEADER
+            if proto == 6 or proto == 17:
+                if fr < 0:
+                    th = _transport(buf, proto, l4, l4len, bend)
+                else:
+                    th = _transport(frag_head[np.uint64(fr)], proto, l4, l4len, bend)
+                why_t, sport, dport, payload, flags, sq, ak, window, bits = th[:9]
+                mss_value, shift, ts_value, ts_echo, blocks, written, head, head_len = th[9:17]
+                if why_t != KEPT:
+                    why = why_t
                     continue
-                if bend - l4 < 20:
-                    why = SKIP_SHORT_FRAME
-                    continue
-                doff = np.int64(_at(b, l4 + 12) >> 4) * 4
-                if doff < 20 or l4len < doff:
-                    why = SKIP_BAD_HEADER
-                    continue
-                sport = _u16(b, l4)
-                dport = _u16(b, l4 + 2)
-                sq = _u32(b, l4 + 4)
-                ak = _u32(b, l4 + 8)
-                flags = _at(b, l4 + 13)
-                window = _u16(b, l4 + 14)
-                payload = l4len - doff
-                # Options, RFC 9293 3.1: kind, length, value; parsed as far as they were captured.
-                o = l4 + 20
-                oend = min(l4 + doff, bend)
-                if l4 + doff > bend:
-                    bits |= OPT_CUT  # the snapshot length cut the header: the rest is unknown
-                while o < oend:
-                    kind = _at(b, o)
-                    if kind == 0:  # end of option list
-                        break
-                    if kind == 1:  # no-operation
-                        o += 1
-                        continue
-                    if o + 1 >= oend:
-                        break
-                    olen = np.int64(_at(b, o + 1))
-                    if olen < 2 or o + olen > oend:
-                        break
-                    if kind == 2 and olen == 4:
-                        mss_value = _u16(b, o + 2)
-                        bits |= 0x01
-                    elif kind == 3 and olen == 3:
-                        shift = _at(b, o + 2)
-                        bits |= 0x02
-                    elif kind == 4 and olen == 2:
-                        bits |= 0x04
-                    elif kind == 5 and olen >= 10 and (olen - 2) & 7 == 0:
-                        blocks = int((olen - 2) >> 3)
-                        if blocks > 4:  # 40 option bytes hold at most 4 blocks, RFC 2018 3
-                            blocks = 4
-                        for k in range(blocks):
-                            sack[p, 2 * k] = _u32(b, o + 2 + 8 * k)
-                            sack[p, 2 * k + 1] = _u32(b, o + 6 + 8 * k)
-                        bits |= 0x10
-                    elif kind == 8 and olen == 10:
-                        ts_value = _u32(b, o + 2)
-                        ts_echo = _u32(b, o + 6)
-                        bits |= 0x08
-                    o += olen
-            elif proto == 17:
-                if l4len < 8:
-                    why = SKIP_BAD_HEADER
-                    continue
-                if bend - l4 < 8:
-                    why = SKIP_SHORT_FRAME
-                    continue
-                sport = _u16(b, l4)
-                dport = _u16(b, l4 + 2)
-                payload = l4len - 8
-                head_len = min(8, payload, bend - (l4 + 8))
-                head = zero
-                for k in range(head_len):
-                    head |= np.uint64(_at(b, l4 + 8 + k)) << np.uint64(56 - 8 * k)
-                udp_head[p] = head
-                udp_head_len[p] = head_len
+                sacks = th[17:]
+                for k in range(2 * written):
+                    sack[p, k] = sacks[k]
+                if proto == 17:
+                    udp_head[p] = head
+                    udp_head_len[p] = head_len
             elif proto == IPPROTO_ESP:
                 why = SKIP_ENCRYPTED
                 continue
@@ -2086,16 +2129,21 @@ def decode_chunk(
             flows.grow()
 
 
+# The header readers, called once a packet or more: they read the bytes they are given.
+_READERS = (
+    *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
+    *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
+    *("_nflog", "_wlan", "_amsdu_subframe", "_amsdu_room"),
+    *("_gre", "_tunnel", "_skipped"),
+    *("_extensions", "_network", "_transport"),
+)
 bind(
     globals(),
     ("decode_records", "_rehash"),
     helpers=(
-        *("_at", "_u16", "_u32", "_u64", "_ethernet", "_walked", "_tag_bytes", "_link_payload"),
-        *("_ppp_protocol", "_cisco_hdlc", "_ppp_frame", "_arcnet", "_u16le", "_juniper"),
-        *("_nflog", "_wlan", "_amsdu_subframe", "_amsdu_room"),
-        *("_gre", "_tunnel", "_skipped"),
-        *("_extensions", "_network"),
+        *_READERS,
         *("_hash_key", "_fragment_unlink", "_fragment_free", "_fragment_drop", "_cover"),
         "_fragment_add",
     ),
+    unmanaged=_READERS,
 )

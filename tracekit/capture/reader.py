@@ -349,11 +349,20 @@ class _Reader:
 
     def _count_over_snaplen(self, count: int) -> None:
         """Count the walked records longer than their interface's snapshot length (0: none)."""
-        snaplen = self.iface_table[:, IFACE_SNAPLEN][self.rec_iface[:count]]
+        snaplen = self._per_record(IFACE_SNAPLEN, count)
         over = (snaplen > 0) & (self.rec_caplen[:count] > snaplen)
         if over.any():
             self.over_snaplen += int(np.count_nonzero(over))
             self.snaplens_exceeded.update(np.unique(snaplen[over]).tolist())
+
+    def _per_record(
+        self, column: int, count: int, dtype: type[np.generic] = np.int64
+    ) -> np.ndarray:
+        """The interface table's `column` for each of the first `count` walked records."""
+        values = self.iface_table[:, column].astype(dtype)
+        if self.state[STATE_TABLE_ROWS] <= 1:  # one interface (or none yet): every record's row 0
+            return np.full(count, values[0], dtype)
+        return values[self.rec_iface[:count]]
 
     def _check_link_types(self) -> None:
         """Refuse a file that holds nothing but packets of unknown link types (or, without
@@ -555,9 +564,7 @@ class _Reader:
             "frame": pick(frames),
             # The walk gives each record its interface's table row; the table keeps the id it
             # has in its section, as Wireshark's frame.interface_id.
-            "iface": pick(
-                self.iface_table[:, IFACE_LOCAL].astype(np.uint8)[self.rec_iface[:count]]
-            ),
+            "iface": pick(self._per_record(IFACE_LOCAL, count, np.uint8)),
         }
         for name in _PACKET_NAMES:
             if name not in chunk:

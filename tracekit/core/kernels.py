@@ -537,11 +537,16 @@ class _Module:
     """One kernel module's functions and, once needed, their numba-compiled versions."""
 
     def __init__(
-        self, namespace: dict[str, Any], names: tuple[str, ...], numba_names: dict[str, str]
+        self,
+        namespace: dict[str, Any],
+        names: tuple[str, ...],
+        numba_names: dict[str, str],
+        unmanaged: tuple[str, ...] = (),
     ) -> None:
         self.namespace = namespace
         self.python = {name: namespace[name] for name in names}
         self.numba_names = numba_names
+        self.unmanaged = frozenset(unmanaged)
         self.jitted: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -567,7 +572,13 @@ class _Module:
                         value = getattr(value, part)
                     self.namespace[name] = value
                 # nogil: the ingest stream runs kernels in two threads (connections.stream).
-                built = {n: numba.njit(cache=True, nogil=True)(f) for n, f in self.python.items()}
+                # _nrt=False: numba counts no references to the arrays an unmanaged helper is
+                # given, where it would count them at every call (see `bind`).
+                njit: Any = numba.njit  # its stubs omit _nrt
+                built = {
+                    n: njit(cache=True, nogil=True, _nrt=n not in self.unmanaged)(f)
+                    for n, f in self.python.items()
+                }
                 for name, dispatcher in built.items():
                     if not isinstance(self.namespace[name], _Kernel):
                         self.namespace[name] = dispatcher
@@ -721,14 +732,19 @@ def bind(
     kernels: tuple[str, ...],
     helpers: tuple[str, ...] = (),
     numba_names: dict[str, str] | None = None,
+    unmanaged: tuple[str, ...] = (),
 ) -> None:
     """Replace a module's kernel functions by their compiled versions (see the module's doc).
 
     `kernels` are called from Python (each in SPECS), `helpers` only from kernels (a kernel
     never calls another kernel); `numba_names` are numba objects the kernels use by these
-    global names (e.g. typed.Dict).
+    global names (e.g. typed.Dict). `unmanaged` helpers (among `helpers`) are compiled without
+    numba's reference counting: each only reads or writes the arrays it is given, and makes
+    no array nor view. numba otherwise counts a reference to each array argument at every
+    call of a helper with branches, a call and an atomic add each in the ahead-of-time build
+    (such as a header parser called once a packet).
     """
-    module = _Module(namespace, kernels + helpers, numba_names or {})
+    module = _Module(namespace, kernels + helpers, numba_names or {}, unmanaged)
     if _AOT is None:
         module.jit()
         return
