@@ -118,8 +118,8 @@ class Walk:
         pay: np.ndarray,
         flags: np.ndarray,
     ) -> None:
-        self.timelines = (rows, bounds, pdir)
-        self.packets = (ts, np.int64(t0), conn, seq, ack, pay, flags)
+        self.timelines: tuple[np.ndarray, ...] = (rows, bounds, pdir)
+        self.packets: tuple[Any, ...] = (ts, np.int64(t0), conn, seq, ack, pay, flags)
         n, e = seq.size, np.empty
         # _walk_pass unpacks the columns in their declared order.
         self.segments = _allocate(SERIES_SEGMENT_COLUMNS, n)
@@ -127,7 +127,7 @@ class Walk:
         # Per timeline, the data events that raised the highest sequence number sent past
         # what a kept segment's end says (a SYN's or FIN's sequence number, a pure ACK's):
         # (timeline, row, new highest), for the flight's pass (`flight`).
-        self.raised = (e(n, np.int64), e(n, np.int64), e(n, np.int64))
+        self.raised: tuple[np.ndarray, ...] = (e(n, np.int64), e(n, np.int64), e(n, np.int64))
         # Per packet: an ACK that raised a line already set (for the timestamp samples).
         self.advance_known = np.zeros(n, dtype=np.bool_)
         self.rtt_pairs = (e(n, np.int64), e(n, np.int64))
@@ -427,8 +427,11 @@ def _flight_pass(
     timeline in capture order. The walk's tables hold every event that moves them on a
     timeline that carries data: each ACK, each segment's end, and the other raises of the
     highest sequence number (`r_*`); all three are sorted by timeline, then packet row."""
-    nxt = una = lw = np.int64(-1)
-    line = np.int64(-1)
+    # Each later holds a sequence number or a window, an np.int64.
+    nxt: int | np.int64
+    una: int | np.int64
+    lw: int | np.int64
+    nxt = una = lw = line = -1
     j = k = n = 0
     for i in range(s_conn.size):
         at = 2 * np.int64(s_conn[i]) + s_dir[i]
