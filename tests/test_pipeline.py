@@ -132,9 +132,10 @@ def test_without_the_receivers_series_the_merge_and_findings_are_the_same() -> N
 
 def test_after_stage_runs_between_the_stages_and_changes_nothing() -> None:
     # The hook a command trims its heap with (cli/memory.py): after each capture's connections,
-    # the merge, each capture's series and inside each (its walk's working memory freed), each
-    # detector and the detectors; the analysis is the same without it.
-    steps = 8 + len(all_detectors())
+    # the merge, each capture's series and inside each (its walk's working memory freed), the
+    # sender's packet columns only its walk read let go, each detector and the detectors; the
+    # analysis is the same without it.
+    steps = 9 + len(all_detectors())
     folder = LAB / "receiver_drops"
     calls: list[int] = []
     hooked = analyze_files(

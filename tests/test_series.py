@@ -89,6 +89,26 @@ def test_flight_size_against_window(series) -> None:
     assert fl["rwnd_bytes"].tolist() == [65535] * 8
 
 
+def test_flight_counts_sequence_space_no_data_segment_holds(tmp_path: Path) -> None:
+    # In flight: the highest sequence number sent less the ACK line (RFC 9293 3.3.1, SND.NXT -
+    # SND.UNA). A pure ACK numbered past the data, and a FIN (one sequence number of its own),
+    # raise the highest sent though no data segment shows it.
+    pkts = [
+        *transfer()[:3],  # the SYN-ACK acknowledges the SYN: the line at 1
+        c2s(1.0, "A", 1, 1000),  # 1..1001 in flight: 1000
+        s2c(1.1, 1001),
+        c2s(1.2, "A", 3001),  # a pure ACK numbered 2000 past the data: sent up to 3001
+        c2s(1.3, "A", 1001, 1000),  # 1001..2001, with 3001 - 1001 in flight
+        c2s(1.4, "FA", 3001),  # the FIN takes 3001: sent up to 3002
+        s2c(1.5, 2001),
+        c2s(1.6, "A", 2001, 500),  # 2001..2501, with 3002 - 2001 in flight
+    ]
+    path = write(tmp_path / "f.pcap", pkts)
+    fl = build_series(build_connections(read_capture(path))).of(0, 0).flight
+    assert fl["flight_bytes"].tolist() == [1000, 2000, 1001]
+    assert fl["t_s"].round(3).tolist() == [1.0, 1.3, 1.6]
+
+
 def test_out_of_order_arrival_at_the_receiver(tmp_path: Path) -> None:
     pkts = [
         *transfer()[:3],

@@ -29,6 +29,7 @@ from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
 from tracekit.schema import PROTO_TCP
 from tracekit.series import Series, build_series
 from tracekit.series.stage import PACKET_COLUMNS_READ as SERIES_COLUMNS
+from tracekit.series.stage import walk_series
 
 # The sender's packet columns an Analysis keeps: the detectors' and the frame number.
 KEPT_PACKET_COLUMNS = PACKET_COLUMN_NAMES | {"frame"}
@@ -216,13 +217,16 @@ def analyze(
         del rcv_series
     del rcv_conns
     done()
-    snd_series = build_series(snd_conns, done)
-    # The series, the merge and the UDP streams have read the packets: from here on only the
-    # columns the detectors read (and the CI metrics, a subset) are kept, and each packet's
-    # frame number, which a reader of the analysis joins on (tshark's frame.number).
-    snd = Vantage(
-        connections=snd_conns.keeping(KEPT_PACKET_COLUMNS, side_tables=False), series=snd_series
-    )
+    walk = walk_series(snd_conns)
+    # The series' walk, the merge and the UDP streams have read the packets: from here on only
+    # the columns the detectors read (and the CI metrics, a subset) are kept, and each packet's
+    # frame number, which a reader of the analysis joins on (tshark's frame.number). The others
+    # are freed before the series' last tables are made.
+    snd_conns = snd_conns.keeping(KEPT_PACKET_COLUMNS, side_tables=False)
+    done()
+    snd_series = walk.finish(done)
+    del walk
+    snd = Vantage(connections=snd_conns, series=snd_series)
     del snd_conns, snd_series
     done()
     ctx = AnalysisContext(

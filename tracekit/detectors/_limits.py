@@ -51,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracekit.core.kernels import jit
-from tracekit.detectors._measure import turnaround_s
+from tracekit.detectors._measure import running_max_at, turnaround_s
 from tracekit.series import Direction
 
 APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
@@ -240,8 +240,11 @@ def wire_segment_bytes(length: npt.NDArray[np.int64], peer_mss: int = 0) -> int:
     """
     if length.size and int(length.max()) <= MAX_COUNTED_LENGTH_BYTES:
         # np.unique's answer (the lengths in order and how often each), by counting: no sorted
-        # copy of a column of the direction's length.
-        counts = np.bincount(length)
+        # copy of a column of the direction's length, nor the widened one np.bincount makes of
+        # narrower integers (a block at a time).
+        counts = np.zeros(int(length.max()) + 1, dtype=np.int64)
+        for at in range(0, length.size, _BLOCK_ROWS):
+            counts += np.bincount(length[at : at + _BLOCK_ROWS], minlength=counts.size)
         counts[0] = 0
         sizes = np.flatnonzero(counts)
         counts = counts[sizes]
@@ -304,20 +307,6 @@ def _rank(data_t: npt.NDArray[np.float64], at_s: npt.NDArray[np.float64], side: 
         high = block[-1]
         rank += np.searchsorted(block, at_s, side)  # type: ignore[call-overload]
     return rank
-
-
-def _running_max_at(values: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> np.ndarray:
-    """np.maximum.accumulate(values)[rows], a block at a time."""
-    out = np.empty(rows.size, dtype=values.dtype)
-    high = None
-    for at in range(0, values.size, _BLOCK_ROWS):
-        top = np.maximum.accumulate(values[at : at + _BLOCK_ROWS])
-        if high is not None:
-            np.maximum(top, high, out=top)
-        high = top[-1]
-        inside = (rows >= at) & (rows < at + top.size)
-        out[inside] = top[rows[inside] - at]
-    return out
 
 
 def _last_new(data_end: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> np.ndarray:
@@ -450,7 +439,7 @@ def copy_pauses(
     # Bytes sent by a time: the highest end of the data sent then (capture order, its clock
     # made monotonic where it steps back), `first` before any.
     def sent(departed: np.ndarray) -> np.ndarray:
-        return np.where(departed > 0, _running_max_at(data_end, np.maximum(departed - 1, 0)), first)
+        return np.where(departed > 0, running_max_at(data_end, np.maximum(departed - 1, 0)), first)
 
     # The burst ending a pause: from the pause's end (its first departure included) until
     # the next pause starts, or the last byte.

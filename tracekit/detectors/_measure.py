@@ -852,28 +852,17 @@ def packet_pair_rate_samples_bps(
         return np.zeros(0)
     t = acks["t_s"].to_numpy()
     line = acks["ack_rel"].to_numpy()
-    # Views when every segment is a first copy (a transfer without loss): no column copies.
-    every = bool(is_new.all())
-    end = direction.segments["end_rel"].to_numpy()
-    sent_t = direction.segments["t_s"].to_numpy()
-    if not every:
-        end, sent_t = end[is_new], sent_t[is_new]
     # The segment each ACK acknowledges up to its last byte: its first copy's departure.
-    j = np.searchsorted(end, line)
-    jj = np.minimum(j, end.size - 1)
+    ends, sent = _first_copy_sent(
+        direction.segments["end_rel"].to_numpy(), direction.segments["t_s"].to_numpy(), is_new, line
+    )
+    del is_new
     with_sack = _sacked(t, direction)
     prev_dup = np.r_[False, acks["dupack"].to_numpy()[:-1]]
-    usable = (
-        (j < end.size)
-        & (end[jj] == line)
-        & acks["advance"].to_numpy()
-        & ~acks["dupack"].to_numpy()
-        & ~with_sack
-        & ~prev_dup
-    )
-    sent = np.where(usable, sent_t[jj], np.nan)
-    # Each a column of the direction's length: let go once used, not held to the end.
-    del j, jj, with_sack, prev_dup, end, sent_t
+    usable = ends & acks["advance"].to_numpy() & ~acks["dupack"].to_numpy() & ~with_sack & ~prev_dup
+    sent = np.where(usable, sent, np.nan)
+    # Each a column of the ACKs' length: let go once used, not held to the end.
+    del ends, with_sack, prev_dup
     k = span_acks
     run = sliding_window_view(usable, k + 1).all(axis=1)
     gaps = np.diff(t)
@@ -891,6 +880,44 @@ def packet_pair_rate_samples_bps(
     advanced = (line[k:] - line[:-k]).astype(np.float64)
     good &= advanced > 0
     return advanced[good] * 8 / dt_ack[good]
+
+
+# Segments taken at once where a column of a whole direction's is read: a few megabytes of
+# temporaries, however long the direction.
+_BLOCK_ROWS = 1 << 20
+
+
+def _first_copy_sent(
+    end: npt.NDArray[np.int64],
+    sent_t: npt.NDArray[np.float64],
+    is_new: npt.NDArray[np.bool_],
+    line: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Per ACK line, whether a first copy (`is_new`) ends exactly there, and when that copy
+    left (NaN: none). First copies carry bytes above every byte sent before them, so their
+    ends ascend: the copy an ACK names is the first whose end reaches its line. Taken a block
+    of segments at a time, the ACKs in order of their lines: the first copies' columns are
+    never copied whole, whatever the losses."""
+    order = np.argsort(line, kind="stable")
+    lines = line[order]
+    found = np.zeros(line.size, dtype=bool)
+    sent = np.full(line.size, np.nan)
+    lo = 0  # the first line (in order) not yet reached by a first copy's end
+    for at in range(0, end.size, _BLOCK_ROWS):
+        new = is_new[at : at + _BLOCK_ROWS]
+        block_end = end[at : at + _BLOCK_ROWS][new]
+        if block_end.size == 0:
+            continue
+        # The lines this block's ends reach and the blocks before did not.
+        hi = int(np.searchsorted(lines, block_end[-1], side="right"))
+        if hi > lo:
+            j = np.searchsorted(block_end, lines[lo:hi])
+            hit = block_end[j] == lines[lo:hi]
+            acks = order[lo:hi]
+            found[acks] = hit
+            sent[acks[hit]] = sent_t[at : at + _BLOCK_ROWS][new][j[hit]]
+            lo = hi
+    return found, sent
 
 
 # A path carries at least what it delivered over this many round trips without a loss: long
@@ -1286,9 +1313,25 @@ def _ack_answers(d: Direction) -> AckAnswers:
     next_ack = np.append(ack_frame[1:], np.iinfo(np.int64).max)
     answered = has & (data_frame[nxt] < next_ack)
     delay = np.where(has, data["t_s"].to_numpy()[nxt] - acks["t_s"].to_numpy(), np.inf)
-    sent = np.maximum.accumulate(data["end_rel"].to_numpy().astype(np.int64))
-    sent_before = np.where(following > 0, sent[np.maximum(following - 1, 0)], 0)
+    # The highest byte sent before each ACK: the running maximum read where the ACKs fall,
+    # never made whole (a column of the direction's length).
+    sent = running_max_at(data["end_rel"].to_numpy(), np.maximum(following - 1, 0))
+    sent_before = np.where(following > 0, sent, 0)
     return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line)
+
+
+def running_max_at(values: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> np.ndarray:
+    """np.maximum.accumulate(values)[rows], a block at a time."""
+    out = np.empty(rows.size, dtype=values.dtype)
+    high = None
+    for at in range(0, values.size, _BLOCK_ROWS):
+        top = np.maximum.accumulate(values[at : at + _BLOCK_ROWS])
+        if high is not None:
+            np.maximum(top, high, out=top)
+        high = top[-1]
+        inside = (rows >= at) & (rows < at + top.size)
+        out[inside] = top[rows[inside] - at]
+    return out
 
 
 def answered_share_at(d: Direction, level: float, within_s: float = np.inf) -> float:

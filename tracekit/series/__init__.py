@@ -1,7 +1,8 @@
 """Connections -> per-direction series: the third stage.
 
 - `stage`: `build_series` and the `Series` and `Direction` values.
-- `walk`: the compiled pass that writes the segments, ACK and flight tables, and the RTT pairs.
+- `walk`: the compiled passes that write the segments and ACK tables and the RTT pairs, then
+  the flight table from them.
 - `measures`: rates, trains, rounds and resends, measured over a direction's tables.
 """
 

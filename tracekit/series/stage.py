@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tracekit.connections.segments import (
     classify_data,
@@ -278,17 +279,30 @@ def _position(keys: np.ndarray, key: int) -> int:
 
 
 def build_series(conns: Connections, let_go: Callable[[], None] | None = None) -> Series:
-    """Build every direction's series of every TCP connection in two compiled passes.
+    """Build every direction's series of every TCP connection in compiled passes.
 
     Each TCP packet is a data event on its own direction's timeline and, if it carries an ACK,
     an ACK event on the other's. The packets are grouped by connection (capture order kept);
-    one pass walks each connection's packets once per direction, which writes the segments,
-    ACK and flight tables and pairs Karn's RTT samples, and a second pairs the timestamp
-    echoes. Memory is what costs on big captures, so no per-event column is made.
-    `let_go` is called once the passes' per-packet working memory is freed, before the RTT
-    and SACK tables are made (the command's `after_stage`: freed pages go back to the system
-    rather than stay beside those tables' new ones).
+    one pass walks each connection's packets once per direction, which writes the segments
+    and ACK tables and pairs Karn's RTT samples, a second makes the flight table from those
+    tables, and a third pairs the timestamp echoes. Memory is what costs on big captures, so
+    no per-event column is made. `let_go` is called once the passes' per-packet working memory
+    is freed, before the RTT and SACK tables are made (the command's `after_stage`: freed pages
+    go back to the system rather than stay beside those tables' new ones).
+
+    `walk_series(conns).finish(let_go)` is the same in two steps: between them, a caller that
+    holds the only reference to `conns` lets go of the packet columns only the walk reads
+    (sequence and ACK numbers, windows: 18 bytes a packet), so that they are freed before the
+    flight table (16 bytes a data segment) is made rather than held beside it.
     """
+    return walk_series(conns).finish(let_go)
+
+
+def walk_series(conns: Connections) -> SeriesWalk:
+    """The first pass of `build_series`: the segments and ACK tables, and what the passes
+    after it read. What it returns holds no reference to the packets' sequence, ACK and window
+    columns, nor to the connections stage's segment kinds: only `finish`'s columns (the
+    times, connections, directions, payload lengths, frame numbers and TCP timestamps)."""
     pk = conns.packets
     tcp = pk.column("proto").to_numpy() == PROTO_TCP
     every = bool(tcp.all())
@@ -303,7 +317,6 @@ def build_series(conns: Connections, let_go: Callable[[], None] | None = None) -
     ts = col("ts_ns")
     conn = col("conn")
     pdir = col("dir")
-    flags = col("tcp_flags")
     seq = col("seq_rel")
     ack = col("ack_rel")
     payload = col("payload_bytes")
@@ -320,49 +333,100 @@ def build_series(conns: Connections, let_go: Callable[[], None] | None = None) -
         [table.column("ws_a").to_numpy(), table.column("ws_b").to_numpy()], axis=1
     ).astype(np.int64)
     shift = np.where(ws > 0, ws, 0).reshape(-1) if ws.size else np.zeros(2, np.int64)
-    ws_state = table.column("ws_state").to_pylist()
 
     rows, bounds, carries = by_connection(conn, pdir, payload)
-    walked = Walk(rows, bounds, pdir, ts, t0, conn, seq, ack, payload, flags)
-    walked.run(col("win_raw"), shift, kind, col("frame"), carries)
-    if rows_tcp is not None:  # the walk's rows are the TCP packets': the packet table's are
-        for written in (walked.segments, walked.acks):
-            written["row"] = rows_tcp[written["row"]].astype(np.uint32)
-    segments = pd.DataFrame(walked.segments, copy=False)
-    acks = pd.DataFrame(walked.acks, copy=False)
-    flight = pd.DataFrame(walked.flight, copy=False)
-    ts_seg, ts_ack, n_ts = timestamp_pairs(
-        rows, bounds, pdir, walked.advance_known, payload, col("opts"), col("tsval"), col("tsecr")
+    walked = Walk(rows, bounds, pdir, ts, t0, conn, seq, ack, payload, col("tcp_flags"))
+    frames = col("frame")
+    walked.run(col("win_raw"), shift, kind, frames, carries)
+    sack = conns.capture.sack
+    # Where each SACK block's packet is among the TCP packets (SACK only rides on TCP), and
+    # the ACK number it came with: the only ACK numbers read after the walk.
+    sack_at = sack.column("row").to_numpy().astype(np.int64)
+    if rows_tcp is not None:
+        sack_at = np.searchsorted(rows_tcp, sack_at)
+    return SeriesWalk(
+        walked=walked,
+        rows_tcp=rows_tcp,
+        table=table,
+        sack=sack,
+        sack_at=sack_at,
+        sack_ack=ack[sack_at],
+        t0=t0,
+        ts=ts,
+        conn=conn,
+        pdir=pdir,
+        payload=payload,
+        frames=frames,
+        tsopts=(col("opts"), col("tsval"), col("tsecr")),
     )
-    seq_pairs = walked.rtt_pairs
-    # The packets' grouping and the walk's per-packet flags are done with: their pages serve
-    # the RTT and SACK tables rather than new ones.
-    del rows, walked
-    if let_go is not None:
-        let_go()
-    ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
 
-    def seconds(rows: np.ndarray) -> np.ndarray:
-        return (ts[rows] - t0) / 1e9
 
-    rtt = _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
-    sacks = _sacks(conns, rows_tcp, seconds, conn, pdir, ack, col("frame"))
-    # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
-    scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
-    # Direction a2b sends to b: b's MSS option bounds its segments, and a's bounds b2a's.
-    peer_mss = np.stack(
-        [table.column("mss_b").to_numpy(), table.column("mss_a").to_numpy()], axis=1
-    ).astype(np.uint16)
-    return Series(
-        t0_ns=t0,
-        segments=segments,
-        acks=acks,
-        sacks=sacks,
-        rtt=rtt,
-        flight=flight,
-        window_known=scaled,
-        peer_mss=peer_mss,
-    )
+@dataclass
+class SeriesWalk:
+    """What `walk_series` made and read, for `finish`: views or copies of the packet columns
+    read after the walk, none of those only the walk reads."""
+
+    walked: Walk
+    rows_tcp: np.ndarray | None
+    table: pa.Table
+    sack: pa.Table
+    sack_at: np.ndarray
+    sack_ack: np.ndarray
+    t0: int
+    ts: np.ndarray
+    conn: np.ndarray
+    pdir: np.ndarray
+    payload: np.ndarray
+    frames: np.ndarray
+    tsopts: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+    def finish(self, let_go: Callable[[], None] | None = None) -> Series:
+        """The flight, RTT and SACK tables, and the Series (`build_series`)."""
+        walked, rows_tcp, ts, t0 = self.walked, self.rows_tcp, self.ts, self.t0
+        conn, pdir = self.conn, self.pdir
+        del self.walked  # let go once the tables are made, not when this is
+        walked.flight()  # compares the walk's rows: before they are the packet table's
+        if rows_tcp is not None:  # the walk's rows are the TCP packets': the packet table's are
+            for written in (walked.segments, walked.acks):
+                written["row"] = rows_tcp[written["row"]].astype(np.uint32)
+        segments = pd.DataFrame(walked.segments, copy=False)
+        acks = pd.DataFrame(walked.acks, copy=False)
+        flight = pd.DataFrame(walked.flight_table, copy=False)
+        rows, bounds = walked.timelines
+        ts_seg, ts_ack, n_ts = timestamp_pairs(
+            rows, bounds, pdir, walked.advance_known, self.payload, *self.tsopts
+        )
+        seq_pairs = walked.rtt_pairs
+        # The packets' grouping and the walk's per-packet flags are done with: their pages
+        # serve the RTT and SACK tables rather than new ones.
+        del rows, walked
+        if let_go is not None:
+            let_go()
+        ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
+
+        def seconds(rows: np.ndarray) -> np.ndarray:
+            return (ts[rows] - t0) / 1e9
+
+        rtt = _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
+        sacks = _sacks(self, seconds)
+        table = self.table
+        # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
+        ws_state = table.column("ws_state").to_pylist()
+        scaled = {(c, d): state != "unknown" for c, state in enumerate(ws_state) for d in (0, 1)}
+        # Direction a2b sends to b: b's MSS option bounds its segments, and a's bounds b2a's.
+        peer_mss = np.stack(
+            [table.column("mss_b").to_numpy(), table.column("mss_a").to_numpy()], axis=1
+        ).astype(np.uint16)
+        return Series(
+            t0_ns=t0,
+            segments=segments,
+            acks=acks,
+            sacks=sacks,
+            rtt=rtt,
+            flight=flight,
+            window_known=scaled,
+            peer_mss=peer_mss,
+        )
 
 
 def _rtt(
@@ -396,38 +460,30 @@ def _rtt(
     )
 
 
-def _sacks(
-    conns: Connections,
-    rows_tcp: np.ndarray | None,
-    seconds: Callable[[np.ndarray], np.ndarray],
-    conn: np.ndarray,
-    pdir: np.ndarray,
-    ack: np.ndarray,
-    frames: np.ndarray,
-) -> pd.DataFrame:
-    sack = conns.capture.sack
+def _sacks(walk: SeriesWalk, seconds: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
+    sack = walk.sack
     if sack.num_rows == 0:
         return empty_frame(SERIES_SACK_COLUMNS)
     row = sack.column("row").to_numpy().astype(np.int64)
-    # Position among the tcp packets (SACK only rides on TCP).
-    i = row if rows_tcp is None else np.searchsorted(rows_tcp, row)
-    c, d = conn[i], 1 - pdir[i]  # the blocks describe the other direction's data
+    i = walk.sack_at
+    c, d = walk.conn[i], 1 - walk.pdir[i]  # the blocks describe the other direction's data
+    ack = walk.sack_ack
     isn = np.stack(
-        [conns.table.column("isn_a").to_numpy(), conns.table.column("isn_b").to_numpy()], axis=1
+        [walk.table.column("isn_a").to_numpy(), walk.table.column("isn_b").to_numpy()], axis=1
     ).astype(np.int64)
     base = isn[c, d]
     left_raw = sack.column("left").to_numpy().astype(np.int64)
     right_raw = sack.column("right").to_numpy().astype(np.int64)
     # Place each edge on the 64-bit line next to the ACK number that carried it.
     delta = (left_raw - base) % WRAP
-    left = delta + np.round((ack[i] - delta) / WRAP).astype(np.int64) * WRAP
+    left = delta + np.round((ack - delta) / WRAP).astype(np.int64) * WRAP
     right = left + (right_raw - left_raw) % WRAP
     # RFC 2883 4: a D-SACK is the first block, below the ACK number or inside the second block.
     first = segment_starts(row)
     nxt = np.minimum(np.arange(row.size) + 1, row.size - 1)
     second_same = (nxt != np.arange(row.size)) & (row[nxt] == row)
     inside_second = second_same & (left >= left[nxt]) & (right <= right[nxt])
-    dsack = first & ((left < ack[i]) | inside_second)
+    dsack = first & ((left < ack) | inside_second)
     blocks = frame(
         SERIES_SACK_COLUMNS,
         {
@@ -437,7 +493,7 @@ def _sacks(
             "left_rel": left,
             "right_rel": right,
             "dsack": dsack,
-            "frame": frames[i],
+            "frame": walk.frames[i],
         },
     )
     # Like every table of the series, sorted by (conn, dir), capture order within.

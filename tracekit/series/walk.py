@@ -118,15 +118,16 @@ class Walk:
         pay: np.ndarray,
         flags: np.ndarray,
     ) -> None:
-        self.timelines = (rows, bounds, pdir)
-        self.packets = (ts, np.int64(t0), conn, seq, ack, pay, flags)
+        self.timelines: tuple[np.ndarray, ...] = (rows, bounds, pdir)
+        self.packets: tuple[Any, ...] = (ts, np.int64(t0), conn, seq, ack, pay, flags)
         n, e = seq.size, np.empty
         # _walk_pass unpacks the columns in their declared order.
         self.segments = _allocate(SERIES_SEGMENT_COLUMNS, n)
         self.acks = _allocate(SERIES_ACK_COLUMNS, n)
-        self.flight = _allocate(
-            tuple(c for c in SERIES_FLIGHT_COLUMNS if c.name not in _FLIGHT_FROM_SEGMENTS), n
-        )
+        # Per timeline, the data events that raised the highest sequence number sent past
+        # what a kept segment's end says (a SYN's or FIN's sequence number, a pure ACK's):
+        # (timeline, row, new highest), for the flight's pass (`flight`).
+        self.raised: tuple[np.ndarray, ...] = (e(n, np.int64), e(n, np.int64), e(n, np.int64))
         # Per packet: an ACK that raised a line already set (for the timestamp samples).
         self.advance_known = np.zeros(n, dtype=np.bool_)
         self.rtt_pairs = (e(n, np.int64), e(n, np.int64))
@@ -150,28 +151,60 @@ class Walk:
             carries,
             tuple(self.segments.values()),
             tuple(self.acks.values()),
-            tuple(self.flight.values()),
+            self.raised,
             self.advance_known,
             *self.rtt_pairs,
         )
-        n_seg, n_ack, n_flight, n_rtt = counts
-        for table, rows in ((self.segments, n_seg), (self.acks, n_ack), (self.flight, n_flight)):
+        n_seg, n_ack, n_raised, n_rtt = counts
+        for table, rows in ((self.segments, n_seg), (self.acks, n_ack)):
             for name in table:
                 table[name] = table[name][:rows]
-        # Most captures' segments all carry data: then the flight table shares their columns.
+        self.raised = tuple(column[:n_raised] for column in self.raised)
+        self.rtt_pairs = (self.rtt_pairs[0][:n_rtt], self.rtt_pairs[1][:n_rtt])
+        # The walk's packet columns are read: a caller that lets go of the packets' sequence,
+        # ACK and window columns after it frees them before the flight's are made.
+        self.timelines = self.timelines[:2]
+        self.packets = ()
+
+    def flight(self) -> None:
+        """The flight table, from the segments and ACK tables (and the raised ends): made
+        after the walk, once the packet columns only the walk reads can be let go."""
         has_data = self.segments["len"] > 0
+        n_seg = has_data.size
+        n_flight = int(np.count_nonzero(has_data))
+        written = _allocate(
+            tuple(c for c in SERIES_FLIGHT_COLUMNS if c.name not in _FLIGHT_FROM_SEGMENTS),
+            n_flight,
+        )
+        seg, ack = self.segments, self.acks
+        _flight_pass(
+            seg["conn"],
+            seg["dir"],
+            seg["end_rel"],
+            seg["len"],
+            seg["row"],
+            ack["conn"],
+            ack["dir"],
+            ack["ack_rel"],
+            ack["win_bytes"],
+            ack["row"],
+            *self.raised,
+            *written.values(),
+        )
+        self.raised = ()
+        # Most captures' segments all carry data: then the flight table shares their columns.
         shared = {
-            name: self.segments[name] if n_flight == n_seg else self.segments[name][has_data]
+            name: seg[name] if n_flight == n_seg else seg[name][has_data]
             for name in _FLIGHT_FROM_SEGMENTS
         }
-        written = {**shared, **self.flight}
-        self.flight = {c.name: written[c.name] for c in SERIES_FLIGHT_COLUMNS}
+        del has_data
+        columns = {**shared, **written}
+        self.flight_table = {c.name: columns[c.name] for c in SERIES_FLIGHT_COLUMNS}
         for c in SERIES_SEGMENT_COLUMNS:
             if c.categories:
                 self.segments[c.name] = pd.Categorical.from_codes(
                     self.segments[c.name], categories=list(c.categories)
                 )
-        self.rtt_pairs = (self.rtt_pairs[0][:n_rtt], self.rtt_pairs[1][:n_rtt])
 
 
 @jit
@@ -193,7 +226,7 @@ def _walk_pass(
     carries: np.ndarray,
     seg_out: tuple,
     ack_out: tuple,
-    flight_out: tuple,
+    raised_out: tuple,
     advance_known: np.ndarray,
     rtt_seg: np.ndarray,
     rtt_ack: np.ndarray,
@@ -201,13 +234,13 @@ def _walk_pass(
     # In the order tracekit.schema declares the series tables' columns.
     s_conn, s_dir, s_t, s_seq, s_end, s_len, s_kind, s_frame, s_row = seg_out
     a_conn, a_dir, a_t, a_ack, a_win, a_edge, a_dup, a_run, a_adv, a_frame, a_row = ack_out
-    f_bytes, f_rwnd = flight_out
+    r_line, r_row, r_end = raised_out
     # Karn's rule: fresh (new) segments of the timeline waiting for the ACK line to pass their
     # end, in sending order (their ends ascend), and whether a resend overlapped them first.
     pending = np.empty(seq.size, dtype=np.int64)
     # Each entry is written when its segment joins the queue: no page is touched before.
     tainted = np.empty(seq.size, dtype=np.bool_)
-    n_seg = n_ack = n_flight = n_rtt = 0
+    n_seg = n_ack = n_raised = n_rtt = 0
     # Both later hold an ACK's window, an np.int64.
     lw: int | np.int64
     prev_win: int | np.int64
@@ -360,12 +393,75 @@ def _walk_pass(
                     if f & TH_FIN:
                         seg_end += 1
                     if seg_end > nxt:
+                        # The flight's pass sees the kept segments' ends: any other raise of
+                        # the line, on a timeline with flight rows, is written for it.
+                        if carries[line] and (k < 0 or seg_end != end):
+                            r_line[n_raised] = line
+                            r_row[n_raised] = p
+                            r_end[n_raised] = seg_end
+                            n_raised += 1
                         nxt = seg_end
-                    if length > 0:
-                        f_bytes[n_flight] = max(nxt - max(una, 0), 0)
-                        f_rwnd[n_flight] = lw
-                        n_flight += 1
-    return n_seg, n_ack, n_flight, n_rtt
+    return n_seg, n_ack, n_raised, n_rtt
+
+
+@jit
+def _flight_pass(
+    s_conn: np.ndarray,
+    s_dir: np.ndarray,
+    s_end: np.ndarray,
+    s_len: np.ndarray,
+    s_row: np.ndarray,
+    a_conn: np.ndarray,
+    a_dir: np.ndarray,
+    a_ack: np.ndarray,
+    a_win: np.ndarray,
+    a_row: np.ndarray,
+    r_line: np.ndarray,
+    r_row: np.ndarray,
+    r_end: np.ndarray,
+    f_bytes: np.ndarray,
+    f_rwnd: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """The flight and the advertised window at each segment that carries data: the highest
+    sequence number sent so far less the ACK line, and the window of the last ACK, along each
+    timeline in capture order. The walk's tables hold every event that moves them on a
+    timeline that carries data: each ACK, each segment's end, and the other raises of the
+    highest sequence number (`r_*`); all three are sorted by timeline, then packet row."""
+    # Each later holds a sequence number or a window, an np.int64.
+    nxt: int | np.int64
+    una: int | np.int64
+    lw: int | np.int64
+    nxt = una = lw = line = -1
+    j = k = n = 0
+    for i in range(s_conn.size):
+        at = 2 * np.int64(s_conn[i]) + s_dir[i]
+        row = np.int64(s_row[i])
+        if at != line:
+            nxt = una = lw = -1
+            line = at
+        # The ACKs before this segment on its timeline (those of earlier timelines are passed).
+        while j < a_conn.size:
+            a_line = 2 * np.int64(a_conn[j]) + a_dir[j]
+            if a_line > at or (a_line == at and np.int64(a_row[j]) > row):
+                break
+            if a_line == at:
+                if a_ack[j] > una:
+                    una = a_ack[j]
+                lw = a_win[j]
+            j += 1
+        while k < r_line.size:
+            if r_line[k] > at or (r_line[k] == at and r_row[k] > row):
+                break
+            if r_line[k] == at and r_end[k] > nxt:
+                nxt = r_end[k]
+            k += 1
+        if s_end[i] > nxt:
+            nxt = s_end[i]
+        if s_len[i] > 0:
+            f_bytes[n] = max(nxt - max(una, 0), 0)
+            f_rwnd[n] = lw
+            n += 1
+    return n
 
 
 @jit(numba_names={"Dict": "typed.Dict", "types": "types"})
