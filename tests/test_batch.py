@@ -117,9 +117,9 @@ def test_workers_call_after_stage_between_the_stages(corpus: Path, tmp_path: Pat
     analysed = sum(o.status == "ok" for o in outcomes)
     assert analysed == 3  # bad.pcap is refused as it is read, before any stage
     # Per input: each capture's connections, the merge, each capture's series and inside the
-    # sender's (its walk's working memory freed; no receiver's series is walked), each detector
-    # and the detectors.
-    assert len(marks.read_text()) == analysed * (7 + len(detectors.all_detectors()))
+    # sender's (its walk's working memory freed; no receiver's series is walked), the sender's
+    # packet columns only its walk read let go, each detector and the detectors.
+    assert len(marks.read_text()) == analysed * (8 + len(detectors.all_detectors()))
 
 
 def test_a_killed_run_leaves_only_whole_files_and_resumes(tmp_path: Path) -> None:

@@ -101,8 +101,9 @@ def test_check_returns_freed_memory_between_the_stages(
     monkeypatch.setattr("tracekit.cli.check.give_back", lambda: calls.append(1))
     assert invoke(runs / "clean.pcap")[0] == ExitStatus.OK
     # Each capture's connections, the merge, each capture's series and inside the sender's
-    # (its walk's working memory freed), the one detector (Resent), and the detectors.
-    assert len(calls) == 8
+    # (its walk's working memory freed), the sender's packet columns only its walk read let
+    # go, the one detector (Resent), and the detectors.
+    assert len(calls) == 9
 
 
 def test_the_policy_decides(runs: Path, tmp_path: Path) -> None:

@@ -127,10 +127,11 @@ def test_the_drops_run_against_clean_is_a_big_gain() -> None:
 def test_after_stage_runs_between_each_analysis_stages() -> None:
     # The hook `tracekit compare` trims its heap with: after each capture's connections, the
     # merge, each capture's series and inside the sender's (its walk's working memory freed),
-    # each detector and the detectors, for BASE and for NEW.
+    # the sender's packet columns only its walk read let go, each detector and the detectors,
+    # for BASE and for NEW.
     calls: list[int] = []
     hooked = compare(DROPS, CLEAN, after_stage=lambda: calls.append(1))
-    assert len(calls) == 2 * (7 + len(all_detectors()))
+    assert len(calls) == 2 * (8 + len(all_detectors()))
     assert hooked.counts() == compared(DROPS, CLEAN).counts()
 
 
