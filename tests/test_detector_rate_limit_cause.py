@@ -685,3 +685,58 @@ def test_the_report_quotes_the_handshake_where_the_capture_is_the_receivers() ->
     irtt = tshark_initial_rtt_s(capture)
     assert facts["median RTT"].endswith(f"(the receiving host's answer); path {irtt * 1e3:.0f} ms")
     assert "captured at its receiver" in facts["what held it back"]
+
+
+def _burst_starts_by_definition(
+    t: npt.NDArray[np.float64], ack_t: npt.NDArray[np.float64], gap: float
+) -> tuple[list[bool], list[float], list[float]]:
+    """`_burst_starts` as its docstring defines it, one segment at a time."""
+    after, delay, between = [], [], []
+    previous = np.nan
+    for i, x in enumerate(t.tolist()):
+        before = t[i - 1] if i else -np.inf
+        start = x - before > gap
+        acks = ack_t[ack_t <= x]
+        answered = start and acks.size > 0 and acks[-1] > before
+        after.append(bool(answered))
+        if answered:
+            delay.append(x - acks[-1])
+            between.append(x - previous)
+        if start:
+            previous = x
+    return after, delay, between
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+def test_burst_starts_as_defined_even_where_the_clock_runs_back(backwards: bool) -> None:
+    from tracekit.detectors import rate_limit_cause
+
+    rng = np.random.default_rng(7)
+    # Bursts of back-to-back segments after each of a few ACKs; with `backwards`, the clock
+    # steps back often, so that more starts follow an ACK than there are ACKs.
+    t = np.cumsum(rng.choice([1e-6, 1e-6, 1e-6, 5e-4], size=3000))
+    if backwards:
+        t[::3] -= 2e-3
+    ack_t = np.sort(rng.uniform(t.min(), t.max(), size=40))
+    after, delay, between = rate_limit_cause._burst_starts(t, ack_t, 1e-5)
+    want_after, want_delay, want_between = _burst_starts_by_definition(t, ack_t, 1e-5)
+    assert after.tolist() == want_after
+    assert delay.tolist() == want_delay
+    assert np.allclose(between, want_between, equal_nan=True)
+    if backwards:
+        assert len(want_delay) > ack_t.size  # the case where the ACKs do not bound the starts
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 102, 5000, 700_000])
+def test_the_serialisation_time_is_numpys_percentile_of_the_positive_gaps(size: int) -> None:
+    from tracekit.detectors._measure import serialisation_s
+
+    rng = np.random.default_rng(size)
+    # Back-to-back segments (ties at a few serialisation times), pauses, repeated times and
+    # a clock that steps back: more than one block of the compiled-free steps.
+    steps = rng.choice([0.0, 1.2e-6, 1.2e-6, 2.4e-6, 3e-4, -1e-3], size=size)
+    t = np.cumsum(steps)
+    gaps = np.diff(t)
+    positive = gaps[gaps > 0]
+    want = float(np.percentile(positive, 1)) if positive.size else None
+    assert serialisation_s(t) == want

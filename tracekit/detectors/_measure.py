@@ -28,6 +28,7 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit.core.kernels import jit
+from tracekit.core.quantile import BLOCK_ROWS, percentile_in_blocks
 from tracekit.detectors._rtt_steps import RttStep, rtt_steps
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
@@ -321,6 +322,21 @@ def wire_directions(
 
 
 # --- sizes -------------------------------------------------------------------------------------
+
+
+def serialisation_s(t: npt.NDArray[np.float64]) -> float | None:
+    """The time one segment takes to leave back to back, as a capture shows it: the 1st
+    percentile of the times between consecutive segments that are more than zero (None: there
+    is none), the closest two ever left, above the few captured closer than the NIC sends them.
+    The times between are taken a block at a time and never held whole
+    (`percentile_in_blocks`)."""
+
+    def positive_gaps() -> Iterator[npt.NDArray[np.float64]]:
+        for at in range(0, t.size - 1, BLOCK_ROWS):
+            gaps = np.diff(t[at : at + BLOCK_ROWS + 1])
+            yield gaps[gaps > 0]
+
+    return percentile_in_blocks(positive_gaps, 1)
 
 
 def segment_size_bytes(segments: pd.DataFrame) -> int:

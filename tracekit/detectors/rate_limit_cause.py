@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from tracekit import units
 from tracekit.core.kernels import jit
+from tracekit.core.quantile import percentile
 from tracekit.detectors._limits import (
     APPLICATION,
     NETWORK,
@@ -64,6 +65,7 @@ from tracekit.detectors._measure import (
     path_rate_bps,
     rtt_phases,
     segment_size_bytes,
+    serialisation_s,
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
@@ -616,7 +618,8 @@ class RateLimitCause(Detector):
         sent, retrans = _window_sums(dt, resent, t0, length, n)
         any_loss_before = np.cumsum(retrans) - retrans > 0
         top, rwnd, has_rwnd = flight_levels(d)
-        cap = float(np.percentile(top, 95)) if top.size else 0.0
+        # Not a copy of the column to partition: only its largest twentieth is held.
+        cap = percentile(top, 95)
         counted, _, capped, flight_max, _ = _flight_windows(
             warp(d.flight["t_s"].to_numpy()), has_rwnd, top, rwnd, t0, length, n, mss, cap, known
         )
@@ -986,9 +989,7 @@ def _buffer_refills(
     answer = np.searchsorted(data["frame"].to_numpy(), acks["frame"].to_numpy()[end])
     full = data["len"].to_numpy()[np.minimum(answer, len(data) - 1)] >= mss
     data_t = data["t_s"].to_numpy()
-    gaps = np.diff(data_t)
-    positive = gaps[gaps > 0]
-    serialisation = float(np.percentile(positive, 1)) if positive.size else 0.0
+    serialisation = serialisation_s(data_t) or 0.0
     soon = max(2 * serialisation, 0.25 * float(np.median(np.diff(t))))
     woke = (answers.delay_s[end] <= soon) & full
     return t[end][deep], woke[deep]
@@ -1047,11 +1048,8 @@ def _paced_windows(
     # and at most one RTT (`rtt`, in the warped time of `t`): a segment's serialisation is
     # part of its own round trip. A sender that never sends two segments closer than an RTT
     # apart (a pacer on a LAN) shows no back-to-back pair, only its pacing interval.
-    positive = _positive_gaps(t)
-    line = (
-        min(float(np.percentile(positive, 1, overwrite_input=True)), rtt) if positive.size else 0.0
-    )
-    del positive
+    least = serialisation_s(t)
+    line = min(least, rtt) if least is not None else 0.0
     spacing = float(np.median(np.diff(ack_t)))
     soon = max(2 * line, 0.25 * spacing)
     # A burst starts where a segment does not follow the one before back to back (a gap of
@@ -1118,18 +1116,6 @@ def _paced_windows(
 _BLOCK_ROWS = 1 << 18
 
 
-def _positive_gaps(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """The times between consecutive segments that are more than zero, in order."""
-    out = np.empty(max(t.size - 1, 0))
-    count = 0
-    for at in range(0, t.size - 1, _BLOCK_ROWS):
-        gaps = np.diff(t[at : at + _BLOCK_ROWS + 1])
-        gaps = gaps[gaps > 0]
-        out[count : count + gaps.size] = gaps
-        count += gaps.size
-    return out[:count]
-
-
 def _burst_starts(
     t: npt.NDArray[np.float64], ack_t: npt.NDArray[np.float64], gap: float
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -1139,8 +1125,14 @@ def _burst_starts(
     (NaN for the first start). A block of segments at a time: the last ACK before each, and
     the starts' times, are never held for the whole transfer."""
     after_ack = np.empty(t.size, dtype=bool)
-    delay = np.empty(t.size)
-    between = np.empty(t.size)
+    # A start counts only with an ACK later than the segment before it and no later than
+    # itself: in time order those spans never overlap, so no ACK counts twice, and there are
+    # at most as many such starts as ACKs (a few per round trip on a bulk transfer, not one per
+    # segment). Times that run backwards (a capture's clock stepped) can break the bound: then
+    # the columns grow to one row per segment, the most there can be.
+    room = min(t.size, ack_t.size)
+    delay = np.empty(room)
+    between = np.empty(room)
     count = 0
     previous = np.nan  # the last burst start so far: none
     for at in range(0, t.size, _BLOCK_ROWS):
@@ -1158,6 +1150,8 @@ def _burst_starts(
         answers &= acked
         answers &= last_ack > before
         took = block[answers] - last_ack[answers]
+        if count + took.size > delay.size:
+            delay, between = np.resize(delay, t.size), np.resize(between, t.size)
         delay[count : count + took.size] = took
         start_t = block[starts]
         since = np.empty(start_t.size)

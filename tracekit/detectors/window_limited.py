@@ -22,6 +22,7 @@ import numpy as np
 
 from tracekit import physics, units
 from tracekit.core.kernels import jit
+from tracekit.core.quantile import percentile
 from tracekit.detectors._measure import (
     STALL_RTTS,
     RttPhases,
@@ -34,6 +35,7 @@ from tracekit.detectors._measure import (
     reader_rhythm_s,
     rtt_phases,
     segment_size_bytes,
+    serialisation_s,
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
@@ -125,9 +127,9 @@ class WindowLimited(Detector):
         fl, rwnd, known = flight_levels(d)
         if fl.size < cfg.min_data_segments:
             return None
-        # Sender-limited: a constant cap clearly below the advertised window (its percentile
-        # sorts a copy of the levels: made and let go before the round trips are).
-        cap = float(np.percentile(fl, 95))
+        # Sender-limited: a constant cap clearly below the advertised window (only the levels
+        # above their 95th percentile are held to find it, not a copy of them all).
+        cap = percentile(fl, 95)
         # Receiver-limited: the flight of each burst reached the advertised window.
         flight_t = known_rows(flight_t, known)
         trip = _round_trips(flight_t, phases)
@@ -271,11 +273,15 @@ def _round_trips(t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
     in, so the unit is the transfer's own from a LAN to a satellite path. Computed a block of
     the flight at a time: no temporary as long as the flight but the round trips themselves,
     and nothing sized by the span (a capture's stamps may span billions of round trips)."""
-    trip = np.empty(t_s.size, dtype=np.int64)
     if t_s.size == 0:
-        return trip
+        return np.empty(0, dtype=np.int64)
     rtt0 = float(phases.rtt_s[0])
     aligned = phases.aligned(float(t_s[0]), rtt0)
+    # Warped time never runs back, so the earliest and the latest stamps bound every count: a
+    # transfer of fewer than two billion round trips (any real one) keeps them in 4 bytes each.
+    ends = np.floor((aligned.warp(np.array([t_s.min(), t_s.max()])) - t_s[0]) / rtt0)
+    narrow = bool(np.all(np.abs(ends) < np.iinfo(np.int32).max))
+    trip = np.empty(t_s.size, dtype=np.int32 if narrow else np.int64)
     for at in range(0, t_s.size, _BLOCK_ROWS):
         block = slice(at, at + _BLOCK_ROWS)
         trip[block] = np.floor((aligned.warp(t_s[block]) - t_s[0]) / rtt0)
@@ -297,7 +303,8 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
     """
     # The round trips that hold a segment that reached the window, in order; each segment is
     # pinned where its own round trip is one of them.
-    hit = np.unique(trip[reached])
+    # As wide as searchsorted's positions, which take into them in place.
+    hit = np.unique(trip[reached]).astype(np.intp)
     pinned = np.zeros(reached.size, dtype=bool)
     if hit.size == 0:
         return pinned
@@ -473,9 +480,7 @@ def _at_once_s(d: Any) -> float:
     against that interval. The same "at once" tells rate_limit_cause's pacer from an ACK clock.
     """
     data_t = d.data["t_s"].to_numpy()
-    gaps = np.diff(data_t)
-    positive = gaps[gaps > 0]
-    serialisation = float(np.percentile(positive, 1)) if positive.size else 0.0
+    serialisation = serialisation_s(data_t) or 0.0
     ack_t = d.acks["t_s"].to_numpy()
     spacing = float(np.median(np.diff(ack_t))) if ack_t.size > 1 else 0.0
     return max(2 * serialisation, 0.25 * spacing)

@@ -1,0 +1,50 @@
+"""percentile_in_blocks: np.percentile's value, bit for bit, from values given a block at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracekit.core.quantile import percentile_in_blocks
+
+
+def _split(values: np.ndarray, size: int) -> list[np.ndarray]:
+    return [values[at : at + size] for at in range(0, values.size, size)]
+
+
+@pytest.mark.parametrize("q", [0, 1, 5, 37.5, 50, 95, 99, 100])
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 4099])
+def test_the_percentile_is_numpys(q: float, n: int) -> None:
+    rng = np.random.default_rng(n * 1000 + int(q * 10))
+    # Ties (a few distinct values, as segment sizes and serialisation times give) and spread.
+    values = np.where(rng.random(n) < 0.5, rng.choice([1.5, 3.0, 7.25], n), rng.normal(0, 1e3, n))
+    for size in (1, 7, 64, n):
+        got = percentile_in_blocks(lambda size=size: _split(values, size), q)
+        assert got == float(np.percentile(values, q)), (size, got)
+
+
+def test_no_values_is_none_and_a_nan_is_nan() -> None:
+    assert percentile_in_blocks(lambda: [np.zeros(0), np.zeros(0)], 50) is None
+    got = percentile_in_blocks(lambda: [np.array([1.0, np.nan]), np.array([2.0])], 5)
+    assert got is not None and np.isnan(got)
+    assert np.isnan(np.percentile([1.0, np.nan, 2.0], 5))
+
+
+def test_it_holds_only_the_near_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What is kept is at most the twentieth beyond the 95th percentile plus one block: the
+    # largest array made of the values is measured where they are joined.
+    values = [np.random.default_rng(i).random(1000) for i in range(200)]
+    whole = np.concatenate(values)
+    sizes: list[int] = []
+    real = np.concatenate
+
+    def counting(arrays: list[np.ndarray]) -> np.ndarray:
+        out = real(arrays)
+        sizes.append(out.size)
+        return out
+
+    monkeypatch.setattr(np, "concatenate", counting)
+    got = percentile_in_blocks(lambda: values, 95)
+    monkeypatch.undo()
+    assert got == float(np.percentile(whole, 95))
+    assert max(sizes) <= whole.size // 20 + 1000 + 2
