@@ -134,6 +134,33 @@ def test_trains_give_instantaneous_rates(tmp_path: Path) -> None:
     assert r["sent_bps"].sum() * 0.5 / 8 == pytest.approx(30 * 1000)
 
 
+@pytest.mark.parametrize("block_rows", [7, 1 << 18])
+def test_rates_are_histograms_of_the_bytes_a_block_at_a_time(
+    block_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracekit.series import measures
+
+    # Windows found a few rows at a time add up to np.histogram's over the whole transfer.
+    monkeypatch.setattr(measures, "_RATE_BLOCK_ROWS", block_rows)
+    capture = Path(__file__).resolve().parent.parent / "fixtures/captures/clean/sender.pcap"
+    d = build_series(build_connections(read_capture(capture))).of(0, 0)
+    window = 0.05
+    r = rate(d.segments, d.acks, window_s=window)
+    seg_t, ack_t = d.segments["t_s"].to_numpy(), d.acks["t_s"].to_numpy()
+    lo = min(seg_t.min(), ack_t.min())
+    last = int(np.ceil((max(seg_t.max(), ack_t.max()) - lo) / window))
+    edges = lo + window * np.arange(last + 2)
+    sent, _ = np.histogram(seg_t, bins=edges, weights=d.segments["len"].to_numpy())
+    line = np.maximum.accumulate(d.acks["ack_rel"].to_numpy())
+    acked, _ = np.histogram(ack_t, bins=edges, weights=np.diff(line, prepend=line[0]))
+    shown = np.round((r["t_s"].to_numpy() - lo - window / 2) / window).astype(int)
+    assert len(r) > 10
+    assert (r["sent_bps"].to_numpy() == sent[shown] * 8 / window).all()
+    assert (r["acked_bps"].to_numpy() == acked[shown] * 8 / window).all()
+    # The windows left out carry nothing.
+    assert sent.sum() == sent[shown].sum() and acked.sum() == acked[shown].sum()
+
+
 def slow_start(iw: int, rounds_n: int, rtt_s: float = 0.1, gap_s: float = 1e-4) -> list[object]:
     """Textbook slow start: each ACK of one segment releases two, so round r holds iw * 2**r."""
     pkts = transfer()[:3]

@@ -5,6 +5,8 @@ and which resends the receiver already held (SACK or D-SACK).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -56,21 +58,35 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
     hi = float(max(seg_t.max(initial=-np.inf), ack_t.max(initial=-np.inf)))
     # The last window as np.histogram's edges `lo + window_s * arange(ceil(span / w) + 2)` end.
     last = int(np.ceil((hi - lo) / window_s))
-    seg_bin = _bin_of(seg_t, lo, window_s, last)
-    ack_bin = _bin_of(ack_t, lo, window_s, last)
-    held = np.unique(np.concatenate([seg_bin, ack_bin]))
+
+    def bins(t: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        # A block of rows at a time: no column of windows as long as the table is held.
+        for at in range(0, t.size, _RATE_BLOCK_ROWS):
+            block = slice(at, at + _RATE_BLOCK_ROWS)
+            yield block, _bin_of(t[block], lo, window_s, last)
+
+    none = [np.zeros(0, dtype=np.int64)]
+    held = np.unique(
+        np.concatenate(none + [np.unique(b) for t in (seg_t, ack_t) for _, b in bins(t)])
+    )
     shown = np.unique(np.concatenate([held - 1, held, held + 1]))
     shown = shown[(shown >= 0) & (shown <= last)]
-    sent = np.bincount(
-        np.searchsorted(shown, seg_bin),
-        weights=segments["len"].to_numpy().astype(np.float64),
-        minlength=shown.size,
-    )
+    # Bytes are whole numbers: summed a block at a time as floats, they come out exact, the
+    # same as summed at once, below 2**53 bytes in a window (any transfer's).
+    length = segments["len"].to_numpy()
+    sent = np.zeros(shown.size)
+    for block, b in bins(seg_t):
+        weights = length[block].astype(np.float64)
+        sent += np.bincount(np.searchsorted(shown, b), weights=weights, minlength=shown.size)
     line = acks["ack_rel"].to_numpy()
-    gain = np.diff(np.maximum.accumulate(line), prepend=line[0] if line.size else 0)
-    acked = np.bincount(
-        np.searchsorted(shown, ack_bin), weights=gain.astype(np.float64), minlength=shown.size
-    )
+    acked = np.zeros(shown.size)
+    top = line[0] if line.size else 0  # the ACK line before each block: the first ACK's
+    for block, b in bins(ack_t):
+        reached = np.maximum.accumulate(line[block])
+        np.maximum(reached, top, out=reached)
+        gain = np.diff(reached, prepend=top).astype(np.float64)
+        top = reached[-1]
+        acked += np.bincount(np.searchsorted(shown, b), weights=gain, minlength=shown.size)
     return frame(
         RATE_COLUMNS,
         {
@@ -79,6 +95,10 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
             "acked_bps": acked * 8 / window_s,
         },
     )
+
+
+# Rows whose windows are found at once: a few megabytes, however long the table.
+_RATE_BLOCK_ROWS = 1 << 18
 
 
 @jit
