@@ -256,10 +256,12 @@ class Series:
         """The segments table's (conn, dir) keys and each one's segments with payload."""
         if not self._data:
             keys, starts = self._slices("segments", self.segments)
-            if keys.size == 0:
-                sent = np.zeros(0, dtype=np.int64)
-            else:
-                sent = np.add.reduceat(self.segments["len"].to_numpy() > 0, starts[:-1])
+            # Each direction's rows less those without payload (probes, keepalives: few),
+            # counted where they fall: a sum over a mask of every row would first cast the
+            # whole mask to 8-byte integers.
+            bare = np.flatnonzero(self.segments["len"].to_numpy() == 0)
+            rows = np.diff(starts)
+            sent = rows - (np.searchsorted(bare, starts[1:]) - np.searchsorted(bare, starts[:-1]))
             self._data["counts"] = (keys, sent)
         return self._data["counts"]
 
