@@ -200,6 +200,21 @@ def test_rounds_double_in_slow_start(tmp_path: Path) -> None:
     assert r["mark_rel"].tolist()[:3] == [1, 4001, 12001]
 
 
+@pytest.mark.parametrize("name", ["slow_start_overrun", "window_limited", "bursty_sender"])
+def test_each_round_marks_every_byte_sent_before_it_started(name: str) -> None:
+    # The definition, segment by segment: round r's mark is the highest byte sent before it
+    # started (HyStart's end_seq), over transfers of thousands of segments.
+    capture = Path(__file__).resolve().parent.parent / "fixtures/captures" / name / "sender.pcap"
+    d = build_series(build_connections(read_capture(capture))).of(0, 0)
+    r = rounds(d.segments, d.acks)
+    data = d.data
+    t, end = data["t_s"].to_numpy(), data["end_rel"].to_numpy()
+    assert len(r) > 5 and len(data) > 1000
+    for start, mark in zip(r["start_s"].to_numpy()[1:], r["mark_rel"].to_numpy()[1:], strict=True):
+        before = t < start
+        assert mark == (end[before].max() if before.any() else r["mark_rel"].iloc[0])
+
+
 def test_rounds_of_an_empty_direction(series) -> None:
     assert rounds(series.segments.iloc[0:0], series.acks).empty
 

@@ -367,7 +367,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
             ("f8[:]", "i8", "i8", "i8"),
         ),
         "_overlaps": (("i8[:]", "i8[:]", "i8[:]r", "i8[:]r"),),
-        "_round_starts": (("f8[:]r", "i8[:]", "f8[:]r", "i8[:]", "i8"),),
+        "_round_starts": (("f8[:]r", "i8[:]r", "i8[:]r", "f8[:]r", "i8[:]", "i8"),),
         "_round_totals": (("f8[:]", "f8[:]r", "u4[:]r"),),
         "_trains": (("f8[:]r", "u4[:]r", "f8", "i8"),),
     },

@@ -181,9 +181,29 @@ def _trains(
     return first[:n].copy(), last[:n].copy(), total[:n].copy()
 
 
+# Segments per step of `_highs_before`: the highest byte sent before any segment is found from
+# the step's mark and at most this many segments, with an eighth of a byte per segment held.
+_HIGH_STEP = 64
+
+
+def _highs_before(end: np.ndarray) -> np.ndarray:
+    """The highest `end` before each step of _HIGH_STEP segments: [i] is max(end[:i * step])
+    (the least int64 for none), one entry per step and one for the end."""
+    least = np.array([np.iinfo(np.int64).min], dtype=np.int64)
+    if end.size == 0:
+        return least
+    steps = np.maximum.reduceat(end, np.arange(0, end.size, _HIGH_STEP))
+    return np.concatenate([least, np.maximum.accumulate(steps)])
+
+
 @jit
 def _round_starts(
-    t: np.ndarray, sent_high: np.ndarray, ack_t: np.ndarray, line: np.ndarray, first_mark: int
+    t: np.ndarray,
+    end: np.ndarray,
+    highs: np.ndarray,
+    ack_t: np.ndarray,
+    line: np.ndarray,
+    first_mark: int,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     # Each round after the first starts at an ACK later than the one before (k grows by one
     # at least), so there are at most ack_t.size + 1 rounds. Not t.size + 1: a capture that
@@ -203,7 +223,15 @@ def _round_starts(
         if before >= t.size:
             break  # nothing is sent after this ACK: the transfer is over
         starts[n] = start
-        marks[n] = sent_high[before - 1] if before > 0 else marks[n - 1]
+        if before > 0:
+            # The highest byte sent before this ACK: its step's mark, then the rest of the step.
+            step = before // _HIGH_STEP
+            high = highs[step]
+            for i in range(step * _HIGH_STEP, before):
+                high = max(high, end[i])
+            marks[n] = high
+        else:
+            marks[n] = marks[n - 1]
         n += 1
     return starts[:n].copy(), marks[:n].copy()
 
@@ -222,11 +250,16 @@ def rounds(segments: pd.DataFrame, acks: pd.DataFrame) -> pd.DataFrame:
     t = data["t_s"].to_numpy()
     if t.size == 0:
         return empty_frame(ROUND_COLUMNS)
-    sent_high = np.maximum.accumulate(data["end_rel"].to_numpy())
+    end = data["end_rel"].to_numpy()
     ack_t = acks["t_s"].to_numpy()
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy()) if ack_t.size else ack_t
     start_s, marks = _round_starts(
-        t, sent_high, ack_t, line.astype(np.int64, copy=False), int(data["seq_rel"].iloc[0])
+        t,
+        end,
+        _highs_before(end),
+        ack_t,
+        line.astype(np.int64, copy=False),
+        int(data["seq_rel"].iloc[0]),
     )
     packets, sent = _round_totals(start_s, t, data["len"].to_numpy())
     n = start_s.size
