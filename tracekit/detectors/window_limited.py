@@ -132,8 +132,8 @@ class WindowLimited(Detector):
         cap = percentile(fl, 95)
         # Receiver-limited: the flight of each burst reached the advertised window.
         flight_t = known_rows(flight_t, known)
-        trip = _round_trips(flight_t, phases)
-        at_rwnd = _per_round_trip(_room_below(rwnd, fl, mss), trip)
+        trips = _RoundTrips(flight_t, phases)
+        at_rwnd = _per_round_trip(_room_below(rwnd, fl, mss), trips)
         at_cap = _at_cap(fl, rwnd, cap - mss, cfg.min_cap_segments * mss)
         if at_rwnd.mean() >= cfg.min_pinned_fraction:
             limited_by, pinned, window = "receiver", at_rwnd, float(np.median(rwnd[at_rwnd]))
@@ -167,7 +167,9 @@ class WindowLimited(Detector):
         # out: the mean stays at the window.
         rows = known_rows(d.data["row"].to_numpy(), known) if len(d.data) == known.size else None
         carried = (
-            _mean_flight_bytes(d, flight_t, rows, trip, _per_round_trip(pinned, trip), mss, phases)
+            _mean_flight_bytes(
+                d, flight_t, rows, trips, _per_round_trip(pinned, trips), mss, phases
+            )
             if rows is not None
             else float(np.inf)
         )
@@ -268,29 +270,41 @@ class WindowLimited(Detector):
         )
 
 
-def _round_trips(t_s: np.ndarray, phases: RttPhases) -> np.ndarray:
+class _RoundTrips:
     """Per segment, the round trip it left in, counted in the RTT of the path phase it falls
     in, so the unit is the transfer's own from a LAN to a satellite path. Computed a block of
-    the flight at a time: no temporary as long as the flight but the round trips themselves,
-    and nothing sized by the span (a capture's stamps may span billions of round trips)."""
-    if t_s.size == 0:
-        return np.empty(0, dtype=np.int64)
-    rtt0 = float(phases.rtt_s[0])
-    aligned = phases.aligned(float(t_s[0]), rtt0)
-    # Warped time never runs back, so the earliest and the latest stamps bound every count: a
-    # transfer of fewer than two billion round trips (any real one) keeps them in 4 bytes each.
-    ends = np.floor((aligned.warp(np.array([t_s.min(), t_s.max()])) - t_s[0]) / rtt0)
-    narrow = bool(np.all(np.abs(ends) < np.iinfo(np.int32).max))
-    trip = np.empty(t_s.size, dtype=np.int32 if narrow else np.int64)
-    for at in range(0, t_s.size, _BLOCK_ROWS):
-        block = slice(at, at + _BLOCK_ROWS)
-        trip[block] = np.floor((aligned.warp(t_s[block]) - t_s[0]) / rtt0)
-    return trip
+    the flight at a time each time it is read (`blocks`): never held for the whole flight, and
+    nothing sized by the span (a capture's stamps may span billions of round trips)."""
+
+    def __init__(self, t_s: np.ndarray, phases: RttPhases) -> None:
+        self.t_s = t_s
+        self.rtt0 = float(phases.rtt_s[0])
+        self.aligned = phases.aligned(float(t_s[0]), self.rtt0) if t_s.size else phases
+
+    def blocks(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """(rows, their round trips) a block of rows at a time, in order."""
+        t_s = self.t_s
+        for at in range(0, t_s.size, _BLOCK_ROWS):
+            block = slice(at, at + _BLOCK_ROWS)
+            trip = np.floor((self.aligned.warp(t_s[block]) - t_s[0]) / self.rtt0)
+            yield block, trip.astype(np.int64)
+
+    def firsts(self) -> np.ndarray:
+        """The rows where a round trip starts: the first row, and each whose round trip is not
+        the row's before it."""
+        found = [np.zeros(0, dtype=np.int64)]
+        before: np.int64 | None = None
+        for block, trip in self.blocks():
+            change = np.empty(trip.size, dtype=bool)
+            change[0] = before is None or trip[0] != before
+            np.not_equal(trip[1:], trip[:-1], out=change[1:])
+            found.append(np.flatnonzero(change) + block.start)
+            before = trip[-1]
+        return np.concatenate(found)
 
 
-def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
-    """Per segment, whether the flight reached the window within its round trip (`trip`, from
-    `_round_trips`).
+def _per_round_trip(reached: np.ndarray, trips: _RoundTrips) -> np.ndarray:
+    """Per segment, whether the flight reached the window within its round trip (`trips`).
 
     A sender the window holds fills it each time an ACK frees room (RFC 9293 3.8.6.2.1), but
     the capture point may lie behind a queue in the sending host (the qdisc, a shaped NIC, up
@@ -302,17 +316,21 @@ def _per_round_trip(reached: np.ndarray, trip: np.ndarray) -> np.ndarray:
     the application.
     """
     # The round trips that hold a segment that reached the window, in order; each segment is
-    # pinned where its own round trip is one of them.
-    # As wide as searchsorted's positions, which take into them in place.
-    hit = np.unique(trip[reached]).astype(np.intp)
+    # pinned where its own round trip is one of them. As wide as searchsorted's positions,
+    # which take into them in place.
+    hit = np.unique(
+        np.concatenate(
+            [np.zeros(0, dtype=np.int64)]
+            + [np.unique(trip[reached[block]]) for block, trip in trips.blocks()]
+        )
+    ).astype(np.intp)
     pinned = np.zeros(reached.size, dtype=bool)
     if hit.size == 0:
         return pinned
-    for at in range(0, trip.size, _BLOCK_ROWS):
-        block = slice(at, at + _BLOCK_ROWS)
-        found = np.searchsorted(hit, trip[block])
+    for block, trip in trips.blocks():
+        found = np.searchsorted(hit, trip)
         np.take(hit, found, out=found, mode="clip")
-        pinned[block] = found == trip[block]
+        pinned[block] = found == trip
     return pinned
 
 
@@ -343,7 +361,7 @@ def _mean_flight_bytes(
     d: Any,
     t_s: np.ndarray,
     row: np.ndarray,
-    trip: np.ndarray,
+    trips: _RoundTrips,
     pinned: np.ndarray,
     mss: int,
     phases: RttPhases,
@@ -351,21 +369,20 @@ def _mean_flight_bytes(
     """The bytes in flight on average over the pinned round trips and the waits on a shut
     window after them. Infinite with no pinned round trip (no flight to judge).
 
-    `t_s`, `row` and `trip` are the segments' times, packet-table rows and round trips
-    (`_round_trips`). Each pinned round trip counts from its first segment until the first of
-    the next round trip that sent one, or until an ACK left room for a segment under the
-    window's right edge, if that came first: a wait on a shut window is the window's, one
-    with room under it the sender's own (an application with nothing written, a congestion
-    window). A wait of STALL_RTTS round trips (of the path phase it falls in) or more that
-    outlasts the rhythm of such waits is a stall, the receiving application's pause
-    (zero_window_stall), and not counted: a window of any size stays shut while its reader
-    does not read. The flight is followed through every
-    ACK and data segment, not only at the sends: a sender that waits on its window with
-    nothing in flight sends nothing to sample it by.
+    `t_s`, `row` and `trips` are the segments' times, packet-table rows and round trips.
+    Each pinned round trip counts from its first segment until the first of the next round
+    trip that sent one, or until an ACK left room for a segment under the window's right
+    edge, if that came first: a wait on a shut window is the window's, one with room under it
+    the sender's own (an application with nothing written, a congestion window). A wait of
+    STALL_RTTS round trips (of the path phase it falls in) or more that outlasts the rhythm of
+    such waits is a stall, the receiving application's pause (zero_window_stall), and not
+    counted: a window of any size stays shut while its reader does not read. The flight is
+    followed through every ACK and data segment, not only at the sends: a sender that waits
+    on its window with nothing in flight sends nothing to sample it by.
     """
     if t_s.size == 0 or not pinned.any() or d.acks.empty:
         return float(np.inf)
-    first = np.flatnonzero(np.r_[True, trip[1:] != trip[:-1]])
+    first = trips.firsts()
     held = pinned[first]
     # Times that step back (a hostile capture's stamps) count as no time.
     start = np.maximum.accumulate(t_s[first])
