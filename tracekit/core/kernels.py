@@ -158,7 +158,10 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "i8[:]",
             ),
         ),
-        "_burst_tops": (("u4[:]r", "u4[:]r", "i8[:]r", "i8[:]r"),),
+        "_burst_tops": (
+            ("u4[:]r", "u4[:]r", "i8[:]r", "b1[:]r", "u4[:]"),
+            ("u4[:]r", "u4[:]r", "i8[:]r", "b1[:]r", "f8[:]"),
+        ),
         "_echo_floors": (
             ("i4[:]r", "u1[:]r", "u1[:]r", "u4[:]r", "u4[:]r", "i8[:]r", "i8[:]", "i8"),
         ),
@@ -176,6 +179,8 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     },
     "tracekit.detectors.rate_limit_cause": {
         "_flight_windows": (
+            ("f8[:]r", "b1[:]r", "u4[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
+            ("f8[:]", "b1[:]r", "u4[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
             ("f8[:]r", "b1[:]r", "f8[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
             ("f8[:]", "b1[:]r", "f8[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
         ),

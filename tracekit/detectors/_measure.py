@@ -1172,7 +1172,7 @@ def lost_data(direction: Direction) -> tuple[npt.NDArray[np.bool_], npt.NDArray[
 
 def flight_levels(
     direction: Direction,
-) -> tuple[npt.NDArray[np.float64], np.ndarray, npt.NDArray[np.bool_]]:
+) -> tuple[np.ndarray, np.ndarray, npt.NDArray[np.bool_]]:
     """Per data segment: the highest flight of its burst, the window then, and where known.
 
     Computed once per direction (detectors share it); see `_flight_levels`.
@@ -1185,24 +1185,30 @@ def flight_levels(
 
 def _flight_levels(
     direction: Direction,
-) -> tuple[npt.NDArray[np.float64], np.ndarray, npt.NDArray[np.bool_]]:
+) -> tuple[np.ndarray, np.ndarray, npt.NDArray[np.bool_]]:
     """Per data segment: the highest flight of its burst, the window then, and where known.
 
     A burst is the run of segments one ACK released; with delayed ACKs the first segment of a
     pair leaves a segment of room that the second then fills, so a segment is judged by the
     most its burst put in flight. The window is the last one advertised before the segment
     (-1 before any: `known` is False there); the levels and windows are those of the known
-    segments only, in order.
+    segments only, in order. The levels are byte counts: 4-byte integers where every flight
+    of the direction fits in them (a flight is at most a window, 2**30 bytes with the largest
+    scale, RFC 7323 2.3), floats otherwise (a capture whose ACKs run past its data); either
+    is exact.
     """
     data = direction.data
     flight = direction.flight
     fl = flight["flight_bytes"].to_numpy()
     rwnd = flight["rwnd_bytes"].to_numpy()
+    known = rwnd >= 0
+    fits = fl.size > 0 and int(fl.min()) >= 0 and int(fl.max()) <= np.iinfo(np.uint32).max
+    dtype = np.uint32 if fits else np.float64
     if len(data) != len(flight) or fl.size == 0:
-        known = rwnd >= 0
-        return fl[known].astype(np.float64), known_rows(rwnd, known), known
-    top, known = _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, rwnd)
-    # The windows as the flight table holds them (byte counts: exact as floats too).
+        return fl[known].astype(dtype), known_rows(rwnd, known), known
+    top = np.empty(int(np.count_nonzero(known)), dtype=dtype)
+    _burst_tops(direction.acks["frame"].to_numpy(), data["frame"].to_numpy(), fl, known, top)
+    # The windows as the flight table holds them.
     return top, known_rows(rwnd, known), known
 
 
@@ -1217,18 +1223,17 @@ def known_rows(values: np.ndarray, known: npt.NDArray[np.bool_]) -> np.ndarray:
 
 @jit
 def _burst_tops(
-    ack_frame: np.ndarray, data_frame: np.ndarray, fl: np.ndarray, rwnd: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    ack_frame: np.ndarray,
+    data_frame: np.ndarray,
+    fl: np.ndarray,
+    known: np.ndarray,
+    top_known: np.ndarray,
+) -> int:  # pragma: no cover - compiled
     # A burst: the data segments between two ACKs (capture order: frame numbers). Each
-    # burst's highest flight goes to its segments where the window is known; nothing is
-    # made per segment but those outputs.
+    # burst's highest flight goes to its segments where the window is known, into
+    # `top_known`, one row per known segment; rows past its end are not written. Returns the
+    # rows written.
     n = data_frame.size
-    known = np.empty(n, dtype=np.bool_)
-    count = 0
-    for i in range(n):
-        known[i] = rwnd[i] >= 0
-        count += known[i]
-    top_known = np.empty(count)
     c = 0
     j = 0
     start = 0
@@ -1242,12 +1247,12 @@ def _burst_tops(
             for k in range(start + 1, i):
                 top = max(top, np.float64(fl[k]))
             for k in range(start, i):
-                if known[k]:
+                if known[k] and c < top_known.size:
                     top_known[c] = top
                     c += 1
             start = i
         current = j
-    return top_known, known
+    return c
 
 
 def queue_at_start_bytes(
