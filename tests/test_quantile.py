@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracekit.core.quantile import percentile_in_blocks
+from tracekit.core.quantile import percentile_in_blocks, quantile_in_blocks
 
 
 def _split(values: np.ndarray, size: int) -> list[np.ndarray]:
@@ -48,3 +48,11 @@ def test_it_holds_only_the_near_tail(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()
     assert got == float(np.percentile(whole, 95))
     assert max(sizes) <= whole.size // 20 + 1000 + 2
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 0.99, 1.0])
+def test_the_quantile_is_numpys(q: float) -> None:
+    rng = np.random.default_rng(int(q * 100))
+    values = np.where(rng.random(777) < 0.3, 2.5, rng.exponential(1e6, 777))
+    got = quantile_in_blocks(lambda: _split(values, 50), q)
+    assert got == float(np.quantile(values, q))

@@ -2,11 +2,11 @@
 holding only the values on the near side of it: a tail quantile of a per-segment column costs
 a hundredth or a twentieth of the column, not a copy of it.
 
-np.percentile's default method ("linear") sorts the n values, takes the virtual index
-v = (n - 1) q, and interpolates between the values at floor(v) and the one after it (numpy's
-_lerp, which takes the far end's side past the middle to stay exact there). Those two values are
-among the floor(v) + 2 smallest, and among the n - floor(v) largest: of those two sets, the
-smaller one is all that is kept.
+np.percentile's default method ("linear", np.quantile's too) sorts the n values, takes the
+virtual index v = (n - 1) q (q a fraction), and interpolates between the values at floor(v)
+and the one after it (numpy's _lerp, which takes the far end's side past the middle to stay
+exact there). Those two values are among the floor(v) + 2 smallest, and among the
+n - floor(v) largest: of those two sets, the smaller one is all that is kept.
 """
 
 from __future__ import annotations
@@ -20,6 +20,13 @@ def percentile_in_blocks(blocks: Callable[[], Iterable[np.ndarray]], q: float) -
     """np.percentile(np.concatenate(list(blocks())), q) as a float, or None when there are no
     values; NaN when a value is NaN, as numpy gives it. `blocks` is called twice: once to count
     the values, once to select them (each call yields the same blocks)."""
+    # As np.percentile turns its q into np.quantile's.
+    return quantile_in_blocks(blocks, np.true_divide(q, 100))
+
+
+def quantile_in_blocks(blocks: Callable[[], Iterable[np.ndarray]], q: float) -> float | None:
+    """np.quantile(np.concatenate(list(blocks())), q) as a float: `percentile_in_blocks`
+    with q a fraction."""
     n = 0
     nan = False
     for block in blocks():
@@ -29,7 +36,7 @@ def percentile_in_blocks(blocks: Callable[[], Iterable[np.ndarray]], q: float) -
         return None
     if nan:
         return float("nan")
-    v = (n - 1) * np.true_divide(q, 100)
+    v = (n - 1) * np.float64(q)
     i = int(np.floor(v))
     # Keep the order statistics from the near end up to i + 1 (or from i to the far end).
     low = i + 2 <= n - i
