@@ -42,21 +42,26 @@ def quantile_in_blocks(blocks: Callable[[], Iterable[np.ndarray]], q: float) -> 
     low = i + 2 <= n - i
     room = min(i + 2, n) if low else n - i
     kept = np.empty(0, dtype=np.float64)
+    edge = None  # once `room` values are kept, the last of them: only one beyond it can enter
     for block in blocks():
         values = np.asarray(block, dtype=np.float64)
-        if kept.size == room:
-            # Only a value beyond the last kept one can take its place.
-            values = values[values < kept.max()] if low else values[values > kept.min()]
+        if edge is not None:
+            values = values[values < edge] if low else values[values > edge]
         if values.size == 0:
             continue
         kept = np.concatenate([kept, values])
         if kept.size > room:
+            # The partition puts the last kept value in its sorted place, the others beside it.
             if low:
                 kept = np.partition(kept, room - 1)[:room]
+                edge = kept[-1]
             else:
                 kept = np.partition(kept, kept.size - room)[kept.size - room :]
+                edge = kept[0]
+        elif kept.size == room:
+            edge = kept.max() if low else kept.min()
     kept.sort()
-    first = 0 if low else i  # the order statistic kept[0] is
+    first = 0 if low else i  # which order statistic kept[0] is
     lo, hi = kept[i - first], kept[min(i + 1, n - 1) - first]
     gamma = v - np.floor(v)
     diff = hi - lo
