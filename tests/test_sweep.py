@@ -187,6 +187,23 @@ def test_a_step_is_required_only_with_many_round_trips_on_each_side() -> None:
     assert "delay_step" in expected(late)[0]
 
 
+def test_a_step_the_windows_queue_fills_is_open() -> None:
+    # A window capped for RTT 23 ms at 141 Mbit/s (393-524 kB) with the path stepping to 9 ms
+    # 0.4 s in (many round trips either side): the flight stays, its excess over the 152 kB BDP
+    # queues (buffer 1.36 BDP), and the round trip the sender sees stays near 23 ms: no floor
+    # moves, and the step is open.
+    filled = Point(rate_mbps=141, rtt_ms=23, buffer_bdp=1.36, rtt_steps=((0.4, 9.0),))
+    assert "delay_step" in expected(filled)[1]
+    # The same step under a pacer at half the path's rate: its flight is its rate times the
+    # round trip, no queue, and the floor steps with the path.
+    paced = dataclasses.replace(filled, congestion="reno", pacing_share=0.5)
+    assert "delay_step" in expected(paced)[0]
+    # A step up under that window: 23 ms to 60 ms, the BDP outgrows the window and the floor
+    # follows the path.
+    up = dataclasses.replace(filled, rtt_steps=((0.4, 60.0),), transfer_bytes=40_000_000)
+    assert "delay_step" in expected(up)[0]
+
+
 def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
     # At 47 Mbit/s and RTT 1.2 ms a 2.7 BDP buffer is 19 kB, and BBR's window allows three
     # bursts of 1 ms of its start-up pacing rate (51 kB) beyond its gain: drops are open. At
