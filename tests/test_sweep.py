@@ -204,6 +204,18 @@ def test_a_step_the_windows_queue_fills_is_open() -> None:
     assert "delay_step" in expected(up)[0]
 
 
+def test_writes_faster_than_slow_start_carries_them_leave_drops_open() -> None:
+    # 48 kB every 146 ms on a 9 Mbit/s path of RTT 503 ms: each write (33 frames) queues
+    # 45 kB at the bottleneck, well inside its 119 kB buffer, but a round trip brings 3.4 of
+    # them, far past the initial window: slow start falls behind, and each round releases a
+    # whole congestion window of the backlog at once (the run lost 81 frames). Open.
+    point = Point(rate_mbps=9, rtt_ms=503, buffer_bdp=0.21, rcvbuf=4_000_000, writes=(48_000, 146))
+    assert "network_drops" in expected(point)[1]
+    # One write a round trip leaves whole: its own train decides, and it fits.
+    spaced = dataclasses.replace(point, writes=(48_000, 600.0))
+    assert "network_drops" not in set().union(*expected(spaced))
+
+
 def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
     # At 47 Mbit/s and RTT 1.2 ms a 2.7 BDP buffer is 19 kB, and BBR's window allows three
     # bursts of 1 ms of its start-up pacing rate (51 kB) beyond its gain: drops are open. At
