@@ -253,9 +253,9 @@ TRANSMISSION_COLUMNS: tuple[Column, ...] = (
     Column("dir", pa.uint8(), "", "0: a2b, 1: b2a (the sender capture's sides)"),
     Column("seq_rel", pa.int64(), "bytes", "first byte, relative to the sender capture's ISN"),
     Column("end_rel", pa.int64(), "bytes", "sequence number after the last byte"),
-    Column("len", pa.int64(), "bytes", "payload bytes"),
-    Column("sender_frame", pa.int64(), "", "frame in the data sender's capture (-1: not in it)"),
-    Column("receiver_frame", pa.int64(), "", "first frame in its receiver's capture (-1: none)"),
+    Column("len", pa.uint32(), "bytes", "payload bytes"),
+    Column("sender_frame", pa.uint32(), "", "frame in the data sender's capture (0: not in it)"),
+    Column("receiver_frame", pa.uint32(), "", "first frame in its receiver's capture (0: none)"),
     Column("sender_t_s", pa.float64(), "s", "departure, s since the sender capture's start"),
     Column(
         "receiver_t_s",

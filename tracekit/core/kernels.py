@@ -230,13 +230,13 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "u1[:]",
                 "i8[:]",
                 "i8[:]",
-                "i8[:]",
-                "i8[:]",
+                "u4[:]",
+                "u4[:]",
                 "f8[:]",
             ),
         ),
         "_events": (("i4[:]r", "u1[:]r", "u1[:]r", "u4[:]r", "u1[:]r", "i8[:]"),),
-        "_first_arrival_columns": (("i8[:]", "u4[:]r", "i8[:]r", "i8", "i8[:]", "f8[:]"),),
+        "_first_arrival_columns": (("i8[:]", "u4[:]r", "i8[:]r", "i8", "u4[:]", "f8[:]"),),
         "_first_arrivals": (
             (
                 "i8[:]",

@@ -1069,7 +1069,9 @@ def transmission_columns(
     """
     n = sum(judged.size for judged, _, _ in parts)
     at = np.cumsum([0, *(judged.size for judged, _, _ in parts)])
-    receiver_frame = np.full(n, -1, dtype=np.int64)
+    # Frames are numbered from 1, as Wireshark numbers them: 0 is "not in that capture", as the
+    # series' frame columns say it, in 4 bytes (a capture's frames are counted in 4 bytes).
+    receiver_frame = np.zeros(n, dtype=np.uint32)
     receiver_t_s = np.full(n, np.nan)
     for (judged, _, arrive), lo in zip(parts, at, strict=False):
         first = judged.first
@@ -1090,8 +1092,10 @@ def transmission_columns(
         "dir": np.empty(n, dtype=np.uint8),
         "seq_rel": np.empty(n, dtype=np.int64),
         "end_rel": np.empty(n, dtype=np.int64),
-        "len": np.empty(n, dtype=np.int64),
-        "sender_frame": np.full(n, -1, dtype=np.int64),
+        # A segment's payload, as the series' `len`: 4 bytes (a TSO or GRO super-segment passes
+        # 65,535 bytes; nothing a length field holds passes 4 GB).
+        "len": np.empty(n, dtype=np.uint32),
+        "sender_frame": np.zeros(n, dtype=np.uint32),
         "receiver_frame": receiver_frame,
         "sender_t_s": np.full(n, np.nan),
         "receiver_t_s": receiver_t_s,
