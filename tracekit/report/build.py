@@ -83,22 +83,47 @@ def _nonnegative(frames: np.ndarray) -> np.ndarray:
     return frames if frames.dtype.kind == "u" else np.maximum(frames, 0)
 
 
+Clock = Callable[[np.ndarray], np.ndarray]
+
+# Times are put on the report's axis this many at a time: a clock's temporaries (shift, offset,
+# skew: a few arrays as long as its input) stay small beside a trace of millions of points.
+_CLOCK_PIECE = 1 << 16
+
+
+def _on_axis(t: np.ndarray, clock: Clock | None, owned: bool = False) -> np.ndarray:
+    """Times `t` through `clock` onto the report's axis (t itself without one): in place where
+    `owned` (t is a copy no one else holds), else into a new array, a piece at a time."""
+    if clock is None:
+        return t
+    out = t if owned and t.dtype == np.float64 else np.array(t, dtype=np.float64)
+    for lo in range(0, out.size, _CLOCK_PIECE):
+        out[lo : lo + _CLOCK_PIECE] = clock(out[lo : lo + _CLOCK_PIECE])
+    return out
+
+
 def _segments_trace(
-    mark: M.Mark, seg: pd.DataFrame, rows: np.ndarray | None = None, frame: str = "frame"
+    mark: M.Mark,
+    seg: pd.DataFrame,
+    rows: np.ndarray | None = None,
+    frame: str = "frame",
+    clock: Clock | None = None,
 ) -> Trace:
-    """`mark`'s bars from seq_rel to end_rel at t_s, of `rows` (a mask) of seg or of all of it,
-    each with its packet's frame number from column `frame` when seg has it.
+    """`mark`'s bars from seq_rel to end_rel at t_s (through `clock` onto the report's axis),
+    of `rows` (a mask) of seg or of all of it, each with its packet's frame number from column
+    `frame` when seg has it.
 
     Columns are taken as they are (integers stay integers) and a mask that keeps every row
-    takes no copy: the data trace of a big capture is most of its segments.
+    takes no copy: the data trace of a big capture is most of its segments. Only the times
+    drawn go through the clock.
     """
+    every = rows is None or bool(rows.all())
 
     def column(values: np.ndarray) -> np.ndarray:
-        return values if rows is None or rows.all() else values[rows]
+        return values if every else values[rows]
 
     frames = _frames(seg, frame)
     return mark.trace(
-        column(seg["t_s"].to_numpy()),
+        _on_axis(column(seg["t_s"].to_numpy()), clock, owned=not every),
         column(seg["seq_rel"].to_numpy()),
         column(seg["end_rel"].to_numpy()),
         None if frames is None else column(frames),
@@ -121,31 +146,31 @@ def tsg_plot(
     d: Direction,
     shades: tuple[Shade, ...],
     title: str,
-    clock: Callable[[np.ndarray], np.ndarray] | None = None,
+    clock: Clock | None = None,
 ) -> Plot:
     """The time-sequence graph of one direction, marked as tcptrace's users know it.
 
-    `clock` maps the series' times onto the report's time axis (the sender's clock).
+    `clock` maps the series' times onto the report's time axis (the sender's clock): only the
+    times drawn, never a whole table's.
     """
 
-    def on_axis(df: pd.DataFrame) -> pd.DataFrame:
-        return df if clock is None else df.assign(t_s=clock(df["t_s"].to_numpy(np.float64)))
+    def times(df: pd.DataFrame) -> np.ndarray:
+        return _on_axis(df["t_s"].to_numpy(np.float64), clock)
 
-    seg, acks, sacks = on_axis(d.segments), on_axis(d.acks), on_axis(d.sacks)
-    data = on_axis(d.data)
+    seg, acks, sacks, data = d.segments, d.acks, d.sacks, d.data
     traces = [
-        _segments_trace(M.DATA, data, _mask(data, ("new",))),
-        _segments_trace(M.RETRANSMITTED, data, _mask(data, _RESENT)),
-        _segments_trace(M.OUT_OF_ORDER, data, _mask(data, ("out_of_order",))),
+        _segments_trace(M.DATA, data, _mask(data, ("new",)), clock=clock),
+        _segments_trace(M.RETRANSMITTED, data, _mask(data, _RESENT), clock=clock),
+        _segments_trace(M.OUT_OF_ORDER, data, _mask(data, ("out_of_order",)), clock=clock),
     ]
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
-    traces.append(M.WINDOW_PROBE.trace(probes["t_s"], probes["seq_rel"], frame=_frames(probes)))
+    traces.append(M.WINDOW_PROBE.trace(times(probes), probes["seq_rel"], frame=_frames(probes)))
     if len(keepalives):
         traces.append(
-            M.KEEPALIVE.trace(keepalives["t_s"], keepalives["seq_rel"], frame=_frames(keepalives))
+            M.KEEPALIVE.trace(times(keepalives), keepalives["seq_rel"], frame=_frames(keepalives))
         )
-    t = acks["t_s"].to_numpy(np.float64)
+    t = _on_axis(acks["t_s"].to_numpy(np.float64), clock)
     # Each step is an ACK: its frame is carried once, shared by the line and the edge.
     ack_frames = _frames(acks)
     traces.append(M.ACK_LINE.trace(t, acks["ack_rel"].to_numpy(), frame=ack_frames))
@@ -153,15 +178,15 @@ def tsg_plot(
     if len(sacks):
         # A SACK block is drawn like a segment: a bar over the bytes it covers.
         blocks = sacks.rename(columns={"left_rel": "seq_rel", "right_rel": "end_rel"})
-        traces.append(_segments_trace(M.SACK, blocks[~blocks["dsack"]]))
+        traces.append(_segments_trace(M.SACK, blocks[~blocks["dsack"]], clock=clock))
         if blocks["dsack"].any():
-            traces.append(_segments_trace(M.DSACK, blocks[blocks["dsack"]]))
+            traces.append(_segments_trace(M.DSACK, blocks[blocks["dsack"]], clock=clock))
     dup = acks[acks["dupack"]]
     if len(dup):
-        traces.append(M.DUPLICATE_ACK.trace(dup["t_s"], dup["ack_rel"], frame=_frames(dup)))
+        traces.append(M.DUPLICATE_ACK.trace(times(dup), dup["ack_rel"], frame=_frames(dup)))
     zero = acks[acks["win_bytes"] == 0]
     if len(zero):
-        traces.append(M.ZERO_WINDOW.trace(zero["t_s"], zero["ack_rel"], frame=_frames(zero)))
+        traces.append(M.ZERO_WINDOW.trace(times(zero), zero["ack_rel"], frame=_frames(zero)))
     return Plot(
         title,
         "time (s)",
