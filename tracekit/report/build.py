@@ -157,11 +157,16 @@ def tsg_plot(
     def times(df: pd.DataFrame) -> np.ndarray:
         return _on_axis(df["t_s"].to_numpy(np.float64), clock)
 
-    seg, acks, sacks, data = d.segments, d.acks, d.sacks, d.data
+    seg, acks, sacks = d.segments, d.acks, d.sacks
+    # The data segments are the rows that carry payload: masks over the segments table, not a
+    # copy of its payload rows (`Direction.data`), which on a big capture is most of it.
+    has_data = seg["len"].to_numpy() > 0
     traces = [
-        _segments_trace(M.DATA, data, _mask(data, ("new",)), clock=clock),
-        _segments_trace(M.RETRANSMITTED, data, _mask(data, _RESENT), clock=clock),
-        _segments_trace(M.OUT_OF_ORDER, data, _mask(data, ("out_of_order",)), clock=clock),
+        _segments_trace(M.DATA, seg, _mask(seg, ("new",)) & has_data, clock=clock),
+        _segments_trace(M.RETRANSMITTED, seg, _mask(seg, _RESENT) & has_data, clock=clock),
+        _segments_trace(
+            M.OUT_OF_ORDER, seg, _mask(seg, ("out_of_order",)) & has_data, clock=clock
+        ),
     ]
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
@@ -194,11 +199,13 @@ def tsg_plot(
         tuple(traces),
         shades,
         height_px=460,
-        y_range=_sequence_range(data, acks),
+        y_range=_sequence_range(seg, has_data, acks),
     )
 
 
-def _sequence_range(data: pd.DataFrame, acks: pd.DataFrame) -> tuple[float, float] | None:
+def _sequence_range(
+    seg: pd.DataFrame, has_data: np.ndarray, acks: pd.DataFrame
+) -> tuple[float, float] | None:
     """The TSG's initial y span: the data segments and the ACK line, never the window edge.
 
     A receive window far above what is in flight (a 6 MB window on a 3 MB transfer) would
@@ -206,14 +213,25 @@ def _sequence_range(data: pd.DataFrame, acks: pd.DataFrame) -> tuple[float, floa
     much, and a window-limited transfer's data run into the edge, which keeps it in view.
     The page fits every zoomed view by the same rule.
     """
-    if data.empty:
+    if not has_data.any():
         return None
-    low = float(data["seq_rel"].min())
-    high = max(float(data["end_rel"].max()), float(acks["ack_rel"].max()) if len(acks) else 0.0)
+    seq, end = seg["seq_rel"].to_numpy(), seg["end_rel"].to_numpy()
+    # The data rows' extremes, read in place (`where`): no copy of the columns.
+    low = float(np.min(seq, where=has_data, initial=_bound(seq, np.inf)))
+    end_max = float(np.max(end, where=has_data, initial=_bound(end, -np.inf)))
+    high = max(end_max, float(acks["ack_rel"].max()) if len(acks) else 0.0)
     if len(acks):
         low = min(low, float(acks["ack_rel"].min()))
     pad = 0.04 * (high - low) or 1.0
     return (low - pad, high + pad)
+
+
+def _bound(values: np.ndarray, infinity: float) -> float | int:
+    """The far end of `values`' type toward `infinity`: a reduction's starting value."""
+    if values.dtype.kind in "iu":
+        info = np.iinfo(values.dtype)
+        return int(info.max if infinity > 0 else info.min)
+    return infinity
 
 
 def _median_rtt(d: Direction) -> float | None:
@@ -253,7 +271,7 @@ def rate_plot(d: Direction, cfg: ReportConfig, shades: tuple[Shade, ...]) -> Plo
     ]
     if rtt:
         # The direction's data segments, shared: trains() would otherwise copy them again.
-        tr = trains(d.data, gap_s=rtt * cfg.train_gap_rtt_fraction, min_packets=8)
+        tr = trains(d.segments, gap_s=rtt * cfg.train_gap_rtt_fraction, min_packets=8)
         tr = tr[np.isfinite(tr["rate_bps"])]
         traces.append(
             _markers(

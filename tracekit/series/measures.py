@@ -125,9 +125,12 @@ def trains(segments: pd.DataFrame, gap_s: float, min_packets: int = 2) -> pd.Dat
     packets in about 4 ms is about 1 Gbit/s): the bytes before the last packet over the time
     from first to last departure.
     """
-    seg = with_data(segments)
-    t = seg["t_s"].to_numpy()
-    size = seg["len"].to_numpy()
+    # Only the two columns read, of the rows that carry payload: not a copy of the table.
+    t = segments["t_s"].to_numpy()
+    size = segments["len"].to_numpy()
+    has_data = size > 0
+    if not has_data.all():
+        t, size = t[has_data], size[has_data]
     if t.size == 0:
         return empty_frame(TRAIN_COLUMNS)
     first, last, total = train_rows(t, size, gap_s, min_packets)
