@@ -164,9 +164,7 @@ def tsg_plot(
     traces = [
         _segments_trace(M.DATA, seg, _mask(seg, ("new",)) & has_data, clock=clock),
         _segments_trace(M.RETRANSMITTED, seg, _mask(seg, _RESENT) & has_data, clock=clock),
-        _segments_trace(
-            M.OUT_OF_ORDER, seg, _mask(seg, ("out_of_order",)) & has_data, clock=clock
-        ),
+        _segments_trace(M.OUT_OF_ORDER, seg, _mask(seg, ("out_of_order",)) & has_data, clock=clock),
     ]
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
