@@ -49,6 +49,26 @@ def test_segment_classes(series) -> None:
     assert seg["len"].tolist() == [1000] * 6 + [0, 1000, 1000, 0]
 
 
+def test_a_series_without_its_flight_table_keeps_the_others_whole(tmp_path: Path) -> None:
+    # The report's receiver TSG asks for no flight table: the segments keep their kinds (made
+    # from the walk's codes whether or not the flight table is), and the other tables are
+    # those of the whole build. The expected kinds are the transfer's own (as above).
+    path = write(tmp_path / "t.pcap", transfer())
+    whole = build_series(build_connections(read_capture(path)))
+    some = build_series(build_connections(read_capture(path)), tables=("segments", "acks"))
+    assert some.flight.empty and not whole.flight.empty
+    assert some.of(0, 0).segments["kind"].tolist() == [
+        *["new"] * 5,
+        "retransmission",
+        "window_probe",
+        "new",
+        "partial_retransmission",
+        "keepalive",
+    ]
+    for name in ("segments", "acks", "sacks", "rtt"):
+        pd.testing.assert_frame_equal(getattr(some, name), getattr(whole, name))
+
+
 def test_duplicate_acks_and_their_runs(series) -> None:
     acks = series.acks
     dup = acks[acks["dupack"]]

@@ -207,9 +207,14 @@ def analyze(
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
     rcv = None
     if rcv_conns is not None:
-        rcv_series = build_series(rcv_conns, done) if receiver_series else no_series(rcv_conns)
-        if not isinstance(receiver_series, bool):
-            rcv_series = rcv_series.keeping(receiver_series)
+        # Only the tables asked for: the flight table (16 bytes a data segment, and its
+        # working memory) is not made where the report's receiver TSG is all that reads them.
+        wanted = None if isinstance(receiver_series, bool) else receiver_series
+        rcv_series = (
+            build_series(rcv_conns, done, wanted) if receiver_series else no_series(rcv_conns)
+        )
+        if wanted is not None:
+            rcv_series = rcv_series.keeping(wanted)
         # The merge and the UDP streams have read the receiver's packets, and its series are
         # built: only its connections table and series are read from here on (the report's
         # receiver TSG). Let go before the sender's series are built, not beside them.

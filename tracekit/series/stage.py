@@ -280,7 +280,11 @@ def _position(keys: np.ndarray, key: int) -> int:
     return i if i < keys.size and keys[i] == key else -1
 
 
-def build_series(conns: Connections, let_go: Callable[[], None] | None = None) -> Series:
+def build_series(
+    conns: Connections,
+    let_go: Callable[[], None] | None = None,
+    tables: Collection[str] | None = None,
+) -> Series:
     """Build every direction's series of every TCP connection in compiled passes.
 
     Each TCP packet is a data event on its own direction's timeline and, if it carries an ACK,
@@ -296,8 +300,11 @@ def build_series(conns: Connections, let_go: Callable[[], None] | None = None) -
     holds the only reference to `conns` lets go of the packet columns only the walk reads
     (sequence and ACK numbers, windows: 18 bytes a packet), so that they are freed before the
     flight table (16 bytes a data segment) is made rather than held beside it.
+
+    `tables`, when given, names the tables a caller reads: the flight table is made only if it
+    is one of them (the others are held anyway), and left empty otherwise.
     """
-    return walk_series(conns).finish(let_go)
+    return walk_series(conns).finish(let_go, tables)
 
 
 def walk_series(conns: Connections) -> SeriesWalk:
@@ -382,18 +389,29 @@ class SeriesWalk:
     frames: np.ndarray
     tsopts: tuple[np.ndarray, np.ndarray, np.ndarray]
 
-    def finish(self, let_go: Callable[[], None] | None = None) -> Series:
-        """The flight, RTT and SACK tables, and the Series (`build_series`)."""
+    def finish(
+        self, let_go: Callable[[], None] | None = None, tables: Collection[str] | None = None
+    ) -> Series:
+        """The flight, RTT and SACK tables, and the Series (`build_series`; the flight table
+        empty where `tables` leaves it out)."""
         walked, rows_tcp, ts, t0 = self.walked, self.rows_tcp, self.ts, self.t0
         conn, pdir = self.conn, self.pdir
         del self.walked  # let go once the tables are made, not when this is
-        walked.flight()  # compares the walk's rows: before they are the packet table's
+        with_flight = tables is None or "flight" in tables
+        if with_flight:
+            walked.flight()  # compares the walk's rows: before they are the packet table's
+        else:
+            walked.categorize()
         if rows_tcp is not None:  # the walk's rows are the TCP packets': the packet table's are
             for written in (walked.segments, walked.acks):
                 written["row"] = rows_tcp[written["row"]].astype(np.uint32)
         segments = pd.DataFrame(walked.segments, copy=False)
         acks = pd.DataFrame(walked.acks, copy=False)
-        flight = pd.DataFrame(walked.flight_table, copy=False)
+        flight = (
+            pd.DataFrame(walked.flight_table, copy=False)
+            if with_flight
+            else empty_frame(SERIES_FLIGHT_COLUMNS)
+        )
         rows, bounds = walked.timelines
         ts_seg, ts_ack, n_ts = timestamp_pairs(
             rows, bounds, pdir, walked.advance_known, self.payload, *self.tsopts

@@ -200,6 +200,11 @@ class Walk:
         del has_data
         columns = {**shared, **written}
         self.flight_table = {c.name: columns[c.name] for c in SERIES_FLIGHT_COLUMNS}
+        self.categorize()
+
+    def categorize(self) -> None:
+        """The segments' category columns (their kind) from the walk's codes: once the flight
+        table, which reads the codes, is made, or where none is."""
         for c in SERIES_SEGMENT_COLUMNS:
             if c.categories:
                 self.segments[c.name] = pd.Categorical.from_codes(
