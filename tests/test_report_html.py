@@ -185,6 +185,35 @@ def test_every_point_is_carried_sorted_by_time_and_shared_columns_once() -> None
     assert sum(len(c["b64"]) for c in out["columns"]) < 0.1 * n * 8 * 4
 
 
+def test_a_trace_out_of_time_order_is_carried_as_its_sorted_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Read through its time order a piece at a time (many pieces here), a trace whose clock
+    # steps back is carried exactly as the same points sorted beforehand: its columns, and
+    # its opening level (M4 over the trace as it is chooses the sorted copy's points).
+    monkeypatch.setattr(report_html, "PIECE", 1000)
+    rng = np.random.default_rng(11)
+    n = 30_000
+    t = np.sort(rng.uniform(0, 30, n))
+    for at in rng.integers(0, n - 50, 40):
+        t[at : at + 20] = t[at : at + 20][::-1]
+    seq = np.cumsum(rng.integers(1, 3000, n))
+    frame = np.arange(1, n + 1, dtype=np.uint32)
+
+    def carried(order: np.ndarray) -> dict[str, Any]:
+        bars = Trace(
+            "data", Kind.SEGMENTS, t[order], seq[order], y_end=seq[order] + 1448, frame=frame[order]
+        )
+        view = ConnectionView("c", (), (Plot("p", "time (s)", "seq", (bars,)),))
+        report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
+        plot: dict[str, Any] = embedded_data(render(report))["plots"][0]
+        return plot
+
+    as_captured = carried(np.arange(n))
+    assert as_captured["traces"][0]["level"] is not None
+    assert as_captured == carried(np.argsort(t, kind="stable"))
+
+
 def test_over_the_size_limit_big_traces_are_carried_thinned_keeping_marks() -> None:
     rng = np.random.default_rng(2)
     n = 400_000
