@@ -71,15 +71,16 @@ def _mask(df: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
 
 
 def _frames(df: pd.DataFrame, name: str = "frame") -> np.ndarray | None:
-    """The frame numbers of `df`'s packets for hovers (0 where a packet has none, as the
-    merge's -1 says), or None when the table carries none."""
+    """The frame numbers of `df`'s packets for hovers (0 where a packet has none), or None
+    when the table carries none."""
     if name not in df.columns:
         return None
     return _nonnegative(df[name].to_numpy())
 
 
 def _nonnegative(frames: np.ndarray) -> np.ndarray:
-    """Frame numbers with the merge's -1 (no frame) as 0."""
+    """Frame numbers with any negative one (no frame, in a signed column) as 0: the tables'
+    own are unsigned, 0 where there is none, and pass as they are."""
     return frames if frames.dtype.kind == "u" else np.maximum(frames, 0)
 
 
