@@ -347,28 +347,20 @@ def _encode_traces(
     for trace, target in zip(traces, targets, strict=True):
         n = len(trace)
         x = np.asarray(trace.x, dtype=np.float64)
-        order = None
         if target < n:
             idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end)
         elif n > 1 and not bool(np.all(x[1:] >= x[:-1])):
-            # Sorted by time, the page finds a view's points by binary search: every point is
-            # carried in time order, read through the order rather than copied into it.
-            idx, order = None, np.argsort(x, kind="stable")
+            # Sorted by time, the page finds a view's points by binary search.
+            idx = np.argsort(x, kind="stable")
         else:
             idx = None
 
-        def pick(
-            a: np.ndarray, idx: np.ndarray | None = idx, order: np.ndarray | None = order
-        ) -> Column:
-            if order is not None:
-                return _Taken(a, order)
+        def pick(a: np.ndarray, idx: np.ndarray | None = idx) -> np.ndarray:
             return np.asarray(a) if idx is None else np.asarray(a)[idx]
 
         x_carried, y = pick(x), pick(trace.y)
         y_end = None if trace.y_end is None else pick(trace.y_end)
-        keep = None if trace.keep is None else np.asarray(trace.keep)
-        if keep is not None and (idx is not None or order is not None):
-            keep = keep[idx if order is None else order]  # a byte a point: taken whole
+        keep = None if trace.keep is None else pick(trace.keep)
         frame = None if trace.frame is None else pick(trace.frame)
         marks = trace.keep is not None and bool(trace.keep.all()) and n > 0
         level_n = budget.level_points(trace.kind, marks)
@@ -394,26 +386,18 @@ def _encode_traces(
         }
         if has_level:
             # A trace of marks is thinned in a view like any other (its legend counts them),
-            # so its level need not hold them all. Read in time order through `order`, the
-            # level is thinned from the trace as it is: M4 chooses the same points either way
-            # (`decimate`), and returns them in time order.
-            source: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, Any]
-            if order is None:
-                source = (x_carried, y, y_end, keep, frame)  # type: ignore[assignment]
-            else:
-                source = (x, trace.y, trace.y_end, trace.keep, trace.frame)
-            sx, sy, s_end, s_keep, s_frame = source
-            chosen = decimate(sx, sy, level_n, None if marks else s_keep, s_end)
+            # so its level need not hold them all.
+            chosen = decimate(x_carried, y, level_n, None if marks else keep, y_end)
             entry["level"] = {
                 "n": len(chosen),
                 **_encode_arrays(
                     column,
                     True,
-                    np.asarray(sx[chosen]),
-                    np.asarray(sy[chosen]),
-                    None if s_end is None else np.asarray(s_end[chosen]),
-                    None if s_keep is None or marks else np.asarray(s_keep[chosen]),
-                    None if s_frame is None else np.asarray(s_frame[chosen]),
+                    x_carried[chosen],
+                    y[chosen],
+                    None if y_end is None else y_end[chosen],
+                    None if keep is None or marks else keep[chosen],
+                    None if frame is None else frame[chosen],
                 ),
             }
         out.append((entry, named))
@@ -460,11 +444,11 @@ _COLUMN_REFS = ("x", "y", "y_end", "keep", "frame")
 def _encode_arrays(
     column: Any,
     opening: bool,
-    x: Column,
-    y: Column,
-    y_end: Column | None,
+    x: np.ndarray,
+    y: np.ndarray,
+    y_end: np.ndarray | None,
     keep: np.ndarray | None,
-    frame: Column | None,
+    frame: np.ndarray | None,
 ) -> dict[str, int | None]:
     """Points sorted by time as column indices: x, y, a bar's top, the kept points' indices,
     each packet's frame number (None where the trace has none)."""
@@ -487,36 +471,6 @@ def _encode_arrays(
         # nothing once deflated.
         refs["frame"] = column(_encode_values(frame), opening)
     return refs
-
-
-class _Taken:
-    """`values[order]` read a slice at a time: a trace's column in time order, never made whole
-    (a sorted copy of each column of a trace of millions of points would be hundreds of MB).
-    What the encoders read of a column: its length, type, extremes, first value and slices."""
-
-    def __init__(self, values: np.ndarray, order: np.ndarray) -> None:
-        self.values, self.order = np.asarray(values), order
-        self.dtype = self.values.dtype
-
-    def __len__(self) -> int:
-        return int(self.order.size)
-
-    def __getitem__(self, at: slice | int) -> Any:
-        return self.values[self.order[at]]
-
-    def max(self) -> Any:
-        return self.values.max()  # the same values, in another order
-
-    def min(self) -> Any:
-        return self.values.min()
-
-
-# A column as the encoders read it: an array, or one read in another order (`_Taken`).
-Column = np.ndarray | _Taken
-
-
-def _dtype(column: Column) -> np.dtype[Any]:
-    return column.dtype if isinstance(column, (np.ndarray, _Taken)) else np.asarray(column).dtype
 
 
 # Columns are encoded in pieces of this many values: a trace of ten million points then makes
@@ -543,7 +497,7 @@ def _largest(n: int, value: Callable[[int, int], float]) -> float:
     return max(value(start, min(start + PIECE, n)) for start in _spans(n))
 
 
-def _encode_time(x: Column) -> dict[str, Any]:
+def _encode_time(x: np.ndarray) -> dict[str, Any]:
     """Sorted seconds as whole microseconds from the first, delta-coded, or as f8 when that
     cannot hold them (not finite, or gaps over an hour)."""
     n = len(x)
@@ -561,17 +515,16 @@ def _encode_time(x: Column) -> dict[str, Any]:
     return _typed(lambda a, b: np.asarray(x[a:b], dtype="<f8"), n, "f8")
 
 
-def _encode_values(y: Column, minus: Column | None = None) -> dict[str, Any]:
+def _encode_values(y: np.ndarray, minus: np.ndarray | None = None) -> dict[str, Any]:
     """Values exactly: whole numbers (and fixed-point ones: kB to the byte, ms to the ns) as
     deltas, other numbers as f4 (7 significant digits: enough for a rate) or f8.
 
     With `minus` (whole numbers too), whole y is carried as y - minus (a bar's height) and
     restored in the page.
     """
-    if not isinstance(y, _Taken):
-        y = np.asarray(y)
+    y = np.asarray(y)
     n = len(y)
-    whole_minus = minus is not None and _dtype(minus).kind in "iu"
+    whole_minus = minus is not None and np.asarray(minus).dtype.kind in "iu"
     # Whole numbers below 2**50 are exact as they are: the float test below would pass them at
     # 0 digits with these same values.
     if (
