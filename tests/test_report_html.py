@@ -188,9 +188,8 @@ def test_every_point_is_carried_sorted_by_time_and_shared_columns_once() -> None
 def test_a_trace_out_of_time_order_is_carried_as_its_sorted_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Read through its time order a piece at a time (many pieces here), a trace whose clock
-    # steps back is carried exactly as the same points sorted beforehand: its columns, and
-    # its opening level (M4 over the trace as it is chooses the sorted copy's points).
+    # A trace whose clock steps back is carried exactly as the same points sorted beforehand:
+    # its columns (encoded a piece at a time, many pieces here) and its opening level.
     monkeypatch.setattr(report_html, "PIECE", 1000)
     rng = np.random.default_rng(11)
     n = 30_000

@@ -269,7 +269,7 @@ def rate_plot(d: Direction, cfg: ReportConfig, shades: tuple[Shade, ...]) -> Plo
         ),
     ]
     if rtt:
-        # The direction's data segments, shared: trains() would otherwise copy them again.
+        # trains() reads the payload rows' times and lengths alone, not a copy of the table.
         tr = trains(d.segments, gap_s=rtt * cfg.train_gap_rtt_fraction, min_packets=8)
         tr = tr[np.isfinite(tr["rate_bps"])]
         traces.append(
