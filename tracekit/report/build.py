@@ -215,22 +215,16 @@ def _sequence_range(
     if not has_data.any():
         return None
     seq, end = seg["seq_rel"].to_numpy(), seg["end_rel"].to_numpy()
-    # The data rows' extremes, read in place (`where`): no copy of the columns.
-    low = float(np.min(seq, where=has_data, initial=_bound(seq, np.inf)))
-    end_max = float(np.max(end, where=has_data, initial=_bound(end, -np.inf)))
+    # The data rows' extremes, read in place (`where`, from the first data row's values): no
+    # copy of the columns.
+    first = int(np.argmax(has_data))
+    low = float(np.min(seq, where=has_data, initial=seq[first]))
+    end_max = float(np.max(end, where=has_data, initial=end[first]))
     high = max(end_max, float(acks["ack_rel"].max()) if len(acks) else 0.0)
     if len(acks):
         low = min(low, float(acks["ack_rel"].min()))
     pad = 0.04 * (high - low) or 1.0
     return (low - pad, high + pad)
-
-
-def _bound(values: np.ndarray, infinity: float) -> float | int:
-    """The far end of `values`' type toward `infinity`: a reduction's starting value."""
-    if values.dtype.kind in "iu":
-        info = np.iinfo(values.dtype)
-        return int(info.max if infinity > 0 else info.min)
-    return infinity
 
 
 def _median_rtt(d: Direction) -> float | None:
