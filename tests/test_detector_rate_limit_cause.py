@@ -152,6 +152,38 @@ def test_paced_departures_where_the_lab_paced_the_sender(name: str) -> None:
     assert (found["evidence"]["paced_departures_fraction"] >= 0.5) == paced
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        # Reno and CUBIC paced at 80% of the path: in recovery and in slow start the
+        # congestion window, not the pacer, holds them part of each round trip.
+        "paced_reno_200ms",
+        "paced_cubic_0.1bdp",
+        "paced_cubic_1bdp",
+        # Writes paced at 80%: the pacer holds each write's segments, the window its last.
+        "bursty_writes_paced",
+        # A pacer whose path's RTT doubles: the window holds it while its flight catches up.
+        "delay_step_300_600ms",
+    ],
+)
+def test_the_paced_share_is_the_time_the_pacer_held_the_sender(name: str) -> None:
+    # The sender's TCP_INFO samples every 50 ms say whether its pacer held it: data waiting
+    # while both windows had room (fixtures.lab.sweep.pacer_held). The share of busy time
+    # whose departures the pacer's timer held is that share, within two standard errors of
+    # the samples' proportion; a window whose bursts answer their ACKs at once part of each
+    # round trip is not the pacer's for all of its time.
+    from fixtures.lab.sweep import pacer_held
+
+    _, doc = _sweep_kernel(name)
+    counted = pacer_held(doc)
+    assert counted is not None
+    held, busy = counted
+    share = held / busy
+    band = 2 * np.sqrt(max(share * (1 - share), 1 / busy) / busy)
+    found = _sweep_verdict(name)["evidence"]["paced_departures_fraction"]
+    assert found == pytest.approx(share, abs=band)
+
+
 def test_quiet_without_round_trips(tmp_path: Path) -> None:
     # Data one way and no ACK at all: no RTT, so no phase can be sized or judged.
     packets = [tcp(i * 0.001, CLIENT, SERVER, 40000, 80, "A", 1 + 1000 * i, 7, 1000)

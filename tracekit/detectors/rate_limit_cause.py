@@ -456,7 +456,7 @@ class RateLimitCause(Detector):
             phases = phases.aligned(tau0, length)
             tau_end = float(phases.warp(np.array([t_end]))[0])
         n = int(np.floor((tau_end - tau0) / length)) + 1
-        window, paced, judged = self._busy_labels(
+        window, paced, judged, held_share = self._busy_labels(
             d, (tau0, tau_end), length, n, phases, mss, path, known
         )
         # Each window's share of each state (the runs cut at the window edges), and its label:
@@ -487,12 +487,14 @@ class RateLimitCause(Detector):
         label_seconds[L_RWND] = seconds[:, RECEIVE_WINDOW].sum()
         np.add.at(label_seconds, window, net_seconds)
         shares = label_seconds / total
-        # Of the busy time, the share whose segments left on a pacer's timer, whatever held
-        # the rate there (a paced sender at the path's rate is busy with bandwidth). Busy as
-        # the kernel counts it (tcp_chrono): the receive window's time too, when the window,
-        # not the pacer, held the sender however its segments were spaced.
+        # Of the busy time, the share the pacer's timer held the sender, whatever held the rate
+        # there (a paced sender at the path's rate is busy with bandwidth): in each paced
+        # window, its share of that window's busy time (`held_share`). Busy as the kernel
+        # counts it (tcp_chrono): the receive window's time too, when the window, not the
+        # pacer, held the sender however its segments were spaced.
         busy_total = float(net_seconds.sum() + seconds[:, RECEIVE_WINDOW].sum())
-        paced_share = float(net_seconds[paced].sum()) / busy_total if busy_total > 0 else 0.0
+        paced_held = float((net_seconds * held_share)[paced].sum())
+        paced_share = paced_held / busy_total if busy_total > 0 else 0.0
         # And the share in windows where whose clock the departures kept could not be told.
         untold_pace = float(net_seconds[~judged].sum()) / busy_total if busy_total > 0 else 0.0
         # Without the handshake's window scale, the flight bounds the shift from below: at
@@ -603,9 +605,13 @@ class RateLimitCause(Detector):
         mss: int,
         path: float | None,
         known: bool,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    ) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float64]
+    ]:
         """Per window, what held the busy time (slow start, congestion, bandwidth, pacing or
-        the sender's buffer), whether its segments left paced, and whether that could be told.
+        the sender's buffer), whether its segments left paced, whether that could be told, and
+        the share of its time the pacer held the sender (`_paced_windows`; all of it where its
+        timer's waits or holds fill half the window).
 
         Windows are `length` long in warped time (`RttPhases.warp`), `span` its first and last.
         """
@@ -642,7 +648,7 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        paced, judged = _paced_windows(
+        paced, judged, held_share = _paced_windows(
             dt,
             ack_t,
             t0,
@@ -672,6 +678,7 @@ class RateLimitCause(Detector):
         held = np.bincount(w, weights=held_s, minlength=n) >= cfg.paced_timer_fraction * width
         paced |= held
         judged |= held
+        held_share[timed | held] = 1.0
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
@@ -704,7 +711,7 @@ class RateLimitCause(Detector):
         filled: npt.NDArray[np.int64] = label[
             np.maximum.accumulate(np.where(empty, 0, np.arange(n)))
         ]
-        return filled, paced, judged
+        return filled, paced, judged, held_share
 
     def _verdict(
         self,
@@ -1010,10 +1017,11 @@ def _paced_windows(
     turnaround: float,
     fraction: float,
     emptied: npt.NDArray[np.bool_] | None = None,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
-    ACKs, and whether that could be told (the second array; False: "cannot tell"). Judged on
-    the bursts that start after an ACK, at least 8 of them, two ways; either shows the timer:
+    ACKs, whether that could be told (the second array; False: "cannot tell"), and the share of
+    its time the timer held the sender (the third). Judged on the bursts that start after an
+    ACK, at least 8 of them, two ways; either shows the timer:
 
     - fewer than `fraction` of them start at once after their ACK;
     - they keep their own time better than their ACKs': the spread of the times between
@@ -1038,10 +1046,18 @@ def _paced_windows(
     where the starts keep a timer's interval: a pacer whose interval outlasts the ACKs'
     spacing or the round trip (a pacing rate of a few segments per round trip) answers no ACK,
     and its departures are told by their regularity.
+
+    The timer's share of a window's time is what the kernel's samples count as the pacer's
+    hold: the time before each burst the timer released, over the time before every burst.
+    The wait before a burst that answers an ACK at once was the window's (it had no room until
+    that ACK), as where a pacer near the rate its window allows, or its cwnd in start-up,
+    fills the window part of each round trip and waits for the ACKs the rest; a window whose
+    starts keep the timer's interval (the second way) is the timer's throughout, its ACKs in
+    step with it.
     """
     rtt, least_rtt = rtts
     out = np.zeros(n, dtype=bool)
-    untold = (out, np.zeros(n, dtype=bool))
+    untold = (out, np.zeros(n, dtype=bool), np.zeros(n))
     if t.size < 3 or ack_t.size < 2:
         return untold
     # One serialisation time: the closest two segments ever left (back to back at line rate),
@@ -1095,7 +1111,8 @@ def _paced_windows(
     del w
     m = int(group[-1]) + 1
     first = np.bincount(g, minlength=m)
-    answered = np.bincount(g[delay <= soon], minlength=m)
+    at_once = delay <= soon
+    answered = np.bincount(g[at_once], minlength=m)
     enough = first >= PACED_MIN_STARTS
     paced = np.zeros(m, dtype=bool)
     paced[enough] = answered[enough] < fraction * first[enough]
@@ -1108,7 +1125,13 @@ def _paced_windows(
     # times, which no queue ahead of the capture left.)
     timed = spread_between < spread_delay
     paced |= enough & timed
-    return paced[group], enough[group]
+    # The time before each start (since the start before it), the timer's and the ACKs'.
+    by_timer = np.bincount(g[known & ~at_once], weights=between[known & ~at_once], minlength=m)
+    by_ack = np.bincount(g[known & at_once], weights=between[known & at_once], minlength=m)
+    waited = by_timer + by_ack
+    held = np.divide(by_timer, waited, out=np.ones(m), where=waited > 0)
+    held[enough & timed] = 1.0
+    return paced[group], enough[group], held[group]
 
 
 # Segments taken at once by the per-segment steps of `_paced_windows`: a few megabytes of
