@@ -555,6 +555,42 @@ def test_a_window_with_room_for_a_segment_did_not_hold_the_sender() -> None:
         assert seconds.sum() <= 0.1 * (hi - lo), (lo, hi)
 
 
+@pytest.mark.parametrize(
+    "name", ["initcwnd40_reno_200ms", "rtt_300ms", "window_64k_600ms", "wscale_off_30m_600ms"]
+)
+def test_the_first_round_is_the_congestion_windows(name: str) -> None:
+    # The receiver's first window is sized for the sender's initial one (10 segments, or the
+    # lab's initrwnd 40 with initcwnd 40): the first flight fills both. Linux asks its
+    # congestion window first, and the kernel's samples in the first round show the flight at
+    # the congestion window while the rwnd-limited clock stands still. The capture's account
+    # gives the window none of that round either.
+    from tracekit.detectors._limits import RECEIVE_WINDOW, limit_states
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    _, doc = _sweep_kernel(name)
+    samples = doc["tcp_info_samples"]
+    col = {f: i for i, f in enumerate(samples["fields"])}
+    rows = np.array(samples["rows"], dtype=np.float64)
+    offset = samples["t0_epoch_s"] - doc["capture"]["counts"]["sender"]["first_epoch_s"]
+    at = offset + rows[:, col["t_ms"]] / 1000
+    first_round = rows[:, col["bytes_acked"]] <= 1  # the SYN's byte only
+    cwnd_full = rows[:, col["snd_cwnd"]] == rows[:, col["unacked"]]
+    still = np.diff(rows[:, col["rwnd_limited"]]) == 0
+    held = np.flatnonzero(
+        first_round[1:] & cwnd_full[:-1] & cwnd_full[1:] & still & (rows[:-1, col["unacked"]] > 0)
+    )
+    assert held.size >= 2
+    d = _sweep_direction(name)
+    rtt = min_rtt_s(d)
+    assert rtt is not None
+    start, end, state = limit_states(d, segment_size_bytes(d.segments), True, rtt)
+    window = state == RECEIVE_WINDOW
+    for k in held:
+        lo, hi = at[k], at[k + 1]
+        seconds = np.clip(end[window], lo, hi) - np.clip(start[window], lo, hi)
+        assert seconds.sum() <= 0.1 * (hi - lo), (lo, hi)
+
+
 def _sweep_verdict(name: str) -> dict[str, Any]:
     """The verdict on the sweep scenario's transfer, from its sender and receiver captures."""
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name

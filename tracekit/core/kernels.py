@@ -121,6 +121,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "f8",
                 "f8",
                 "b1",
+                "b1",
             ),
         ),
         "_queue_limit": (("f8", "i8", "f8"),),

@@ -124,6 +124,8 @@ def limit_states(
     ack_line = acks["ack_rel"].to_numpy().astype(np.int64, copy=False)
     window = acks["win_bytes"].to_numpy().astype(np.int64, copy=False)
     edge = acks["edge_rel"].to_numpy().astype(np.int64, copy=False)
+    # The handshake's own window scale: the capture holds the connection's first round.
+    from_handshake = window_known
     if not window_known and least is not None:
         window = window << least
         edge = ack_line + window
@@ -149,6 +151,7 @@ def limit_states(
         float(rtt_s),
         turnaround_s(direction),
         window_known,
+        from_handshake,
     )
     if tell_queued:
         state[queued_pauses(direction, start, end, state)] = NETWORK
@@ -810,6 +813,7 @@ def _limit_runs(
     rtt: float,
     turnaround: float,
     known: bool,
+    from_handshake: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n_ack, n_data = ack_frame.size, data_frame.size
     size = n_ack + n_data
@@ -817,6 +821,9 @@ def _limit_runs(
     for j in range(n_data):
         last_end = max(last_end, data_end[j])
     first = data_t[0]
+    # The first data byte: until an ACK covers it, the sender is in its first round (where the
+    # capture holds the handshake; one that starts later has no first round to tell).
+    opening = data_end[0] - length[0] if from_handshake else np.int64(-2)
     # Each event ends at most two runs: the pacer's hold, then the state after it.
     start = np.empty(2 * size)
     end = np.empty(2 * size)
@@ -907,6 +914,16 @@ def _limit_runs(
             # The window's, once the answer to the last ACK is in the sender's queues; until
             # then TCP small queues hold what passes their limit, and the sender is busy.
             s = 2 if sent_q - nxt > _queue_limit(window_q, mss, rtt) else 1
+            if s == 1 and una <= opening and window_q >= INITIAL_WINDOW_SEGMENTS * mss:
+                # The first round's flight is the sender's initial window, all of its
+                # congestion window, and Linux asks the congestion window before the receive
+                # window (tcp_write_xmit: tcp_cwnd_test, then tcp_snd_wnd_test): a receive
+                # window the first flight also fills did not hold it as the kernel counts it.
+                # A receiver's first window sized for the sender's initial one is Linux's own
+                # rule (TCP_DEFAULT_INIT_RCVWND, 10 segments, for RFC 6928's initial window),
+                # in rounds of any length, a LAN's or a satellite's. Below 10 segments the
+                # window is smaller than any default initial window, and holds the sender.
+                s = 2
         else:
             s = 2
         # Runs follow one another without overlap even where the capture's clock steps back
@@ -937,6 +954,11 @@ def _limit_runs(
             state[n] = s
             n += 1
     return start[:n].copy(), end[:n].copy(), state[:n].copy()
+
+
+# RFC 6928's initial congestion window, Linux's default (TCP_INIT_CWND) and the first window its
+# receiver offers (TCP_DEFAULT_INIT_RCVWND), in segments.
+INITIAL_WINDOW_SEGMENTS = 10
 
 
 @jit
