@@ -802,3 +802,43 @@ def test_the_serialisation_time_is_numpys_percentile_of_the_positive_gaps(size: 
     positive = gaps[gaps > 0]
     want = float(np.percentile(positive, 1)) if positive.size else None
     assert serialisation_s(t) == want
+
+
+@pytest.mark.parametrize(("resend_after", "read"), [(0.025, False), (0.0025, True)])
+def test_a_loss_timers_wait_is_not_the_pacers_hold(
+    tmp_path: Path, resend_after: float, read: bool
+) -> None:
+    # A pacer sends two segments every 10 ms on a 5 ms path, each pair 5 ms after the ACK of
+    # the one before: the timer, not the ACK, released each, and its 10 ms holds are read.
+    # The last pair is lost whole. Resent 25 ms later (five round trips, with no ACK since:
+    # the tail loss probe's two smoothed RTTs and more), the wait was the loss timer's, and no
+    # hold of the pacer is read from it. Resent half a round trip later, sooner than any loss
+    # timer fires, it was the pacer's, in recovery as ever.
+    from tests.helpers.crafting import OPTS, c2s, s2c
+    from tracekit.detectors._limits import pacer_held
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes
+
+    packets = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C, 0, 0, OPTS),
+        tcp(0.005, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, 0, OPTS),
+        c2s(0.006, "A", 1),
+    ]
+    pairs = 31
+    for k in range(pairs):
+        t, rel = 0.1 + 0.010 * k, 1 + 2000 * k
+        packets += [c2s(t, "A", rel, 1000), c2s(t + 0.0001, "A", rel + 1000, 1000)]
+        if k < pairs - 1:
+            packets.append(s2c(t + 0.005, rel + 2000))
+    last = 0.1 + 0.010 * (pairs - 1)
+    packets.append(c2s(last + resend_after, "A", 1 + 2000 * (pairs - 1), 1000))
+    packets.append(s2c(last + resend_after + 0.005, 1 + 2000 * pairs))
+    ctx = context(write(tmp_path / "tail.pcap", packets))
+    ((conn, direction),) = list(ctx.series.with_data())
+    d = ctx.series.of(conn, direction)
+    rtt = min_rtt_s(d)
+    assert rtt == pytest.approx(0.005, abs=0.0002)
+    start, held = pacer_held(d, segment_size_bytes(d.segments), rtt)
+    assert start.size == pairs + 1
+    # The pacer's 10 ms between the pairs, read where its timer released each.
+    assert np.median(held[1:-2]) == pytest.approx(0.010, abs=0.0005)
+    assert held[pairs - 1] == pytest.approx(resend_after if read else 0.0, abs=0.0005)

@@ -54,7 +54,7 @@ import numpy.typing as npt
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import quantile_in_blocks
 from tracekit.detectors._measure import running_max_at, turnaround_s
-from tracekit.series import Direction
+from tracekit.series import Direction, kind_mask
 
 APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
 # The burst Linux waits for before it sends into a window: 2**-10 s of its pacing rate
@@ -483,7 +483,10 @@ def pacer_holds(
     jitter; fewer than MIN_HELD_BURSTS of those tell no pacer. Nor does a host whose turnaround
     outlasts the round trip (a LAN): its own pace hides any timer's. Nor a writer's pause: a
     burst after a short tail with every byte acknowledged (`EMPTIED`) left when the
-    application wrote, and its wait reads the writer, not the pacer.
+    application wrote, and its wait reads the writer, not the pacer. Nor a loss timer's: a
+    burst that resends with no ACK since the burst before (`RESENT`) was released by the
+    retransmission timer or the tail loss probe's (RFC 6298, RFC 8985: two round trips and
+    more), whose wait is the timer's, not the pacer's.
     """
 
     def compute() -> tuple[npt.NDArray[np.float64], float, float]:
@@ -539,9 +542,16 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
             data_t,
             length,
             from_empty_queue(direction),
+            kind_mask(data, "retransmission", "partial_retransmission"),
             line,
             release,
         )
+        # A loss timer fires two smoothed round trips after the last send at the soonest (the
+        # tail loss probe, RFC 8985 and tcp_schedule_loss_probe; the retransmission timer,
+        # RFC 6298, later still), and the smoothed RTT is never below the least: a resend
+        # sooner than that after the burst before was the pacer's, in loss recovery as ever.
+        sooner = np.diff(start, prepend=-np.inf) < 2 * rtt_s
+        flags[sooner & ((flags & RESENT) > 0)] &= ~np.int8(RESENT)
         # TCP small queues let into the device 2**-10 s of the pacing rate (`_queue_limit`,
         # the rate 1.2 windows per RTT: the flight the sender keeps), and at least twice an
         # skb's truesize: an skb holds a paced burst of at least two segments
@@ -570,8 +580,9 @@ def timer_paired(bursts: Bursts) -> npt.NDArray[np.bool_]:
     if n < 3:
         return paired
     gap, scale = _read_per_byte(start, size, flags)
-    # A wait that ends in the application's write (`EMPTIED`) is the writer's, not the timer's.
-    no_ack = (flags[1:] & (AFTER_ACK | EMPTIED)) == 0
+    # A wait that ends in the application's write (`EMPTIED`) is the writer's, not the pacer's
+    # timer's, and one that ends in a loss timer's resend (`RESENT`) that timer's.
+    no_ack = (flags[1:] & (AFTER_ACK | NOT_PACED)) == 0
     drain = bursts.queue / bursts.line + bursts.release
     long = no_ack & (gap - size[:-1] / bursts.line > drain)
     # Each long wait against the next one's, read at its rate.
@@ -634,9 +645,12 @@ def _starts_burst(
 
 
 # `_bursts` flags: the burst answered an ACK (left within the release time of it), an ACK
-# came since the burst before, and the new data before it ended short of a segment (the queue
-# had emptied: the application released it, `after_short_tail`).
-ANSWERED, AFTER_ACK, EMPTIED = 1, 2, 4
+# came since the burst before, the new data before it ended short of a segment (the queue
+# had emptied: the application released it, `after_short_tail`), and it resends with no ACK
+# since the burst before (a loss timer released it).
+ANSWERED, AFTER_ACK, EMPTIED, RESENT = 1, 2, 4, 8
+# Neither an ACK nor the pacer released these bursts.
+NOT_PACED = EMPTIED | RESENT
 
 
 @jit
@@ -647,12 +661,14 @@ def _bursts(
     data_t: np.ndarray,
     length: np.ndarray,
     emptied: np.ndarray,
+    resent: np.ndarray,
     line: float,
     release: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """The sender's bursts in capture order: (start, bytes, flags), where `_starts_burst`
     starts one (the segment before ended at the `line` rate); `_limit_runs` groups them by the
-    same rule. A burst whose first segment is `emptied` (`from_empty_queue`) is EMPTIED.
+    same rule. A burst whose first segment is `emptied` (`from_empty_queue`) is EMPTIED; one
+    whose first segment is `resent` with no ACK since the burst before is RESENT.
     Counted first, then filled: the arrays are as long as the bursts."""
     n_ack, n_data = ack_frame.size, data_frame.size
     count = 0
@@ -688,6 +704,8 @@ def _bursts(
                 flags[b] = AFTER_ACK | (ANSWERED if t - last_ack <= release else 0)
             if emptied[j]:
                 flags[b] |= EMPTIED
+            if resent[j] and not after_ack:
+                flags[b] |= RESENT
         if b >= 0:
             size[b] += length[j]
         prev_end = t + length[j] / line
@@ -725,9 +743,10 @@ def _expected_holds(
     total = np.bincount(release, weights=size)
     queued = exact & ((flags[1:] & AFTER_ACK) == 0) & (total[release[1:]] > queue_bytes)
     queued &= ~paired
-    # A wait that ends in the application's write (`EMPTIED`) reads the writer, not the pacer:
-    # neither exact nor a bound, and no hold.
-    read = usable & ~queued & ((flags[1:] & EMPTIED) == 0)
+    # A wait that ends in the application's write (`EMPTIED`) reads the writer, and one that
+    # ends in a loss timer's resend (`RESENT`) that timer, not the pacer: neither exact nor a
+    # bound, and no hold.
+    read = usable & ~queued & ((flags[1:] & NOT_PACED) == 0)
     held = _censored_means(x[read], exact[read])
     if held is None:
         return np.zeros(0)
