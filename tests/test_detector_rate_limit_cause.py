@@ -842,3 +842,29 @@ def test_a_loss_timers_wait_is_not_the_pacers_hold(
     # The pacer's 10 ms between the pairs, read where its timer released each.
     assert np.median(held[1:-2]) == pytest.approx(0.010, abs=0.0005)
     assert held[pairs - 1] == pytest.approx(resend_after if read else 0.0, abs=0.0005)
+
+
+def test_a_writers_clock_is_not_a_pacers(tmp_path: Path) -> None:
+    # An application writes ten segments every 30 ms on a 100 ms path, each write while the
+    # last ones are still in flight: its segments leave back to back at the host's pace, 130
+    # us apart, the first 20 ms after the last ACK. A pacer at the 333 kB/s the transfer keeps
+    # would let out two segments and wait 6 ms; none waits 30 ms and then sends ten. The
+    # writer's clock released each write, not a pacer's timer.
+    from tests.helpers.crafting import OPTS, c2s, s2c
+
+    packets = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C, 0, 0, OPTS),
+        tcp(0.1, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, 0, OPTS),
+        c2s(0.1001, "A", 1),
+    ]
+    writes, per_write, rtt = 60, 10, 0.1
+    for k in range(writes):
+        for i in range(per_write):
+            t, rel = 0.2 + 0.030 * k + 0.00013 * i, 1 + 1000 * (per_write * k + i)
+            packets.append(c2s(t, "A", rel, 1000))
+            packets.append(s2c(t + rtt, rel + 1000))
+    packets.sort(key=lambda p: float(p.time))  # type: ignore[attr-defined]
+    ctx = context(write(tmp_path / "writer.pcap", packets))
+    (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
+    assert found.evidence["paced_departures_fraction"] < 0.5
+    assert found.evidence["cause"] != "pacing"

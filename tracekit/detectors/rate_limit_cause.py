@@ -40,6 +40,7 @@ from tracekit.core.kernels import jit
 from tracekit.core.quantile import percentile
 from tracekit.detectors._limits import (
     APPLICATION,
+    BURST_S,
     NETWORK,
     RECEIVE_WINDOW,
     from_empty_queue,
@@ -658,6 +659,7 @@ class RateLimitCause(Detector):
             turnaround_s(d),
             cfg.paced_answered_fraction,
             from_empty_queue(d),
+            (delivered / length, float(mss)),
         )
         # Or the timer shows itself between two ACKs (`timer_waits`): where its waits fill at
         # least half a window's time, it held the sender for most of that window, whatever
@@ -1017,6 +1019,7 @@ def _paced_windows(
     turnaround: float,
     fraction: float,
     emptied: npt.NDArray[np.bool_] | None = None,
+    pace: tuple[npt.NDArray[np.float64], float] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
     ACKs, whether that could be told (the second array; False: "cannot tell"), and the share of
@@ -1054,6 +1057,15 @@ def _paced_windows(
     fills the window part of each round trip and waits for the ACKs the rest; a window whose
     starts keep the timer's interval (the second way) is the timer's throughout, its ACKs in
     step with it.
+
+    `pace`, per window the bytes acknowledged per second (of `t`'s time) and the segment size,
+    bounds a pacer's wait: Linux's pacer lets out at most two segments, or 2**-10 s of its
+    rate, at once (tcp_tso_autosize), and waits that burst's time at its rate before the next;
+    its rate is at least the rate the window delivered. A wait after an ACK more than twice
+    that long (two segments at the window's rate, or 2**-10 s) is no pacer's: an application
+    that writes on a clock of its own released the burst (a chunk every so many milliseconds,
+    written while the last one is still in flight), and the burst is left out, as one from
+    an empty queue is.
     """
     rtt, least_rtt = rtts
     out = np.zeros(n, dtype=bool)
@@ -1102,6 +1114,16 @@ def _paced_windows(
     w = w_s.astype(np.int64)
     del w_s
     np.clip(w, 0, n - 1, out=w)
+    if pace is not None:
+        per_s, mss = pace
+        wait_most = 2 * np.maximum(
+            np.divide(2 * mss, per_s, out=np.full(n, np.inf), where=per_s > 0), BURST_S
+        )
+        writer = known & (delay > soon) & (between > wait_most[w])
+        if writer.any():
+            keep = ~writer
+            after_ack[np.flatnonzero(after_ack)[writer]] = False
+            delay, between, known, w = delay[keep], between[keep], known[keep], w[keep]
     # Eight starts at least: a share and the quartiles rest on a few of each. Where a window
     # of a few round trips holds fewer (a path of a few segments per round trip, as a slow
     # link's or a LAN's), it is judged with the windows after it until eight have started:
