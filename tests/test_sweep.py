@@ -216,6 +216,25 @@ def test_writes_faster_than_slow_start_carries_them_leave_drops_open() -> None:
     assert "network_drops" not in set().union(*expected(spaced))
 
 
+def test_a_receiver_that_drops_every_nth_segment_drops_only_where_n_reach_it() -> None:
+    # 46 Mbit/s, RTT 520 ms, a 31 kB receive buffer: some 60 kB a second, 300 kB over the
+    # run, 208 segments. A receiver that drops one in 248 may drop none (three runs of it lost
+    # nothing): open, the counter settles it. One in 100 drops at least two.
+    point = Point(
+        rate_mbps=46,
+        rtt_ms=520,
+        buffer_bdp=2.67,
+        congestion="reno",
+        rcvbuf=31_000,
+        receiver_drop_every=248,
+        transfer_bytes=300_000,
+    )
+    labels, unsure = expected(point)
+    assert "receiver_drops" in unsure and "receiver_drops" not in labels
+    often = dataclasses.replace(point, receiver_drop_every=100)
+    assert "receiver_drops" in expected(often)[0]
+
+
 def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
     # At 47 Mbit/s and RTT 1.2 ms a 2.7 BDP buffer is 19 kB, and BBR's window allows three
     # bursts of 1 ms of its start-up pacing rate (51 kB) beyond its gain: drops are open. At
