@@ -372,6 +372,42 @@ def test_with_both_captures_the_queue_ahead_is_read_on_the_way_there() -> None:
     assert configured / 1.5 <= found["evidence"]["buffer_estimate_bytes"] <= configured * 1.5
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "overrun_reno_30m_50ms",
+        "overrun_reno_10m_10ms",
+        "initcwnd40_reno_0.1bdp",
+        "buffer_reno_0.1bdp",
+    ],
+)
+def test_a_lost_packet_met_a_full_queue(name: str) -> None:
+    # A tbf drops a packet only when its queue is full: the queue a packet lost between the
+    # captures met is the configured buffer. It is read from the last packet before it that
+    # arrived (its one-way delay over the least, less the gap between the two departures), as
+    # an overrun burst whose first packet was lost needs it (a burst longer than the round
+    # trip meets the queue the round before left).
+    from tracekit.capture import read_capture
+    from tracekit.detectors.slow_start_overrun import _one_way_wait_s
+    from tracekit.pipeline import analyze
+
+    folder = SWEEP / name
+    truth = json.loads((folder / "truth.json").read_text())
+    analysis = analyze(
+        read_capture(next(folder.glob("sender.pcap*"))),
+        read_capture(next(folder.glob("receiver.pcap*"))),
+    )
+    assert analysis.merge is not None
+    sent = analysis.merge.transmissions_of(0, 0)
+    lost = np.flatnonzero(sent["fate"].astype(str).to_numpy() == "network_drop")
+    assert lost.size == truth["drops"]["network"]
+    rate, buffer = truth["path"]["bottleneck_rate_bps"], truth["path"]["bottleneck_buffer_bytes"]
+    for row in lost:
+        wait = _one_way_wait_s(sent, float(sent["sender_t_s"].iloc[row]))
+        assert wait is not None
+        assert buffer / 1.5 <= wait * rate / 8 <= buffer * 1.5
+
+
 def test_the_initial_trains_overflow_is_one_block_across_the_rounds(tmp_path: Path) -> None:
     # 10 packets at 100 Mbit/s into 30 Mbit/s with room for 5 waiting: the initial window
     # queues 7 and loses 2; its first ACKs come back 1 ms later, while its queue still drains,

@@ -467,13 +467,26 @@ class SlowStartOverrun(Detector):
 def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
     """How much longer than the least the packet sent at `sent_s` took to reach the receiver
     (both captures' times on one clock, `tracekit.merge`); None without the receiver's
-    capture or where that packet did not arrive."""
+    capture, or where neither that packet nor one sent before it arrived.
+
+    Where that packet was lost (the queue it met was full), the last packet sent before it
+    that arrived tells the queue instead: it waited behind the queue the burst met, less what
+    the bottleneck drained between the two departures (at most their gap's time, while the
+    sender added nothing that arrived), so that wait less the gap is the least the burst met.
+    """
     if mine is None or mine.empty:
         return None
     sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
     owd = mine["receiver_t_s"].to_numpy(dtype=np.float64) - sent
     arrived = np.isfinite(owd)
     hit = np.flatnonzero(sent == sent_s)
-    if hit.size == 0 or not arrived[hit[0]]:
+    if hit.size == 0 or not arrived.any():
         return None
-    return max(float(owd[hit[0]] - owd[arrived].min()), 0.0)
+    least = float(owd[arrived].min())
+    if arrived[hit[0]]:
+        return max(float(owd[hit[0]]) - least, 0.0)
+    before = np.flatnonzero(arrived & (sent < sent_s))
+    if before.size == 0:
+        return None
+    last = before[np.argmax(sent[before])]
+    return max(float(owd[last]) - least - (sent_s - float(sent[last])), 0.0)
