@@ -235,6 +235,22 @@ def test_a_receiver_that_drops_every_nth_segment_drops_only_where_n_reach_it() -
     assert "receiver_drops" in expected(often)[0]
 
 
+def test_a_first_train_overruns_for_certain_only_at_the_nics_least_rate() -> None:
+    # Ten frames from a 207.5 Mbit/s NIC into 83 Mbit/s queue 6 of them (9.1 kB, eq. 1) at the
+    # NIC's nominal rate, over a 6.4 kB buffer by 42%; but the NIC's tbf timer fires late, and
+    # that run's first train left 85 us a frame, 142 Mbit/s, queueing 6.3 kB: it lost none.
+    # At the least rate (`least_line_bps`) the queue is within the buffer: open.
+    point = Point(
+        rate_mbps=83, rtt_ms=4.1, buffer_bdp=6381 / 42_537.5, rcvbuf=80_000, reader=(16384, 20.6)
+    )
+    labels, unsure = expected(point)
+    assert "first_round_overrun" in unsure and "first_round_overrun" not in labels
+    # Forty frames from a 100 Mbit/s NIC into 30 Mbit/s queue 25 at its least rate (38 kB),
+    # twice a 0.1 BDP buffer of 18.75 kB: the first round overruns whatever the timer's
+    # lateness.
+    assert "first_round_overrun" in GRID["initcwnd40_reno_0.1bdp"].labels
+
+
 def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
     # At 47 Mbit/s and RTT 1.2 ms a 2.7 BDP buffer is 19 kB, and BBR's window allows three
     # bursts of 1 ms of its start-up pacing rate (51 kB) beyond its gain: drops are open. At
