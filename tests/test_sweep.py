@@ -31,6 +31,7 @@ from fixtures.lab.sweep import (
     heldout,
     pacer_held,
     reader_pace,
+    rwnd_settled,
     settle_cross,
     settle_paced,
     settle_window,
@@ -245,10 +246,40 @@ def test_a_first_train_overruns_for_certain_only_at_the_nics_least_rate() -> Non
     )
     labels, unsure = expected(point)
     assert "first_round_overrun" in unsure and "first_round_overrun" not in labels
+    # Forty frames from a 427.5 Mbit/s NIC into 171 Mbit/s queue 24 (36 kB) at the nominal rate,
+    # 7 (11 kB) at the least, against a 10 kB buffer: that run's first round lost, another's
+    # may not. Open, not ruled out.
+    fast = Point(
+        rate_mbps=171, rtt_ms=2.6, buffer_bdp=0.18, congestion="reno", initcwnd=40, rcvbuf=425_000
+    )
+    labels, unsure = expected(fast)
+    assert "first_round_overrun" in unsure
     # Forty frames from a 100 Mbit/s NIC into 30 Mbit/s queue 25 at its least rate (38 kB),
     # twice a 0.1 BDP buffer of 18.75 kB: the first round overruns whatever the timer's
     # lateness.
     assert "first_round_overrun" in GRID["initcwnd40_reno_0.1bdp"].labels
+
+
+def test_a_window_below_the_bdp_is_the_kernels_to_settle_where_writes_lose() -> None:
+    # Without window scaling the window is 64 kB against 85 kB of BDP at 57 Mbit/s and 12 ms,
+    # but 160 kB writes every 275 ms leave as line-rate trains into a 14.5 kB buffer and lose:
+    # CUBIC's window, cut to 0.7 of the flight, held each write of some two round trips more
+    # than the receive window did (the kernel counted that window 1% of the busy time). Open,
+    # the kernel's account settles it; without the writes the window holds the sender.
+    point = Point(
+        rate_mbps=57,
+        rtt_ms=12,
+        buffer_bdp=14_535 / 85_500,
+        rcvbuf=4_000_000,
+        window_scaling=False,
+        writes=(160_000, 275.0),
+    )
+    labels, unsure = expected(point)
+    assert "network_drops" in labels
+    assert "window_limited" in unsure and "window_limited" not in labels
+    assert rwnd_settled(point) == {"window_limited"}
+    bulk = dataclasses.replace(point, writes=None)
+    assert "window_limited" in expected(bulk)[0]
 
 
 def test_bbr_loses_nothing_only_where_the_buffer_takes_its_offload_allowance_too() -> None:
