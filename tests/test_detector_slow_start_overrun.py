@@ -22,6 +22,7 @@ from fixtures.lab.scenarios import SCENARIOS
 from tests.helpers import lab_captures
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tracekit import physics
+from tracekit.analysis import Analysis
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.slow_start_overrun import SlowStartOverrun
@@ -329,21 +330,28 @@ def test_growth_is_judged_against_the_largest_round_before(overrun_ctx) -> None:
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
 
 
-@pytest.mark.parametrize("name", ["bbr_0.1bdp", "bbr_0.5bdp", "initcwnd40_bbr_0.1bdp"])
-def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> None:
-    # BBR paces each start-up round at a gain over the rate the round before delivered, so
-    # the ACK line across a round shows the pacer's rate, below the bottleneck's: s is then
-    # the path's rate, and eq. 1 gives the configured buffer.
+def _sweep_pair(name: str) -> tuple[dict[str, Any], Analysis]:
+    """A sweep scenario's truth, and the analysis of its sender and receiver captures."""
     from tracekit.capture import read_capture
     from tracekit.pipeline import analyze
 
     folder = SWEEP / name
     truth = json.loads((folder / "truth.json").read_text())
-    assert truth["sender"]["congestion_control"] == "bbr"
-    doc = analyze(
+    analysis = analyze(
         read_capture(next(folder.glob("sender.pcap*"))),
         read_capture(next(folder.glob("receiver.pcap*"))),
-    ).to_dict()
+    )
+    return truth, analysis
+
+
+@pytest.mark.parametrize("name", ["bbr_0.1bdp", "bbr_0.5bdp", "initcwnd40_bbr_0.1bdp"])
+def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> None:
+    # BBR paces each start-up round at a gain over the rate the round before delivered, so
+    # the ACK line across a round shows the pacer's rate, below the bottleneck's: s is then
+    # the path's rate, and eq. 1 gives the configured buffer.
+    truth, analysis = _sweep_pair(name)
+    assert truth["sender"]["congestion_control"] == "bbr"
+    doc = analysis.to_dict()
     found = [f for f in doc["findings"] if f["kind"] == KIND]
     assert found, "the start-up lost a block at the bottleneck (truth: network drops)"
     ev = found[0]["evidence"]
@@ -357,15 +365,8 @@ def test_with_both_captures_the_queue_ahead_is_read_on_the_way_there() -> None:
     # A 1.4 ms path with a buffer of four and a half packets: the ACK of the overrun burst's
     # first packet came milliseconds late (the receiving host's own delay of it), read as
     # tens of kB already queued. Its one-way delay says the queue was about the buffer.
-    from tracekit.capture import read_capture
-    from tracekit.pipeline import analyze
-
-    folder = SWEEP / "bbr_76m_1ms_rcvbuf_60k"
-    truth = json.loads((folder / "truth.json").read_text())
-    doc = analyze(
-        read_capture(next(folder.glob("sender.pcap*"))),
-        read_capture(next(folder.glob("receiver.pcap*"))),
-    ).to_dict()
+    truth, analysis = _sweep_pair("bbr_76m_1ms_rcvbuf_60k")
+    doc = analysis.to_dict()
     (found,) = [f for f in doc["findings"] if f["kind"] == KIND and f["direction"] == "a2b"]
     configured = truth["path"]["bottleneck_buffer_bytes"]
     assert found["evidence"]["queue_at_start_bytes"] <= configured * 1.5
@@ -387,16 +388,9 @@ def test_a_lost_packet_met_a_full_queue(name: str) -> None:
     # arrived (its one-way delay over the least, less the gap between the two departures), as
     # an overrun burst whose first packet was lost needs it (a burst longer than the round
     # trip meets the queue the round before left).
-    from tracekit.capture import read_capture
     from tracekit.detectors.slow_start_overrun import _one_way_wait_s
-    from tracekit.pipeline import analyze
 
-    folder = SWEEP / name
-    truth = json.loads((folder / "truth.json").read_text())
-    analysis = analyze(
-        read_capture(next(folder.glob("sender.pcap*"))),
-        read_capture(next(folder.glob("receiver.pcap*"))),
-    )
+    truth, analysis = _sweep_pair(name)
     assert analysis.merge is not None
     sent = analysis.merge.transmissions_of(0, 0)
     lost = np.flatnonzero(sent["fate"].astype(str).to_numpy() == "network_drop")
@@ -428,19 +422,12 @@ def test_a_first_round_overrun_in_the_sweep_is_the_initial_windows() -> None:
     # Eq. 1 with the configured rates and buffer: the initial window of 10 frames leaving at
     # the sender's NIC rate queues more than the tbf holds, so its own tail overflows, and the
     # next round's first packets meet the queue it left.
-    from tracekit.capture import read_capture
-    from tracekit.pipeline import analyze
-
-    folder = SWEEP / "overrun_reno_30m_10ms"
-    truth = json.loads((folder / "truth.json").read_text())
+    truth, analysis = _sweep_pair("overrun_reno_30m_10ms")
     path = truth["path"]
     f_bps, s_bps = path["sender_nic_rate_bps"], path["bottleneck_rate_bps"]
     configured = path["bottleneck_buffer_bytes"]
     assert 10 * (f_bps - s_bps) / f_bps * (path["mtu_bytes"] + 14) > configured
-    doc = analyze(
-        read_capture(next(folder.glob("sender.pcap*"))),
-        read_capture(next(folder.glob("receiver.pcap*"))),
-    ).to_dict()
+    doc = analysis.to_dict()
     (found,) = [f for f in doc["findings"] if f["kind"] == KIND]
     ev = found["evidence"]
     assert ev["round"] == 0
