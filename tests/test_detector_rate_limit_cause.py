@@ -160,8 +160,8 @@ def test_paced_departures_where_the_lab_paced_the_sender(name: str) -> None:
         "paced_reno_200ms",
         "paced_cubic_0.1bdp",
         "paced_cubic_1bdp",
-        # Writes paced at 80%: the pacer holds each write's segments, the window its last.
-        "bursty_writes_paced",
+        # (Not `bursty_writes_paced`: its samples, every 50.1 ms, alias its writes every 50 ms,
+        # so they give one point of the write cycle, not its share: `samples_alias_writes`.)
         # A pacer whose path's RTT doubles: the window holds it while its flight catches up.
         "delay_step_300_600ms",
     ],
@@ -842,6 +842,74 @@ def test_a_loss_timers_wait_is_not_the_pacers_hold(
     # The pacer's 10 ms between the pairs, read where its timer released each.
     assert np.median(held[1:-2]) == pytest.approx(0.010, abs=0.0005)
     assert held[pairs - 1] == pytest.approx(resend_after if read else 0.0, abs=0.0005)
+
+
+def _pacer_under_a_window(path: Path, gains: list[float], seed: int) -> tuple[Path, float]:
+    """A sender paced two segments at a time under a receive window of 20, on a 100 ms path,
+    its pacing gain cycling one value per round trip (BBR's cycle is 1.25, 0.75, then 1 six
+    times); each burst's ACK comes back 100 ms later. A burst leaves once the ACK of the burst
+    a window before it has come (the host answering in 50 to 250 us) and its pacer's interval
+    since the last has passed, whichever is later. Returns the capture and the share of the
+    busy time the pacer held the sender by the simulation's own state: with room in the window
+    (the ACK had come) and the pacer's interval still running."""
+    from tests.helpers.crafting import OPTS, c2s, s2c
+
+    rng = np.random.default_rng(seed)
+    mss, window, rtt = 1000, 20, 0.1
+    per_round = window // 2
+    # The window allows one burst per tenth of a round trip; the pacer, gain times that.
+    window_interval = rtt / per_round
+    packets = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C, 0, 0, OPTS),
+        tcp(0.1, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, 0, OPTS, window * mss),
+        c2s(0.1001, "A", 1),
+    ]
+    left: list[float] = []
+    acked: list[float] = []
+    held = 0.0
+    for j in range(30 * per_round):
+        interval = window_interval / gains[(j // per_round) % len(gains)]
+        if j == 0:
+            at = 0.2
+        elif j < per_round:
+            # The first round: the window has room for all of it, the pacer spaces it.
+            at = left[-1] + interval
+            held += interval
+        else:
+            answer = acked[j - per_round] + rng.uniform(50e-6, 250e-6)
+            slot = left[-1] + interval
+            at = max(answer, slot)
+            if slot > answer:
+                held += at - max(acked[j - per_round], left[-1])
+        left.append(at)
+        acked.append(at + rtt + rng.uniform(0.0, 100e-6))
+        rel = 1 + 2 * mss * j
+        packets.append(c2s(at, "A", rel, mss))
+        packets.append(c2s(at + 12e-6, "A", rel + mss, mss))
+        packets.append(s2c(acked[-1], rel + 2 * mss, window=window * mss))
+    packets.sort(key=lambda p: float(p.time))  # type: ignore[attr-defined]
+    return write(path, packets), held / (acked[-1] - left[0])
+
+
+@pytest.mark.parametrize(
+    "gains",
+    [
+        # Faster than the window: it fills the window early in each round trip, and the ACKs,
+        # back in the pacer's spacing, let every later burst out at once.
+        [1.25],
+        # BBR's cycle: the window holds it most of the time, the pacer while it runs at 0.75.
+        [1.25, 0.75, 1, 1, 1, 1, 1, 1],
+        # Slower than the window: the pacer holds it throughout.
+        [0.8],
+    ],
+)
+def test_a_full_windows_wait_is_not_the_pacers_hold(tmp_path: Path, gains: list[float]) -> None:
+    capture, share = _pacer_under_a_window(tmp_path / "paced.pcap", gains, seed=len(gains))
+    ctx = context(capture)
+    (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
+    # The capture reads the pacer's holds to within a few percent of the busy time: the
+    # host's answers and the first round's ACKs are the only time it cannot place exactly.
+    assert found.evidence["paced_departures_fraction"] == pytest.approx(share, abs=0.05)
 
 
 def test_a_writers_clock_is_not_a_pacers(tmp_path: Path) -> None:

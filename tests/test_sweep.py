@@ -32,6 +32,7 @@ from fixtures.lab.sweep import (
     pacer_held,
     reader_pace,
     rwnd_settled,
+    samples_alias_writes,
     settle_cross,
     settle_paced,
     settle_window,
@@ -513,6 +514,25 @@ def test_a_pacer_is_what_held_the_sender_only_where_its_rate_bound() -> None:
     assert "paced" in paced["labels"]
     held, busy = pacer_held(paced) or (0, 0)
     assert held > 0.8 * busy
+
+
+def test_samples_at_the_writers_period_see_one_point_of_its_cycle() -> None:
+    # 64 kB written every 50 ms and paced at 3 MB/s: each write drains in 21 ms, so data waits
+    # to be sent in less than half of each cycle. Samples spread over the cycle would find
+    # the queue empty in more than half of them; these, every 50.1 ms, find data waiting in
+    # nearly all: each lands at the same point of the cycle, just after a write.
+    doc = truth("bursty_writes_paced")
+    sender = doc["sender"]
+    drain_s = sender["write_chunk_bytes"] / sender["so_max_pacing_rate_bytes_per_s"]
+    assert drain_s / (sender["write_interval_ms"] / 1e3) < 0.5
+    fields = doc["tcp_info_samples"]["fields"]
+    rows = doc["tcp_info_samples"]["rows"]
+    waiting = [row[fields.index("notsent_bytes")] > 0 for row in rows]
+    assert sum(waiting) > 0.8 * len(rows)
+    assert samples_alias_writes(doc)
+    assert "paced" in doc["unsure_labels"]
+    # A writer every 30 ms, sampled every 50 ms, is seen all round its cycle.
+    assert not samples_alias_writes(truth("bursty_writes_100m"))
 
 
 @pytest.mark.slow  # a tshark pass over each stored capture

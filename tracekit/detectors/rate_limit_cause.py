@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from tracekit import units
 from tracekit.core.kernels import jit
@@ -457,7 +460,7 @@ class RateLimitCause(Detector):
             phases = phases.aligned(tau0, length)
             tau_end = float(phases.warp(np.array([t_end]))[0])
         n = int(np.floor((tau_end - tau0) / length)) + 1
-        window, paced, judged, held_share = self._busy_labels(
+        window, paced, judged, held_share, window_held = self._busy_labels(
             d, (tau0, tau_end), length, n, phases, mss, path, known
         )
         # Each window's share of each state (the runs cut at the window edges), and its label:
@@ -494,7 +497,14 @@ class RateLimitCause(Detector):
         # counts it (tcp_chrono): the receive window's time too, when the window, not the
         # pacer, held the sender however its segments were spaced.
         busy_total = float(net_seconds.sum() + seconds[:, RECEIVE_WINDOW].sum())
-        paced_held = float((net_seconds * held_share)[paced].sum())
+        # Where the timer held all the busy time but what a full window held (NaN), that
+        # window's time beyond the receive window's own state is taken from the busy time.
+        whole = np.isnan(held_share)
+        held_seconds = net_seconds * np.where(whole, 1.0, held_share)
+        lo, hi = (phases.unwarp(x) for x in window_held[:2])
+        beyond = _overlap_per_window(lo, hi, run_start, run_end, run_state == NETWORK, edges)
+        held_seconds[whole] -= np.clip(beyond, 0.0, net_seconds)[whole]
+        paced_held = float(held_seconds[paced].sum())
         paced_share = paced_held / busy_total if busy_total > 0 else 0.0
         # And the share in windows where whose clock the departures kept could not be told.
         untold_pace = float(net_seconds[~judged].sum()) / busy_total if busy_total > 0 else 0.0
@@ -607,12 +617,18 @@ class RateLimitCause(Detector):
         path: float | None,
         known: bool,
     ) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float64]
+        npt.NDArray[np.int64],
+        npt.NDArray[np.bool_],
+        npt.NDArray[np.bool_],
+        npt.NDArray[np.float64],
+        tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]],
     ]:
         """Per window, what held the busy time (slow start, congestion, bandwidth, pacing or
         the sender's buffer), whether its segments left paced, whether that could be told, and
-        the share of its time the pacer held the sender (`_paced_windows`; all of it where its
-        timer's waits or holds fill half the window).
+        the share of its time the pacer held the sender (`_paced_windows`; NaN, all of it but
+        the times something else did, where its starts keep a timer's interval or its timer's
+        waits or holds fill half of what no full window held); and those times, in warped
+        time, as `_paced_windows` gives them.
 
         Windows are `length` long in warped time (`RttPhases.warp`), `span` its first and last.
         """
@@ -649,7 +665,7 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
-        paced, judged, held_share = _paced_windows(
+        paced, judged, held_share, window_held = _paced_windows(
             dt,
             ack_t,
             t0,
@@ -660,14 +676,23 @@ class RateLimitCause(Detector):
             cfg.paced_answered_fraction,
             from_empty_queue(d),
             (delivered / length, float(mss)),
+            _window_edges(data, d.acks) if known else None,
         )
+        # Each window's time no full receive window held the sender (`_paced_windows`), nor
+        # the end of the data: the time a pacer can have held it at all.
+        lo, hi, full_window = window_held
+        tiles = t0 + length * np.arange(n + 1, dtype=np.float64)
+        whole_span = (np.array([t0]), np.array([tiles[-1]]), np.ones(1, dtype=bool))
+        full_s = _overlap_per_window(lo[full_window], hi[full_window], *whole_span, tiles)
+        could = cfg.paced_timer_fraction * np.maximum(width - full_s * (width / length), 0.0)
         # Or the timer shows itself between two ACKs (`timer_waits`): where its waits fill at
-        # least half a window's time, it held the sender for most of that window, whatever
-        # the ACKs let it send; the bursts after ACKs may not say so (a receiver that
-        # acknowledges once per read, whose window the pacer then spreads over the cycle).
+        # least half that time, it held the sender for most of it, whatever the ACKs let it
+        # send; the bursts after ACKs may not say so (a receiver that acknowledges once per
+        # read, whose window the pacer then spreads over the cycle).
         wait_at, wait_s = timer_waits(d, mss, float(phases.rtt_s.min()))
         w = np.clip(((warp(wait_at) - t0) / length).astype(np.int64), 0, n - 1)
-        timed = np.bincount(w, weights=wait_s, minlength=n) >= cfg.paced_timer_fraction * width
+        waits = np.bincount(w, weights=wait_s, minlength=n)
+        timed = (waits >= could) & (waits > 0)
         paced |= timed
         judged |= timed
         # Or the pacer's holds (`pacer_held`: read where its timer released a burst, expected
@@ -677,10 +702,12 @@ class RateLimitCause(Detector):
         # answering one (a pacer near the rate a receive window allows).
         held_at, held_s = pacer_held(d, mss, float(phases.rtt_s.min()))
         w = np.clip(((warp(held_at) - t0) / length).astype(np.int64), 0, n - 1)
-        held = np.bincount(w, weights=held_s, minlength=n) >= cfg.paced_timer_fraction * width
+        holds = np.bincount(w, weights=held_s, minlength=n)
+        held = (holds >= could) & (holds > 0)
         paced |= held
         judged |= held
-        held_share[timed | held] = 1.0
+        # Those windows are the timer's but for the time a window held the sender.
+        held_share[timed | held] = np.nan
         lossless = not resent.any()
         label = np.full(n, L_CONG, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
@@ -713,7 +740,7 @@ class RateLimitCause(Detector):
         filled: npt.NDArray[np.int64] = label[
             np.maximum.accumulate(np.where(empty, 0, np.arange(n)))
         ]
-        return filled, paced, judged, held_share
+        return filled, paced, judged, held_share, window_held
 
     def _verdict(
         self,
@@ -927,6 +954,35 @@ def _state_seconds_per_window(
     return out
 
 
+def _overlap_per_window(
+    lo: npt.NDArray[np.float64],
+    hi: npt.NDArray[np.float64],
+    run_start: npt.NDArray[np.float64],
+    run_end: npt.NDArray[np.float64],
+    counted: npt.NDArray[np.bool_],
+    edges: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Seconds within each window [edges[w], edges[w + 1]) that lie both in one of the
+    intervals [lo, hi) (in time order, not overlapping) and in a run that is `counted`."""
+    span = np.where(counted, run_end - run_start, 0.0)
+    cum = np.r_[0.0, np.cumsum(span)]
+
+    def counted_upto(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        k = np.searchsorted(run_start, x, side="right") - 1
+        last = np.maximum(k, 0)
+        inside = np.clip(x - run_start[last], 0.0, span[last])
+        return np.where(k >= 0, cum[last] + inside, 0.0)
+
+    if lo.size == 0 or run_start.size == 0:
+        return np.zeros(edges.size - 1)
+    each = np.r_[0.0, np.cumsum(np.maximum(counted_upto(hi) - counted_upto(lo), 0.0))]
+    j = np.searchsorted(lo, edges, side="right") - 1
+    at = np.maximum(j, 0)
+    part = np.maximum(counted_upto(np.minimum(edges, hi[at])) - counted_upto(lo[at]), 0.0)
+    upto = np.where(j >= 0, each[at] + part, 0.0)
+    return np.maximum(np.diff(upto), 0.0)
+
+
 def _merge_short(
     label: npt.NDArray[np.int64], min_windows: float, weight: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int64]:
@@ -1020,11 +1076,20 @@ def _paced_windows(
     fraction: float,
     emptied: npt.NDArray[np.bool_] | None = None,
     pace: tuple[npt.NDArray[np.float64], float] | None = None,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    edges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
+) -> tuple[
+    npt.NDArray[np.bool_],
+    npt.NDArray[np.bool_],
+    npt.NDArray[np.float64],
+    tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]],
+]:
     """Per window: whether its segments left on a timer of their own rather than in answer to
-    ACKs, whether that could be told (the second array; False: "cannot tell"), and the share of
-    its time the timer held the sender (the third). Judged on the bursts that start after an
-    ACK, at least 8 of them, two ways; either shows the timer:
+    ACKs, whether that could be told (the second array; False: "cannot tell"), and the share
+    of its time the timer held the sender (the third; NaN where its starts keep a timer's
+    interval: all of it but the times below). Then the times something other than the timer
+    held the sender, in time order: their starts, ends, and whether a full receive window (or
+    the end of the data) was what held it. Judged on the bursts that start after an ACK, at
+    least 8 of them, two ways; either shows the timer:
 
     - fewer than `fraction` of them start at once after their ACK;
     - they keep their own time better than their ACKs': the spread of the times between
@@ -1054,9 +1119,9 @@ def _paced_windows(
     hold: the time before each burst the timer released, over the time before every burst.
     The wait before a burst that answers an ACK at once was the window's (it had no room until
     that ACK), as where a pacer near the rate its window allows, or its cwnd in start-up,
-    fills the window part of each round trip and waits for the ACKs the rest; a window whose
-    starts keep the timer's interval (the second way) is the timer's throughout, its ACKs in
-    step with it.
+    fills the window part of each round trip and waits for the ACKs the rest; in a window
+    whose starts keep the timer's interval (the second way) every start is the timer's, its
+    ACKs in step with it, but for the time a full window held it (below).
 
     `pace`, per window the bytes acknowledged per second (of `t`'s time) and the segment size,
     bounds a pacer's wait: Linux's pacer lets out at most two segments, or 2**-10 s of its
@@ -1066,10 +1131,27 @@ def _paced_windows(
     that writes on a clock of its own released the burst (a chunk every so many milliseconds,
     written while the last one is still in flight), and the burst is left out, as one from
     an empty queue is.
+
+    `edges`, per segment its sequence end and per ACK the receive window's right edge so far
+    (`_window_edges`), tells a start its own ACK let out: one that ends past every edge the
+    ACKs before its own had offered did not fit the window until that ACK came. The time
+    before such an ACK was the receive window's (the flight filled it), and the pacer held
+    the start only from the ACK on (its delay), however regular the starts: a pacer faster
+    than the window's rate fills the window early in each round trip, and the ACKs, returning
+    in the pacer's spacing, then release the departures in it. A timer's hold is also at
+    most twice a Linux pacer's wait (as `pace` bounds it): a longer pause in a window whose
+    starts keep a timer's interval is a window's (the congestion window's first round trip,
+    with the initial window out), not the timer's. After the last segment nothing waits to
+    be sent, and no timer holds anything.
     """
     rtt, least_rtt = rtts
     out = np.zeros(n, dtype=bool)
-    untold = (out, np.zeros(n, dtype=bool), np.zeros(n))
+    untold = (
+        out,
+        np.zeros(n, dtype=bool),
+        np.zeros(n),
+        (np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)),
+    )
     if t.size < 3 or ack_t.size < 2:
         return untold
     # One serialisation time: the closest two segments ever left (back to back at line rate),
@@ -1087,6 +1169,7 @@ def _paced_windows(
     if not after_ack.any():
         return untold
     known = np.isfinite(between)
+    opened = _opened_by_ack(t, ack_t, after_ack, edges)
     # Half the answers later than the ACKs' spacing, or a host whose turnaround outlasts the
     # round trip: the host, not the ACK, set the time, unless the starts keep a timer's
     # interval. A pacer releases each burst its interval after the last (B/P, an hrtimer), so
@@ -1106,7 +1189,7 @@ def _paced_windows(
         keep = ~emptied[after_ack]
         after_ack[np.flatnonzero(after_ack)[~keep]] = False
         delay, between = delay[keep], between[keep]
-        known = known[keep]
+        known, opened = known[keep], opened[keep]
     # In place: each step a column as long as the bursts, made once.
     w_s = t[after_ack]
     w_s -= t0
@@ -1114,6 +1197,7 @@ def _paced_windows(
     w = w_s.astype(np.int64)
     del w_s
     np.clip(w, 0, n - 1, out=w)
+    wait_most = np.full(n, np.inf)
     if pace is not None:
         per_s, mss = pace
         wait_most = 2 * np.maximum(
@@ -1124,6 +1208,22 @@ def _paced_windows(
             keep = ~writer
             after_ack[np.flatnonzero(after_ack)[writer]] = False
             delay, between, known, w = delay[keep], between[keep], known[keep], w[keep]
+            opened = opened[keep]
+    # The part of each start's wait the pacer can have held it (see `edges` above), and per
+    # window the time it cannot have: before an ACK that opened a full window, and past the
+    # longest wait a pacer keeps.
+    timer_part = np.minimum(np.where(opened, delay, between), wait_most[w])
+    # When: a full window held the sender first, from the start before until the ACK that
+    # opened it; a pause longer than a pacer's wait came after the pacer's part.
+    start_t = t[after_ack]
+    other = known & (between > timer_part)
+    before = (start_t - between)[other]
+    last = float(t.max())
+    not_timer = (
+        np.r_[np.where(opened[other], before, before + timer_part[other]), last],
+        np.r_[np.where(opened[other], start_t[other] - timer_part[other], start_t[other]), np.inf],
+        np.r_[opened[other], True],
+    )
     # Eight starts at least: a share and the quartiles rest on a few of each. Where a window
     # of a few round trips holds fewer (a path of a few segments per round trip, as a slow
     # link's or a LAN's), it is judged with the windows after it until eight have started:
@@ -1147,13 +1247,43 @@ def _paced_windows(
     # times, which no queue ahead of the capture left.)
     timed = spread_between < spread_delay
     paced |= enough & timed
-    # The time before each start (since the start before it), the timer's and the ACKs'.
-    by_timer = np.bincount(g[known & ~at_once], weights=between[known & ~at_once], minlength=m)
-    by_ack = np.bincount(g[known & at_once], weights=between[known & at_once], minlength=m)
-    waited = by_timer + by_ack
+    # The time before each start (since the start before it), and of it the timer's: in a
+    # window whose starts keep a timer's interval, every start's (its ACKs in step with the
+    # timer), elsewhere only the starts that did not answer their ACK at once.
+    waited = np.bincount(g[known], weights=between[known], minlength=m)
+    timer = known & ~at_once
+    by_timer = np.bincount(g[timer], weights=timer_part[timer], minlength=m)
     held = np.divide(by_timer, waited, out=np.ones(m), where=waited > 0)
-    held[enough & timed] = 1.0
-    return paced[group], enough[group], held[group]
+    # A window whose starts keep a timer's interval is the timer's but for that time: NaN.
+    held[enough & timed] = np.nan
+    return paced[group], enough[group], held[group], not_timer
+
+
+def _window_edges(
+    data: pd.DataFrame, acks: pd.DataFrame
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per data segment its sequence end, and per ACK the farthest right edge of the
+    receive window offered up to it (a window's edge does not move back, RFC 9293 3.8.6)."""
+    edge = acks["edge_rel"].to_numpy()
+    return data["end_rel"].to_numpy(), np.maximum.accumulate(edge) if edge.size else edge
+
+
+def _opened_by_ack(
+    t: npt.NDArray[np.float64],
+    ack_t: npt.NDArray[np.float64],
+    after_ack: npt.NDArray[np.bool_],
+    edges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
+) -> npt.NDArray[np.bool_]:
+    """Per burst start after an ACK (`after_ack`), whether its segment ended past every
+    receive-window edge offered before that ACK: the ACK opened the window it left in."""
+    at = np.flatnonzero(after_ack)
+    if edges is None or at.size == 0:
+        return np.zeros(at.size, dtype=bool)
+    end, edge = edges
+    # The ACK that came last before the start, and the edge the ACKs before it had offered.
+    k = np.searchsorted(ack_t, t[at], side="right") - 2
+    before = np.where(k >= 0, edge[np.maximum(k, 0)], np.iinfo(np.int64).max)
+    return np.asarray(end[at] > before)
 
 
 # Segments taken at once by the per-segment steps of `_paced_windows`: a few megabytes of
