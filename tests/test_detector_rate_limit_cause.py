@@ -844,6 +844,50 @@ def test_a_loss_timers_wait_is_not_the_pacers_hold(
     assert held[pairs - 1] == pytest.approx(resend_after if read else 0.0, abs=0.0005)
 
 
+def test_a_windows_round_trip_is_not_a_pacers_hold(tmp_path: Path) -> None:
+    # Unpaced Reno under a 24-segment receive window on a 50 ms path: each round trip twelve
+    # ACKs come 300 us apart, each freeing two segments, and the host answers each in 30 us,
+    # but the first after the wait in 200 us (a host woken from idle; one answer in twelve,
+    # outside the 90% its turnaround covers). That answer leaves later than the host's
+    # turnaround, as a timer's release would, 50 ms after the burst before: a pacer would have
+    # held the sender 50 ms after 2 kB, a rate of 40 kB/s, where the ACKs delivered 480 kB/s.
+    # No pacer waits so long; the full window held the sender.
+    from tests.helpers.crafting import OPTS, c2s, s2c
+
+    mss, acks, rtt = 1000, 12, 0.05
+    window = 2 * acks * mss
+    packets = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C, 0, 0, OPTS),
+        tcp(rtt, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, 0, OPTS, window),
+        c2s(rtt + 0.0001, "A", 1),
+    ]
+    rel, t = 1, 0.1
+    for i in range(2 * acks):  # the first round: the window, back to back
+        packets.append(c2s(t + 12e-6 * i, "A", rel, mss))
+        rel += mss
+    acked = 1
+    for _ in range(30):
+        t += rtt
+        for k in range(acks):  # each ACK answered with the two segments it freed
+            acked += 2 * mss
+            ack_at = t + 300e-6 * k
+            packets.append(s2c(ack_at, acked, window=window))
+            answer = ack_at + (200e-6 if k == 0 else 30e-6)
+            packets += [c2s(answer, "A", rel, mss), c2s(answer + 12e-6, "A", rel + mss, mss)]
+            rel += 2 * mss
+    for k in range(acks):
+        acked += 2 * mss
+        packets.append(s2c(t + rtt + 300e-6 * k, acked, window=window))
+    packets.sort(key=lambda p: float(p.time))  # type: ignore[attr-defined]
+    ctx = context(write(tmp_path / "window.pcap", packets))
+    (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
+    # The window was full from each round trip's last answer to the next round's first ACK,
+    # 46.7 ms of every 50 (the first round's wait aside: a first flight as large as the
+    # initial window is the congestion window's, which Linux asks first).
+    assert found.evidence["receive_window_fraction"] > 0.85
+    assert found.evidence["paced_departures_fraction"] < 0.1
+
+
 def _pacer_under_a_window(path: Path, gains: list[float], seed: int) -> tuple[Path, float]:
     """A sender paced two segments at a time under a receive window of 20, on a 100 ms path,
     its pacing gain cycling one value per round trip (BBR's cycle is 1.25, 0.75, then 1 six

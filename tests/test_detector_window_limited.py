@@ -186,6 +186,19 @@ def test_quiet_on_a_pacer_whose_flight_is_as_constant(tmp_path: Path) -> None:
     assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
 
 
+def test_quiet_on_a_pacer_whose_answers_come_as_soon_as_a_caps(tmp_path: Path) -> None:
+    # A pacer letting out a segment every 2.419 ms (3.3 Mbit/s of the 8 Mbit/s path): its
+    # flight holds at 21 segments, and each ACK, every 4.84 ms, comes 0.3 ms before one of its
+    # departures, within a quarter of the ACKs' spacing, as soon as a sender with data ready
+    # behind a cap answers. But it sends all round the round trip, where a cap of 21 segments
+    # under a 50-segment BDP would leave the path idle more than half of each round trip.
+    def depart(k: int, sent: list[float], acked: dict[int, float]) -> float:
+        return 0.06 + k * 2.419e-3
+
+    ctx = context(_through_8m(tmp_path / "paced.pcap", 820, depart))
+    assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
+
+
 def _behind_a_host_queue(tmp_path: Path, lag_s: float, flight_segments: int) -> Path:
     """A sender under a 20,000-byte receive window (20 segments, `_through_8m`: a window of
     0.4 BDP). Each ACK frees two segments and the sender sends them at once up to

@@ -486,7 +486,10 @@ def pacer_holds(
     application wrote, and its wait reads the writer, not the pacer. Nor a loss timer's: a
     burst that resends with no ACK since the burst before (`RESENT`) was released by the
     retransmission timer or the tail loss probe's (RFC 6298, RFC 8985: two round trips and
-    more), whose wait is the timer's, not the pacer's.
+    more), whose wait is the timer's, not the pacer's. Nor a wait longer than a pacer keeps
+    after its burst (`_longest_holds`): a host that answers the ACK which opens a full window
+    a little later than its turnaround, after a round trip's wait, left on that ACK, and the
+    round trip was the window's.
     """
 
     def compute() -> tuple[npt.NDArray[np.float64], float, float]:
@@ -494,7 +497,12 @@ def pacer_holds(
         if bursts is None:
             return np.zeros(0), 0.0, 0.0
         holds = _expected_holds(
-            bursts.start, bursts.size, bursts.flags, bursts.queue, timer_paired(bursts)
+            bursts.start,
+            bursts.size,
+            bursts.flags,
+            bursts.queue,
+            timer_paired(bursts),
+            _longest_holds(direction, bursts, rtt_s),
         )
         return holds, bursts.line, bursts.release
 
@@ -713,12 +721,52 @@ def _bursts(
     return start, size, flags
 
 
+# ACKs a delivery rate is read over at the least: one or two say little of a rate, whose ACKs
+# may come in bunches (stretch ACKs, a receiver's interrupt coalescing).
+RATE_ACKS = 8
+
+
+def _longest_holds(direction: Direction, bursts: Bursts, rtt_s: float) -> npt.NDArray[np.float64]:
+    """Per burst, the longest a pacer can hold the sender after it: twice the burst's time
+    at the rate the ACKs delivered over the round trip before it (back to the RATE_ACKS-th
+    ACK where the round trip holds fewer), and at least twice BURST_S, the least a Linux
+    pacer's burst lasts (tcp_tso_autosize); infinite before any byte was acknowledged.
+
+    Linux paces at a rate set from the congestion window and the smoothed RTT, twice the
+    window per RTT in slow start and 1.2 times after (tcp_update_pacing_rate), and BBR at
+    gains of its bandwidth estimate, the delivery rate's maximum: a pacer runs at least as
+    fast as the data it delivered, and waits at most its burst's time at that rate. A longer
+    wait after a burst, on a path of any length, is a window's (the round trip for the ACK
+    of a full window) or the application's, not the timer's: the factor of two leaves room
+    for a delivery rate read over one round trip of ACKs that came in bunches."""
+    acks = direction.acks
+    if acks.empty or rtt_s <= 0:
+        return np.full(bursts.start.size, np.inf)
+    ack_t = acks["t_s"].to_numpy()
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+
+    def acked_by(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        k = np.searchsorted(ack_t, t, side="right") - 1
+        return np.where(k >= 0, line[np.maximum(k, 0)], 0).astype(np.float64)
+
+    # Over the round trip before the burst, or back to its RATE_ACKS-th ACK before where a
+    # round trip holds fewer (a path of a few ms carries a few ACKs per round trip).
+    k = np.searchsorted(ack_t, bursts.start, side="right") - 1
+    since = np.minimum(bursts.start - rtt_s, ack_t[np.clip(k - RATE_ACKS, 0, None)])
+    span = bursts.start - since
+    delivered = acked_by(bursts.start) - acked_by(since)
+    rate = np.divide(delivered, span, out=np.zeros(span.size), where=span > 0)
+    wait = np.divide(bursts.size, rate, out=np.full(rate.size, np.inf), where=rate > 0)
+    return 2 * np.maximum(wait, BURST_S)
+
+
 def _expected_holds(
     start: npt.NDArray[np.float64],
     size: npt.NDArray[np.float64],
     flags: npt.NDArray[np.int8],
     queue_bytes: float,
     paired: npt.NDArray[np.bool_],
+    most: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where fewer
@@ -747,6 +795,10 @@ def _expected_holds(
     # ends in a loss timer's resend (`RESENT`) that timer, not the pacer: neither exact nor a
     # bound, and no hold.
     read = usable & ~queued & ((flags[1:] & NOT_PACED) == 0)
+    if most is not None:
+        # A timer's release after a wait longer than a pacer keeps (`_longest_holds`) reads
+        # a window or the writer: neither exact nor a bound.
+        read &= ~(exact & (gap > most[:-1]))
     held = _censored_means(x[read], exact[read])
     if held is None:
         return np.zeros(0)

@@ -175,6 +175,14 @@ class WindowLimited(Detector):
         )
         if min(window, carried) >= cfg.max_window_bdp_ratio * bdp:
             return None
+        if limited_by == "sender":
+            # Over the round trips the cap held, from its first pinned segment to its last
+            # (slow start's waits before it are no window's).
+            held_t = flight_t[pinned]
+            data_t = d.data["t_s"].to_numpy()
+            lo, hi = np.searchsorted(data_t, [held_t[0], held_t[-1]], side="left")
+            if not _idles_each_round_trip(data_t[lo : hi + 1], window, bdp):
+                return None
         achieved = achieved_rate_bps(d)
         allows = float(physics.window_limited_rate_bps(window, rtt))
         shift = int(physics.window_scale_shift(min(bdp, physics.MAX_WINDOW_BYTES)))
@@ -482,6 +490,33 @@ def _flight_area_at(
             j += 1
         flight = max(high - line, 0.0)
     return out
+
+
+def _idles_each_round_trip(t: np.ndarray, window: float, bdp: float) -> bool:
+    """Whether the sender's departures leave the idle time a window below the BDP leaves.
+
+    A window of W bytes under a BDP of B lets the sender keep the path busy W / B of each
+    round trip: the rest it waits, with the window full, for the ACK of the window's first
+    bytes (Antony et al.: one window per round trip, sent as fast as the ACKs allow). Its
+    departures then hold gaps far longer than their mean spacing, (1 - W / B) of the time in
+    all. A pacer whose rate times the RTT is the same flight spreads it over the whole round
+    trip at its own interval and leaves no such gaps: its flight is as constant, but no
+    window holds it. Gaps of more than twice the mean spacing count as idle (a pacer's
+    intervals spread less than that); half the idle time the window implies is enough, the
+    round trips' own jitter aside. At a window of 0.8 BDP at the most (`max_window_bdp_ratio`)
+    each round trip's wait is a fifth of it, longer than two mean spacings wherever a round
+    trip carries more than ten segments.
+    """
+    if t.size < 3 or bdp <= 0 or window >= bdp:
+        return True
+    span = float(t[-1] - t[0])
+    long = 2 * span / (t.size - 1)
+    idle = 0.0
+    # A block of gaps at a time: no copy of the column's differences.
+    for at in range(1, t.size, _BLOCK_ROWS):
+        gaps = t[at : at + _BLOCK_ROWS] - t[at - 1 : at - 1 + min(_BLOCK_ROWS, t.size - at)]
+        idle += float(gaps[gaps > long].sum())
+    return idle >= 0.5 * (1 - window / bdp) * span
 
 
 def _at_once_s(d: Any) -> float:
