@@ -309,9 +309,19 @@ def test_quiet_when_the_buffer_holds_every_flight(tmp_path: Path) -> None:
 
 def test_quiet_below_the_block_size_and_fires_at_it(overrun, overrun_ctx) -> None:
     _, dropped, round_of = overrun
-    lost = lost_by_round(dropped, round_of)[3]
-    assert run(overrun_ctx, min_lost_packets=lost + 1) == []
-    assert len(run(overrun_ctx, min_lost_packets=lost)) == 1
+    lost = lost_by_round(dropped, round_of)
+    (found,) = run(overrun_ctx, min_lost_packets=lost[3])
+    assert found.evidence["round"] == 3
+    # Round 4 loses a block of its own into the queue round 3 filled: cut short at the first
+    # duplicate ACK, before it doubled round 3, it still let out two segments for each one
+    # its ACKs covered, as slow start does. A block size above round 3's finds it there.
+    (found,) = run(overrun_ctx, min_lost_packets=lost[3] + 1)
+    assert found.evidence["round"] == 4
+    assert found.evidence["lost_packets"] == lost[4]
+    assert found.evidence["round_packets"][-1] < 1.4 * found.evidence["round_packets"][-2]
+    # Its buffer estimate is the bottleneck's (24 waiting and one in service), as round 3's.
+    assert 24 * WIRE / 1.5 <= found.evidence["buffer_estimate_bytes"] <= 25 * WIRE * 1.5
+    assert run(overrun_ctx, min_lost_packets=max(lost[3], lost[4]) + 1) == []
 
 
 def test_quiet_when_the_round_did_not_grow(overrun_ctx) -> None:

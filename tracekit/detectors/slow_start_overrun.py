@@ -209,9 +209,22 @@ class SlowStartOverrun(Detector):
         # left short (it had nothing to send) says nothing about the window. Round 0 is the
         # initial window, sent as one train before any ACK: when it alone overflows the buffer
         # (a large initcwnd into a small queue), it is eq. 1's burst N_b, with nothing before.
-        if r > 0 and flights[r] < self.config.min_growth_factor * flights[:r].max():
-            return None
         next_start = starts[r + 1] if r + 1 < starts.size else np.inf
+        growth = self.config.min_growth_factor
+        if r > 0 and flights[r] < growth * flights[:r].max():
+            # A round cut short by the sender's loss recovery, before it sent all its ACKs
+            # released (a flight past the BDP returns its ACKs at the bottleneck's pace, over
+            # more than a round trip): slow start shows in what each acknowledged byte let out,
+            # two bytes (one replaced, one of growth; RFC 5681 3.1), where congestion
+            # avoidance lets out one, on a path of any length. So only where the round before
+            # was still slow start's (the initial window, or a flight that grew as much): a
+            # window that stopped doubling does not start again without a timeout.
+            still_slow = flights[r - 1] >= growth * flights[: r - 1].max() if r > 1 else True
+            cut = min(float(first_again[r]), next_start)
+            sent = float(data["len"].to_numpy()[first_copy & (t >= starts[r]) & (t < cut)].sum())
+            acked = _acked_between(ser.acks, float(starts[r]), cut)
+            if not still_slow or acked <= 0 or sent < growth * acked:
+                return None
         members = first_copy & (t >= starts[r]) & (t < next_start) & (t < first_again[r])
         before = (
             first_copy & (t >= starts[r - 1]) & (t < starts[r]) & (t < first_again[r - 1])
@@ -490,3 +503,14 @@ def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
         return None
     last = before[np.argmax(sent[before])]
     return max(float(owd[last]) - least - (sent_s - float(sent[last])), 0.0)
+
+
+def _acked_between(acks: pd.DataFrame, start_s: float, end_s: float) -> float:
+    """Bytes the ACK line advanced from `start_s` until `end_s`."""
+    t = acks["t_s"].to_numpy()
+    if t.size == 0:
+        return 0.0
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+    lo, hi = np.searchsorted(t, [start_s, end_s], side="left")
+    before = float(line[lo - 1]) if lo > 0 else float(line[0])
+    return float(line[hi - 1]) - before if hi > 0 else 0.0
