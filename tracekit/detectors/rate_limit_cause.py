@@ -941,17 +941,22 @@ def _state_seconds_per_window(
     out = np.zeros((edges.size - 1, 3))
     for s in range(3):
         mine = state == s
-        a, b = start[mine], end[mine]
-        if a.size == 0:
-            continue
-        # Time in state s up to each edge: the runs that began before it, the last one cut.
-        cum = np.r_[0.0, np.cumsum(b - a)]
-        k = np.searchsorted(a, edges, side="right")
-        last = np.maximum(k - 1, 0)
-        inside = np.clip(edges - a[last], 0.0, (b - a)[last])
-        upto = np.where(k > 0, cum[last] + inside, 0.0)
-        out[:, s] = np.diff(upto)
+        out[:, s] = np.diff(_seconds_upto(start[mine], end[mine], edges))
     return out
+
+
+def _seconds_upto(
+    start: npt.NDArray[np.float64], end: npt.NDArray[np.float64], x: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """The seconds runs [start, end) (in time order, not overlapping) cover up to each time
+    of `x`: the runs that began before it, the last one cut."""
+    if start.size == 0:
+        return np.zeros(x.size)
+    cum = np.r_[0.0, np.cumsum(end - start)]
+    k = np.searchsorted(start, x, side="right")
+    last = np.maximum(k - 1, 0)
+    inside = np.clip(x - start[last], 0.0, (end - start)[last])
+    return np.where(k > 0, cum[last] + inside, 0.0)
 
 
 def _overlap_per_window(
@@ -964,14 +969,10 @@ def _overlap_per_window(
 ) -> npt.NDArray[np.float64]:
     """Seconds within each window [edges[w], edges[w + 1]) that lie both in one of the
     intervals [lo, hi) (in time order, not overlapping) and in a run that is `counted`."""
-    span = np.where(counted, run_end - run_start, 0.0)
-    cum = np.r_[0.0, np.cumsum(span)]
+    start, end = run_start[counted], run_end[counted]
 
     def counted_upto(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        k = np.searchsorted(run_start, x, side="right") - 1
-        last = np.maximum(k, 0)
-        inside = np.clip(x - run_start[last], 0.0, span[last])
-        return np.where(k >= 0, cum[last] + inside, 0.0)
+        return _seconds_upto(start, end, x)
 
     if lo.size == 0 or run_start.size == 0:
         return np.zeros(edges.size - 1)
