@@ -680,7 +680,8 @@ def test_scrolling_the_whole_page_draws_every_plot_the_model_holds(
         for pi, pair in enumerate(connection.receiver_plots):
             if pair is not None:
                 expected[f"plot-{ci}-{pi}-receiver"] = len(pair.traces)
-    data = report.connections[0].plots[0].traces[0]
+    # Its points alone (a trace may hold its table's columns and a mask of its rows).
+    data = report.connections[0].plots[0].traces[0].whole()
     assert data.name == "data" and len(data) > budget.level_points(Kind.SEGMENTS, False)
     # A window in the middle of the transfer holding a few hundred data segments.
     times = np.sort(data.x)

@@ -28,7 +28,8 @@ def _traces(capture: Path) -> dict[str, object]:
     report = build_report(analyze_files(capture), (str(capture),))
     (view,) = report.connections
     tsg = view.plots[0]
-    return {t.name: t for t in tsg.traces}
+    # Each trace's points alone: a trace may hold its table's columns and a mask of its rows.
+    return {t.name: t.whole() for t in tsg.traces}
 
 
 def test_tsg_marks_every_event_of_the_transfer(capture: Path) -> None:

@@ -114,3 +114,28 @@ def test_unsorted_x_chooses_what_a_stable_sort_first_would(
         decimate(x[order], y[order], target, keep[order], None if y_end is None else y_end[order])
     ]
     assert decimate(x, y, target, keep, y_end).tolist() == expected.tolist()
+
+
+@given(
+    n=st.integers(5, 2_000),
+    target=st.integers(4, 300),
+    seed=st.integers(0, 2**16),
+    with_end=st.booleans(),
+    share=st.floats(0.0, 1.0),
+)
+def test_masked_rows_choose_what_those_rows_alone_would(
+    n: int, target: int, seed: int, with_end: bool, share: float
+) -> None:
+    # A mask of rows (a trace's `rows`) decimates as the rows copied out would, and names them
+    # by their place in the columns; in time order or not, ties in x and in y included.
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 50, n).astype(np.float64)
+    if rng.random() < 0.5:
+        x = np.sort(x)
+    y = rng.integers(0, 5, n).astype(np.float64)
+    y_end = y + rng.integers(0, 3, n) if with_end else None
+    keep = rng.random(n) < 0.02
+    rows = rng.random(n) < share
+    at = np.flatnonzero(rows)
+    alone = decimate(x[rows], y[rows], target, keep[rows], None if y_end is None else y_end[rows])
+    assert decimate(x, y, target, keep, y_end, rows).tolist() == at[alone].tolist()

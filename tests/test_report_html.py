@@ -185,6 +185,16 @@ def test_every_point_is_carried_sorted_by_time_and_shared_columns_once() -> None
     assert sum(len(c["b64"]) for c in out["columns"]) < 0.1 * n * 8 * 4
 
 
+def stepping_back(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """n packets' times, sorted but for 40 runs of 20 reversed (a clock that steps back), their
+    growing sequence numbers and their frame numbers."""
+    t = np.sort(rng.uniform(0, 30, n))
+    for at in rng.integers(0, n - 50, 40):
+        t[at : at + 20] = t[at : at + 20][::-1]
+    seq = np.cumsum(rng.integers(1, 3000, n))
+    return t, seq, np.arange(1, n + 1, dtype=np.uint32)
+
+
 def test_a_trace_out_of_time_order_is_carried_as_its_sorted_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -193,11 +203,7 @@ def test_a_trace_out_of_time_order_is_carried_as_its_sorted_copy(
     monkeypatch.setattr(report_html, "PIECE", 1000)
     rng = np.random.default_rng(11)
     n = 30_000
-    t = np.sort(rng.uniform(0, 30, n))
-    for at in rng.integers(0, n - 50, 40):
-        t[at : at + 20] = t[at : at + 20][::-1]
-    seq = np.cumsum(rng.integers(1, 3000, n))
-    frame = np.arange(1, n + 1, dtype=np.uint32)
+    t, seq, frame = stepping_back(rng, n)
 
     def carried(order: np.ndarray) -> dict[str, Any]:
         bars = Trace(
@@ -211,6 +217,53 @@ def test_a_trace_out_of_time_order_is_carried_as_its_sorted_copy(
     as_captured = carried(np.arange(n))
     assert as_captured["traces"][0]["level"] is not None
     assert as_captured == carried(np.argsort(t, kind="stable"))
+
+
+@pytest.mark.parametrize("limit", [None, 60_000])
+def test_a_trace_of_masked_rows_is_carried_as_those_rows_alone(
+    monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    # A trace given as a table's columns and a mask of its rows (`Trace.rows`) is carried as
+    # the same points copied out beforehand: every point in many pieces, each view's level, and
+    # over a size limit the same thinning. The clock steps back in places, so the carried
+    # points are a sort of the masked rows; some rows are marked to keep.
+    monkeypatch.setattr(report_html, "PIECE", 1000)
+    rng = np.random.default_rng(5)
+    n = 40_000
+    t, seq, frame = stepping_back(rng, n)
+    keep = rng.random(n) < 0.001
+    rows = rng.random(n) < 0.9
+
+    def carried(trace: Trace) -> dict[str, Any]:
+        view = ConnectionView("c", (), (Plot("p", "time (s)", "seq", (trace,)),))
+        report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
+        budget = Budget() if limit is None else Budget(max_bytes=limit)
+        plot: dict[str, Any] = embedded_data(render(report, budget))["plots"][0]
+        return plot
+
+    masked = Trace(
+        "data", Kind.SEGMENTS, t, seq, y_end=seq + 1448, keep=keep, frame=frame, rows=rows
+    )
+    alone = Trace(
+        "data",
+        Kind.SEGMENTS,
+        t[rows],
+        seq[rows],
+        y_end=seq[rows] + 1448,
+        keep=keep[rows],
+        frame=frame[rows],
+    )
+    assert len(masked) == len(alone) == int(rows.sum())
+    got = carried(masked)
+    assert got["traces"][0]["level"] is not None
+    if limit is not None:
+        assert got["traces"][0]["n"] < len(alone)
+    assert got == carried(alone)
+    # The same in time order, where the masked rows are read where they lie, unsorted.
+    o = np.argsort(t, kind="stable")
+    t, seq, keep, frame, rows = t[o], seq[o], keep[o], frame[o], rows[o]
+    in_order = Trace("data", Kind.SEGMENTS, t, seq, seq + 1448, keep=keep, frame=frame, rows=rows)
+    assert carried(in_order) == carried(in_order.whole())
 
 
 def test_over_the_size_limit_big_traces_are_carried_thinned_keeping_marks() -> None:

@@ -108,27 +108,41 @@ def _segments_trace(
     rows: np.ndarray | None = None,
     frame: str = "frame",
     clock: Clock | None = None,
+    times: np.ndarray | None = None,
 ) -> Trace:
     """`mark`'s bars from seq_rel to end_rel at t_s (through `clock` onto the report's axis),
     of `rows` (a mask) of seg or of all of it, each with its packet's frame number from column
-    `frame` when seg has it.
+    `frame` when seg has it. `times`, when given, are all of seg's times already on the axis
+    (one array that a plot's traces of one table share).
 
-    Columns are taken as they are (integers stay integers) and a mask that keeps every row
-    takes no copy: the data trace of a big capture is most of its segments. Only the times
-    drawn go through the clock.
+    Columns are taken as they are (integers stay integers), and a mask that keeps many rows
+    takes no copy: the trace holds the table's columns and the mask (`Trace.rows`), as the data
+    trace of a big capture is most of its segments. A mask of few rows is copied, which costs
+    less than the mask. Only the times drawn go through the clock.
     """
     every = rows is None or bool(rows.all())
-
-    def column(values: np.ndarray) -> np.ndarray:
-        return values if every else values[rows]
-
     frames = _frames(seg, frame)
+    if every or rows is None or np.count_nonzero(rows) * _COPIED_ROW_BYTES > len(rows):
+        axis = times if times is not None else _on_axis(seg["t_s"].to_numpy(), clock)
+        return mark.trace(
+            axis,
+            seg["seq_rel"].to_numpy(),
+            seg["end_rel"].to_numpy(),
+            frames,
+            rows=None if every else rows,
+        )
+    t = seg["t_s"].to_numpy()[rows] if times is None else times[rows]
     return mark.trace(
-        _on_axis(column(seg["t_s"].to_numpy()), clock, owned=not every),
-        column(seg["seq_rel"].to_numpy()),
-        column(seg["end_rel"].to_numpy()),
-        None if frames is None else column(frames),
+        t if times is not None else _on_axis(t, clock, owned=True),
+        seg["seq_rel"].to_numpy()[rows],
+        seg["end_rel"].to_numpy()[rows],
+        None if frames is None else frames[rows],
     )
+
+
+# What a copied row of a segments trace costs: its time, first and last byte, and frame number.
+# A mask costs a byte a row of the table.
+_COPIED_ROW_BYTES = 8 + 8 + 8 + 4
 
 
 def _markers(name: str, x: np.ndarray, y: np.ndarray, color: str, symbol: str) -> Trace:
@@ -160,13 +174,16 @@ def tsg_plot(
 
     seg, acks, sacks = d.segments, d.acks, d.sacks
     # The data segments are the rows that carry payload: masks over the segments table, not a
-    # copy of its payload rows (`Direction.data`), which on a big capture is most of it.
+    # copy of its payload rows (`Direction.data`), which on a big capture is most of it. The
+    # segments' times go onto the axis once, for the three traces.
     has_data = seg["len"].to_numpy() > 0
+    seg_t = times(seg)
     traces = [
-        _segments_trace(M.DATA, seg, _mask(seg, ("new",)) & has_data, clock=clock),
-        _segments_trace(M.RETRANSMITTED, seg, _mask(seg, _RESENT) & has_data, clock=clock),
-        _segments_trace(M.OUT_OF_ORDER, seg, _mask(seg, ("out_of_order",)) & has_data, clock=clock),
+        _segments_trace(M.DATA, seg, _mask(seg, ("new",)) & has_data, times=seg_t),
+        _segments_trace(M.RETRANSMITTED, seg, _mask(seg, _RESENT) & has_data, times=seg_t),
+        _segments_trace(M.OUT_OF_ORDER, seg, _mask(seg, ("out_of_order",)) & has_data, times=seg_t),
     ]
+    del seg_t
     probes = seg[_mask(seg, ("window_probe",))]
     keepalives = seg[_mask(seg, ("keepalive",))]
     traces.append(M.WINDOW_PROBE.trace(times(probes), probes["seq_rel"], frame=_frames(probes)))

@@ -21,71 +21,115 @@ def decimate(
     target: int,
     keep: np.ndarray | None = None,
     y_end: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
     """Indices of the points to draw, in order of x (ties in input order).
 
-    Contract: when len(x) <= target every index comes back. Otherwise x's range is cut into
-    at least target // 4 equal buckets and each bucket keeps its first and last point in x
-    order, its point of lowest y and its point of highest y_end (y when y_end is None), plus
-    every point where `keep` is True; so at most target + keep.sum() indices, with no repeats.
-    Buckets are made finer (never coarser) while that fills less than half the target. NaN y
-    values are ignored when finding extremes.
+    Contract: when there are at most target points every index comes back. Otherwise x's range
+    is cut into at least target // 4 equal buckets and each bucket keeps its first and last
+    point in x order, its point of lowest y and its point of highest y_end (y when y_end is
+    None), plus every point where `keep` is True; so at most target + keep.sum() indices, with
+    no repeats. Buckets are made finer (never coarser) while that fills less than half the
+    target. NaN y values are ignored when finding extremes.
+
+    `rows`, a mask as long as x, makes the points the rows it marks (`Trace.rows`): the same
+    choice as of the columns' marked rows alone, given as positions in the columns, with no
+    copy of them.
     """
-    n = len(x)
+    n = len(x) if rows is None else int(np.count_nonzero(rows))
     if target < POINTS_PER_BUCKET:
         raise ValueError(f"target must be at least {POINTS_PER_BUCKET} points, not {target}")
     if n <= target:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64) if rows is None else np.flatnonzero(rows)
+    # The kernels read a mask of no rows as every row.
+    mask = _EVERY if rows is None else rows
     # Capture clocks step back now and then, so x is often sorted but for a few points. The
     # buckets are then found point by point in input order, with ties broken as a stable sort
     # would: no sorted copies of millions of points, only the chosen few are sorted.
-    in_order = bool(np.all(x[1:] >= x[:-1]))
+    in_order = bool(_in_order(x, mask))
     tops = y if y_end is None else y_end
     n_buckets = target // POINTS_PER_BUCKET
-    selected = _m4(x, y, tops, n_buckets, in_order)
+    selected = _m4(x, y, tops, n_buckets, in_order, mask)
     # A monotone series gives two points a bucket (its first is its lowest, its last its
     # highest), and clustered times leave buckets empty: use the budget with finer buckets.
     for _ in range(3):
         finer = n_buckets * max(2, target // max(int(selected.sum()), 1))
         if 2 * selected.sum() > target or finer > n:
             break
-        candidate = _m4(x, y, tops, finer, in_order)
+        candidate = _m4(x, y, tops, finer, in_order, mask)
         if candidate.sum() > target:
             break
         selected, n_buckets = candidate, finer
     if keep is not None:
-        selected |= keep
+        selected |= keep if rows is None else keep & rows
     chosen = np.flatnonzero(selected)
     return chosen if in_order else chosen[np.argsort(x[chosen], kind="stable")]
 
 
+# The kernels' mask of every row: none given.
+_EVERY = np.zeros(0, dtype=np.bool_)
+
+
+@jit
+def _in_order(x: np.ndarray, rows: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether x at the marked rows (every row for an empty mask) never steps back; a NaN is
+    out of order, as np.all(x[1:] >= x[:-1]) finds it."""
+    every = rows.size == 0
+    seen = False
+    before = 0.0
+    for i in range(x.size):
+        if every or rows[i]:
+            if seen and not x[i] >= before:
+                return False
+            before = x[i]
+            seen = True
+    return True
+
+
 def _m4(
-    x: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int, in_order: bool
+    x: np.ndarray,
+    lows: np.ndarray,
+    tops: np.ndarray,
+    n_buckets: int,
+    in_order: bool,
+    rows: np.ndarray,
 ) -> np.ndarray:
-    """Mask of each bucket's first, last, lowest and highest point (in x order)."""
+    """Mask of each bucket's first, last, lowest and highest point (in x order), of the rows
+    `rows` marks (every row for an empty mask)."""
     if in_order:
-        return _m4_pass(x, lows, tops, n_buckets)
-    return _m4_any_order(x, lows, tops, n_buckets)
+        return _m4_pass(x, lows, tops, n_buckets, rows)
+    return _m4_any_order(x, lows, tops, n_buckets, rows)
 
 
 @jit
 def _m4_pass(
-    xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
+    xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int, rows: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
-    # xs is sorted, so each bucket is one contiguous run: one pass, no per-point temporaries.
+    # xs is sorted at the marked rows, so each bucket is one contiguous run of them: one pass,
+    # no per-point temporaries.
     n = xs.size
+    every = rows.size == 0
     selected = np.zeros(n, dtype=np.bool_)
-    x0 = xs[0]
-    span = float(xs[n - 1]) - float(x0)
+    first, last = 0, n - 1
+    if not every:
+        while not rows[first]:
+            first += 1
+        while not rows[last]:
+            last -= 1
+    x0 = xs[first]
+    span = float(xs[last]) - float(x0)
     scale = n_buckets / span if span > 0 else 0.0
     current: int | np.int64 = -1
     low_at = top_at = -1
+    before = -1
     low = top = 0.0
-    for i in range(n):
+    for i in range(first, last + 1):
+        if not every and not rows[i]:
+            continue
         bucket = min(np.int64((xs[i] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
         if bucket != current:
             if current >= 0:
-                selected[i - 1] = True
+                selected[before] = True
                 if low_at >= 0:
                     selected[low_at] = True
                 if top_at >= 0:
@@ -99,7 +143,8 @@ def _m4_pass(
         v = tops[i]
         if v == v and (top_at < 0 or v > top):
             top_at, top = i, v
-    selected[n - 1] = True
+        before = i
+    selected[last] = True
     if low_at >= 0:
         selected[low_at] = True
     if top_at >= 0:
@@ -109,7 +154,7 @@ def _m4_pass(
 
 @jit
 def _m4_any_order(
-    x: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
+    x: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int, rows: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
     """_m4_pass's choice for x in any order: each point is compared with its bucket's best.
 
@@ -117,14 +162,32 @@ def _m4_any_order(
     order breaks ties between equal extremes, so the points chosen are the sorted pass's.
     """
     n = x.size
-    x0 = x.min()
-    span = float(x.max()) - float(x0)
+    every = rows.size == 0
+    if every:
+        x0, x1 = x.min(), x.max()
+    else:
+        # The marked rows' extremes, a NaN among them taken as min and max take it.
+        seen = False
+        x0 = x1 = x[0]
+        for i in range(n):
+            if rows[i]:
+                if x[i] != x[i]:
+                    x0 = x1 = x[i]
+                    break
+                if not seen or x[i] < x0:
+                    x0 = x[i]
+                if not seen or x[i] > x1:
+                    x1 = x[i]
+                seen = True
+    span = float(x1) - float(x0)
     scale = n_buckets / span if span > 0 else 0.0
     first = np.full(n_buckets, -1, dtype=np.int64)
     last = np.full(n_buckets, -1, dtype=np.int64)
     low_at = np.full(n_buckets, -1, dtype=np.int64)
     top_at = np.full(n_buckets, -1, dtype=np.int64)
     for i in range(n):
+        if not every and not rows[i]:
+            continue
         b = min(np.int64((x[i] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
         j = first[b]
         if j < 0 or x[i] < x[j]:

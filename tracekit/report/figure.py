@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 def _trace(trace: Trace) -> dict[str, Any]:
     """One trace's plotly attributes (report.js: plotlyTrace)."""
+    trace = trace.whole()
     x = np.asarray(trace.x, np.float64)
     y = np.asarray(trace.y, np.float64)
     out: dict[str, Any] = {

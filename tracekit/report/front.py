@@ -124,7 +124,7 @@ def overview_plot(
         acked = (t for p in plots for t in p.traces if t.name.startswith(ACKED_PREFIX))
         trace = next(acked, None)
         if trace is not None and len(trace):
-            series.append((conn, label, trace))
+            series.append((conn, label, trace.whole()))
     if len(series) < 2:
         return None
     low = min(float(np.nanmin(t.x)) for *_, t in series)

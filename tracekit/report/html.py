@@ -281,12 +281,7 @@ def _carried(
     for source in plots:
         plot = source.drawn()
         counts.append([len(t) for t in plot.traces])
-        thinnable.append(
-            [
-                (t.keep is None or not t.keep.all(), 3 if t.y_end is not None else 2)
-                for t in plot.traces
-            ]
-        )
+        thinnable.append([(not t.all_kept(), 3 if t.y_end is not None else 2) for t in plot.traces])
         shells.append((replace(plot, traces=()), len(plot.traces)))
         # A trace's encoding depends on itself and its target only: after a halving, the one
         # trace it touched is encoded again, not every trace of its plot.
@@ -347,22 +342,28 @@ def _encode_traces(
     for trace, target in zip(traces, targets, strict=True):
         n = len(trace)
         x = np.asarray(trace.x, dtype=np.float64)
+        rows = trace.rows
+        idx: np.ndarray | None
         if target < n:
-            idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end)
-        elif n > 1 and not bool(np.all(x[1:] >= x[:-1])):
+            idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end, rows)
+        elif n > 1 and not _sorted_at(x, rows):
             # Sorted by time, the page finds a view's points by binary search.
-            idx = np.argsort(x, kind="stable")
+            idx = _stable_order(x, rows)
         else:
-            idx = None
+            idx = None if rows is None else np.flatnonzero(rows)
 
-        def pick(a: np.ndarray, idx: np.ndarray | None = idx) -> np.ndarray:
-            return np.asarray(a) if idx is None else np.asarray(a)[idx]
+        def pick(a: np.ndarray, idx: np.ndarray | None = idx) -> np.ndarray | _Picked:
+            # Every point (not thinned, `rows` given) is read through its positions a piece
+            # at a time: no gathered copy of a column of millions of values.
+            if idx is None:
+                return np.asarray(a)
+            return _Picked(np.asarray(a), idx) if len(idx) > PIECE else np.asarray(a)[idx]
 
         x_carried, y = pick(x), pick(trace.y)
         y_end = None if trace.y_end is None else pick(trace.y_end)
         keep = None if trace.keep is None else pick(trace.keep)
         frame = None if trace.frame is None else pick(trace.frame)
-        marks = trace.keep is not None and bool(trace.keep.all()) and n > 0
+        marks = n > 0 and trace.all_kept()
         level_n = budget.level_points(trace.kind, marks)
         has_level = len(y) > level_n
         entry: dict[str, Any] = {
@@ -386,18 +387,36 @@ def _encode_traces(
         }
         if has_level:
             # A trace of marks is thinned in a view like any other (its legend counts them),
-            # so its level need not hold them all.
-            chosen = decimate(x_carried, y, level_n, None if marks else keep, y_end)
+            # so its level need not hold them all. The carried points are in time order (ties
+            # in row order): thinned as the rows they came from, the same points are chosen
+            # in the same order, with no copy of the carried columns.
+            carried = None
+            if idx is not None:
+                carried = np.zeros(len(x), dtype=np.bool_)
+                carried[idx] = True
+            chosen = decimate(
+                x,
+                trace.y,
+                level_n,
+                None if marks or trace.keep is None else trace.keep,
+                trace.y_end,
+                carried,
+            )
+            del carried
+
+            def at(a: np.ndarray | None, chosen: np.ndarray = chosen) -> np.ndarray | None:
+                return None if a is None else np.asarray(a)[chosen]
+
             entry["level"] = {
                 "n": len(chosen),
                 **_encode_arrays(
                     column,
                     True,
-                    x_carried[chosen],
-                    y[chosen],
-                    None if y_end is None else y_end[chosen],
-                    None if keep is None or marks else keep[chosen],
-                    None if frame is None else frame[chosen],
+                    x[chosen],
+                    np.asarray(trace.y)[chosen],
+                    at(trace.y_end),
+                    None if marks else at(trace.keep),
+                    at(trace.frame),
                 ),
             }
         out.append((entry, named))
@@ -441,14 +460,54 @@ def _combined(traces: list[_Encoded]) -> tuple[list[dict[str, Any]], list[dict[s
 _COLUMN_REFS = ("x", "y", "y_end", "keep", "frame")
 
 
+class _Picked:
+    """A column's values at positions `at`, in that order, read a piece at a time (`values[a:b]`
+    is a new array of those positions' values): what a trace carries of millions of points is
+    encoded without a gathered copy of each of its columns."""
+
+    def __init__(self, values: np.ndarray, at: np.ndarray) -> None:
+        self.values, self.at, self.dtype = values, at, values.dtype
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        return np.asarray(self.values[self.at[key]])
+
+
+# A column as the encoders read it: an array, or its values at some positions.
+Carried = np.ndarray | _Picked
+
+
+def _whole(values: Carried) -> np.ndarray:
+    """Every value of a carried column, as one array."""
+    return values if isinstance(values, np.ndarray) else values[0 : len(values)]
+
+
+def _sorted_at(x: np.ndarray, rows: np.ndarray | None) -> bool:
+    """Whether x (at the rows `rows` marks, or all of it) never steps back."""
+    if rows is None:
+        return bool(np.all(x[1:] >= x[:-1]))
+    return _sorted_at(x[rows], None)
+
+
+def _stable_order(x: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Positions of x's points (the rows `rows` marks, or all) by time, ties in row order, as a
+    stable sort of the points alone orders them."""
+    if rows is None:
+        return np.argsort(x, kind="stable")
+    at = np.flatnonzero(rows)
+    return at[np.argsort(x[at], kind="stable")]
+
+
 def _encode_arrays(
     column: Any,
     opening: bool,
-    x: np.ndarray,
-    y: np.ndarray,
-    y_end: np.ndarray | None,
-    keep: np.ndarray | None,
-    frame: np.ndarray | None,
+    x: Carried,
+    y: Carried,
+    y_end: Carried | None,
+    keep: Carried | None,
+    frame: Carried | None,
 ) -> dict[str, int | None]:
     """Points sorted by time as column indices: x, y, a bar's top, the kept points' indices,
     each packet's frame number (None where the trace has none)."""
@@ -463,7 +522,7 @@ def _encode_arrays(
         # Bars carry their heights: a run of full-sized segments compresses to nothing.
         refs["y_end"] = column(_encode_values(y_end, y), opening)
     if keep is not None:
-        kept = np.flatnonzero(keep)
+        kept = np.flatnonzero(_whole(keep))
         if len(kept):
             refs["keep"] = column(_encode_values(kept), opening)
     if frame is not None:
@@ -497,12 +556,12 @@ def _largest(n: int, value: Callable[[int, int], float]) -> float:
     return max(value(start, min(start + PIECE, n)) for start in _spans(n))
 
 
-def _encode_time(x: np.ndarray) -> dict[str, Any]:
+def _encode_time(x: Carried) -> dict[str, Any]:
     """Sorted seconds as whole microseconds from the first, delta-coded, or as f8 when that
     cannot hold them (not finite, or gaps over an hour)."""
     n = len(x)
     if n and _every(n, lambda a, b: bool(np.all(np.isfinite(x[a:b])))):
-        base = float(x[0])
+        base = float(x[0:1][0])
 
         def ticks(a: int, b: int) -> np.ndarray:
             steps = x[a:b] - base
@@ -515,22 +574,23 @@ def _encode_time(x: np.ndarray) -> dict[str, Any]:
     return _typed(lambda a, b: np.asarray(x[a:b], dtype="<f8"), n, "f8")
 
 
-def _encode_values(y: np.ndarray, minus: np.ndarray | None = None) -> dict[str, Any]:
+def _encode_values(y: Carried, minus: Carried | None = None) -> dict[str, Any]:
     """Values exactly: whole numbers (and fixed-point ones: kB to the byte, ms to the ns) as
     deltas, other numbers as f4 (7 significant digits: enough for a rate) or f8.
 
     With `minus` (whole numbers too), whole y is carried as y - minus (a bar's height) and
     restored in the page.
     """
-    y = np.asarray(y)
+    if not isinstance(y, _Picked):
+        y = np.asarray(y)
     n = len(y)
-    whole_minus = minus is not None and np.asarray(minus).dtype.kind in "iu"
+    whole_minus = minus is not None and minus.dtype.kind in "iu"
     # Whole numbers below 2**50 are exact as they are: the float test below would pass them at
     # 0 digits with these same values.
     if (
         n
         and y.dtype.kind in "iu"
-        and max(int(y.max()), -int(y.min())) < 2**50
+        and _largest(n, lambda a, b: max(int(y[a:b].max()), -int(y[a:b].min()))) < 2**50
         and (minus is None or whole_minus)
     ):
 

@@ -95,9 +95,11 @@ class Mark:
         y: np.ndarray,
         y_end: np.ndarray | None = None,
         frame: np.ndarray | None = None,
+        rows: np.ndarray | None = None,
     ) -> Trace:
         """This mark's trace of the given points (bars need `y_end`, their tops; `frame`, each
-        point's frame number in its capture, when the points are packets)."""
+        point's frame number in its capture, when the points are packets; `rows`, a mask of
+        the columns' rows that are its points: `Trace.rows`)."""
         if self.kind is Kind.MARKERS:
             x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         keep = np.ones(len(x), dtype=bool) if self.keep else None
@@ -112,6 +114,7 @@ class Mark:
                 keep=keep,
                 fit=self.fit,
                 frame=frame,
+                rows=rows,
             )
         return Trace(
             self.name,
@@ -124,6 +127,7 @@ class Mark:
             keep=keep,
             fit=self.fit,
             frame=frame,
+            rows=rows,
         )
 
 

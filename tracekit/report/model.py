@@ -7,7 +7,7 @@ packets. Every value is frozen and checked once, here, so `html.render` can trus
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
@@ -65,6 +65,12 @@ class Trace:
     for a trace whose points are packets, holds each point's frame number in its capture
     (1-based, as Wireshark numbers frames; 0: the point has none): hovers show it, so a mark
     leads to its packet in Wireshark. None for lines and rates, whose points are not packets.
+
+    `rows`, when given, is a mask over the columns: the trace's points are the rows it marks,
+    and every column (x, y, y_end, keep, frame) is as long as the mask. A trace of most of a
+    table's rows (a TSG's first copies) then holds views of the table's columns, not copies of
+    millions of values; the page thins and encodes the marked rows a piece at a time.
+    `points` and `whole` give a column's values at the points alone.
     """
 
     name: str
@@ -81,14 +87,22 @@ class Trace:
     stack: str | None = None  # traces of one stack group are drawn stacked, each filled
     fit: bool = True
     frame: np.ndarray | None = None
+    rows: np.ndarray | None = None
+    _points: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Plain arrays, whatever came in (a pandas Series would carry its index along).
-        for name in ("x", "y", "y_end", "keep", "frame"):
+        for name in ("x", "y", "y_end", "keep", "frame", "rows"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, np.ndarray):
                 object.__setattr__(self, name, np.asarray(value))
         n = len(self.x)
+        if self.rows is not None and (
+            np.ndim(self.rows) != 1 or len(self.rows) != n or self.rows.dtype != np.bool_
+        ):
+            raise ReportError(f"trace {self.name!r}: rows must be a boolean mask as long as x")
+        points = n if self.rows is None else int(np.count_nonzero(self.rows))
+        object.__setattr__(self, "_points", points)
         if np.ndim(self.x) != 1 or np.ndim(self.y) != 1 or len(self.y) != n:
             raise ReportError(f"trace {self.name!r}: x and y must be 1-D and of one length")
         if self.kind is Kind.SEGMENTS and self.y_end is None:
@@ -110,7 +124,35 @@ class Trace:
             )
 
     def __len__(self) -> int:
-        return len(self.x)
+        """How many points: the rows marked, or every row without `rows`."""
+        return self._points
+
+    def points(self, column: np.ndarray) -> np.ndarray:
+        """One of the trace's columns at its points alone (the column itself without `rows`)."""
+        return column if self.rows is None else column[self.rows]
+
+    def whole(self) -> Trace:
+        """This trace with plain columns of its points alone (itself without `rows`): for a
+        reader that draws every point, as a notebook's figure does."""
+        if self.rows is None:
+            return self
+        return replace(
+            self,
+            x=self.points(self.x),
+            y=self.points(self.y),
+            y_end=None if self.y_end is None else self.points(self.y_end),
+            keep=None if self.keep is None else self.points(self.keep),
+            frame=None if self.frame is None else self.points(self.frame),
+            rows=None,
+        )
+
+    def all_kept(self) -> bool:
+        """Whether `keep` marks every point (no point may be thinned away)."""
+        if self.keep is None:
+            return False
+        if self.rows is None:
+            return bool(self.keep.all())
+        return not bool(np.any(self.rows & ~self.keep))
 
 
 @dataclass(frozen=True)
