@@ -84,7 +84,8 @@ def analyze(
     """
     selection = common.selection(conn, from_s, to_s)
     configs = common.detector_configs(config_file)
-    # Findings, connections and the merge's counts: nothing here reads the receiver's series.
+    # Findings, connections and the merge's counts: nothing here reads the receiver's series
+    # or the merge's delay table.
     result = common.run_analysis(
         capture,
         receiver,
@@ -94,6 +95,7 @@ def analyze(
         configs=configs,
         selection=selection,
         receiver_series=False,
+        merge_delay=False,
     )
     common.require_merge(result, capture, receiver)
     if as_json:

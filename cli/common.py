@@ -240,11 +240,13 @@ def run_analysis(
     configs: DetectorConfigs | None = None,
     selection: Selection | None = None,
     receiver_series: bool | Collection[str] = True,
+    merge_delay: bool = True,
 ) -> Analysis:
     """Read the captures and run the whole pipeline on them, with a bar and warnings;
     `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
     or a time window; `receiver_series` False skips the receiver's series, for a command that
-    draws nothing of the receiver's capture, and names of series tables keep those alone
+    draws nothing of the receiver's capture, and names of series tables keep those alone;
+    `merge_delay` False skips the merge's delay table, which only a view draws
     (`analyze_files`)."""
     from tracekit.cli.memory import give_back
 
@@ -261,6 +263,7 @@ def run_analysis(
         progress=progress,
         selection=selection,
         receiver_series=receiver_series,
+        merge_delay=merge_delay,
         after_stage=give_back,
     )
 

@@ -88,6 +88,27 @@ def test_offset_and_skew_of_crafted_clocks(tmp_path: Path) -> None:
     assert np.allclose(m.delay["owd_s"], DELAY_S, atol=5e-6)
 
 
+def test_without_its_delay_table_the_merge_judges_and_fits_the_same(tmp_path: Path) -> None:
+    # The delay table only a view draws; left unmade, it is empty with its declared columns,
+    # and every fate, transmission and the clock are as with it.
+    import pandas as pd
+
+    from tracekit.schema import DELAY_COLUMNS
+
+    segs, acks = _clean(40)
+    sp, rp = exchange(tmp_path, segs, acks, offset_s=3.7, skew_ppm=50.0)
+    whole = _merge(sp, rp)
+    lean = merge(
+        build_connections(read_capture(sp)), build_connections(read_capture(rp)), delay=False
+    )
+    assert len(whole.delay) > 0 and len(lean.delay) == 0
+    assert list(lean.delay.columns) == [c.name for c in DELAY_COLUMNS]
+    pd.testing.assert_frame_equal(lean.transmissions, whole.transmissions)
+    np.testing.assert_array_equal(lean.sender_fate, whole.sender_fate)
+    np.testing.assert_array_equal(lean.receiver_fate, whole.receiver_fate)
+    assert lean.clock == whole.clock
+
+
 def test_ingest_takes_the_nat_map_and_refuses_it_alone(tmp_path: Path) -> None:
     import pandas as pd
     from click.testing import CliRunner

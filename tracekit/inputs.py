@@ -276,8 +276,9 @@ def analyze_input(
 
     `configs` maps a detector's kind to its Config (tracekit.tunables); `after_stage` is called
     between the stages (`analyze_files`). Raises CaptureError
-    naming the file for a missing, corrupt or TCP-less capture. The receiver's series are not
-    built (`analyze_files`): check, batch and compare read findings, connections and the merge.
+    naming the file for a missing, corrupt or TCP-less capture. The receiver's series and the
+    merge's delay table are not built (`analyze_files`): check, batch and compare read
+    findings, connections and the merge's fates and counts.
     """
     if inp.problem is not None:
         raise CaptureError(printable(inp.sender), inp.problem)
@@ -290,6 +291,7 @@ def analyze_input(
             addr_map=dict(inp.addr_map) or None,
             on_warning=warnings.append,
             receiver_series=False,
+            merge_delay=False,
             after_stage=after_stage,
         )
     except CaptureError as exc:

@@ -158,6 +158,7 @@ def analyze(
     udp_layout: Layout | None = None,
     selection: Selection | None = None,
     receiver_series: bool | Collection[str] = True,
+    merge_delay: bool = True,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
@@ -174,7 +175,9 @@ def analyze(
     `receiver_series` False they are not built, and `Analysis.receiver` holds empty ones; on a
     big pair that is the memory of a second copy of the data segments. Given as names of series
     tables (`tracekit.series.TABLES`), only those are kept (the others empty), for a view
-    that draws those alone. `after_stage` is called
+    that draws those alone. With `merge_delay` False the merge's delay table is not made: no
+    detector reads it, only views of the merge draw it (`tracekit.merge.merge`). `after_stage`
+    is called
     after each stage, and between the series' walk and its last tables, once working memory is
     let go (a command returns it to the system there: `cli/memory.py`).
     """
@@ -202,7 +205,9 @@ def analyze(
     done()
     # The merge reads the connections and packets, never the series: run first, its working
     # memory and the series are never held at once.
-    merged = merge(snd_conns, rcv_conns, addr_map) if rcv_conns is not None else None
+    merged = (
+        merge(snd_conns, rcv_conns, addr_map, delay=merge_delay) if rcv_conns is not None else None
+    )
     done()
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
     rcv = None
@@ -281,6 +286,7 @@ def analyze_files(
     progress: Callable[[Path], AbstractContextManager[Progress | None]] | None = None,
     selection: Selection | None = None,
     receiver_series: bool | Collection[str] = True,
+    merge_delay: bool = True,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
@@ -292,7 +298,8 @@ def analyze_files(
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
     `selection` limits the analysis to one connection or a time window,
     `receiver_series` False leaves the receiver's series unbuilt (names of tables: only those
-    are kept), and `after_stage` is called after each stage (`analyze`).
+    are kept), `merge_delay` False leaves the merge's delay table unmade, and `after_stage` is
+    called after each stage (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
@@ -310,6 +317,7 @@ def analyze_files(
         udp_layout=udp_layout,
         selection=selection,
         receiver_series=receiver_series,
+        merge_delay=merge_delay,
         after_stage=after_stage,
     )
 

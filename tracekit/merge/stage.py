@@ -39,6 +39,7 @@ from tracekit.merge.match import (
 )
 from tracekit.schema import (
     COMPETING_COLUMNS,
+    DELAY_COLUMNS,
     FATE_NONE,
     FATES,
     PROTO_TCP,
@@ -47,6 +48,7 @@ from tracekit.schema import (
     TH_FIN,
     TH_RST,
     TH_SYN,
+    empty_frame,
 )
 
 if TYPE_CHECKING:
@@ -166,9 +168,17 @@ def _data_dir(table: pa.Table) -> np.ndarray:
 
 
 def merge(
-    sender: Connections, receiver: Connections, addr_map: Mapping[str, str] | None = None
+    sender: Connections,
+    receiver: Connections,
+    addr_map: Mapping[str, str] | None = None,
+    *,
+    delay: bool = True,
 ) -> Merge:
     """Merge the sender's and the receiver's captures of the same transfer(s).
+
+    With `delay` False the delay table is not made (`Merge.delay` has no rows): only views of
+    the merge draw it (the report's delay plot, exports, the notebook API), and on a big pair it
+    is 29 bytes a data packet held beside everything else.
 
     Raises CaptureError when both are one file: every packet would match itself, with no delay
     and no loss, a merge that says nothing. A receiver capture that shares no connection with the
@@ -250,12 +260,16 @@ def merge(
     clock = fit_clocks(t_s, t_r - t_s, back_s, back_s - back_r) if t_s.size else None
     del back_s, back_r
     to_sender = clock.to_sender_s if clock else (lambda x: np.asarray(x, dtype=np.float64))
-    # The one-way delay, in the arrival times' place.
-    owd = np.subtract(_in_place(t_r, to_sender), t_s, out=t_r)
-    del t_r
-    handed = [f_cd, t_s, owd]
-    del f_cd, t_s, owd
-    delay = _delay(handed, clock)
+    if delay:
+        # The one-way delay, in the arrival times' place.
+        owd = np.subtract(_in_place(t_r, to_sender), t_s, out=t_r)
+        del t_r
+        handed = [f_cd, t_s, owd]
+        del f_cd, t_s, owd
+        delays = _delay(handed, clock)
+    else:
+        del f_cd, t_s, t_r
+        delays = empty_frame(DELAY_COLUMNS)
 
     span_s = (int(snd.ts_ns.max()) - origin_ns) / 1e9 if n_s else 0.0
     reverse = _reverse_acks(rcv, r_found, origin_ns, data_dir_s, to_sender, clock, span_s)
@@ -278,7 +292,7 @@ def merge(
         connections=cm,
         clock=clock,
         transmissions=transmissions,
-        delay=delay,
+        delay=delays,
         sender_fate=sender_fate if n_s else np.zeros(0, np.uint8),
         receiver_fate=receiver_fate if n_r else np.zeros(0, np.uint8),
         data_dir=data_dir_s,
