@@ -10,12 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers.exchange import stepped_path
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.merge import merge
-from tracekit.merge.clock import fit_clocks, lower_line
+from tracekit.merge.clock import _ties_by_y, fit_clocks, lower_line
 
 LAB = Path(
     os.environ.get("TRACEKIT_LAB_CAPTURES", Path(__file__).parent.parent / "fixtures" / "captures")
@@ -253,3 +255,21 @@ def test_floors_that_slope_faster_than_any_clock_give_a_bounded_skew() -> None:
     fit = fit_clocks(t, fwd, t, rev)
     assert abs(fit.skew_ppm) <= 500.0
     assert fit.skew_disagreement_ppm == pytest.approx(2 * 5000.0, rel=0.05)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 300), seed=st.integers(0, 2**16), back=st.booleans())
+def test_times_that_never_step_back_sort_as_lexsort_does(n: int, seed: int, back: bool) -> None:
+    # A microsecond clock at a gigabit stamps runs of packets alike: within each run the
+    # delays are ordered, stably, as np.lexsort orders (time, delay); a clock that steps back
+    # is left to np.lexsort.
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.integers(0, max(n // 3, 1), n)).astype(np.float64)
+    y = rng.integers(0, 4, n).astype(np.float64)
+    if back and n > 1:
+        x[n // 2] = x[0] - 1.0
+    got = _ties_by_y(x, y)
+    if back and n > 1:
+        assert got.size == 0
+    else:
+        assert got.tolist() == np.lexsort((y, x)).tolist()

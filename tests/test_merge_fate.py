@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers.exchange import DELAY_S, Ack, Seg, exchange
 from tracekit.capture import read_capture
@@ -17,6 +19,7 @@ from tracekit.merge.fate import (
     NEVER_ACKED,
     RESENT_UNACKED,
     UNTOLD,
+    _reordered,
     receiver_verdicts,
 )
 from tracekit.schema import FATES
@@ -324,3 +327,30 @@ def test_an_ack_of_older_bytes_says_nothing_of_a_later_arrival() -> None:
         ack=[0, 0, 0, 0, 0, 20],
     )
     assert verdict[1] == UNTOLD
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    seed=st.integers(0, 2**16),
+    conns=st.integers(1, 3),
+)
+def test_reordering_is_a_later_departure_arriving_first(n: int, seed: int, conns: int) -> None:
+    # Against the definition, pair by pair: a transmission was reordered when one of its own
+    # connection's direction that left strictly later arrived strictly earlier. Coarse clocks
+    # make ties in departure and in arrival; some transmissions never arrived.
+    rng = np.random.default_rng(seed)
+    sent = np.sort(rng.integers(0, 8, n)).astype(np.int64)
+    cd = (2 * rng.integers(0, conns, n)).astype(np.int64)
+    got_at = rng.integers(0, 12, n).astype(np.int64)
+    first = np.where(rng.random(n) < 0.8, np.arange(n), -1).astype(np.int64)
+    rows = np.arange(n, dtype=np.int64)
+    expected = [
+        first[t] >= 0
+        and any(
+            first[u] >= 0 and cd[u] == cd[t] and sent[u] > sent[t] and got_at[u] < got_at[t]
+            for u in range(n)
+        )
+        for t in range(n)
+    ]
+    assert _reordered(first, rows, cd, sent, got_at).tolist() == expected

@@ -211,6 +211,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.merge.clock": {
         "_bin_minima": (("f8[:]", "f8[:]", "f8", "f8", "i8"),),
         "_lower_hull": (("f8[:]", "f8[:]", "i8[:]"),),
+        "_ties_by_y": (("f8[:]r", "f8[:]r"),),
     },
     "tracekit.merge.fate": {
         "_arrival_fates": (("i8[:]", "i8[:]", "u1[:]", "u1[:]", "b1[:]", "i8[:]"),),
@@ -276,7 +277,8 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         ),
         "_overtaken_rows": (("i8", "i8[:]", "i8[:]", "i8[:]r", "i8[:]"),),
         "_owners": (("i8[:]", "i8[:]", "i4[:]r", "i8[:]"),),
-        "_reordered": (("i8[:]", "i8[:]", "i8[:]", "i8[:]r", "i8"),),
+        "_reordered": (("i8[:]r", "i8[:]r", "i8[:]r", "i8[:]r", "i8[:]r"),),
+        "_in_time_order": (("i8[:]r", "i8[:]r"),),
         "_scan": (
             (
                 "i8[:]",

@@ -830,21 +830,48 @@ def _gaps(
 
 @jit
 def _reordered(
-    order: np.ndarray, rows: np.ndarray, cd: np.ndarray, ts_ns: np.ndarray, n_tx: int
+    first: np.ndarray, rows: np.ndarray, cd: np.ndarray, sent_ns: np.ndarray, got_ns: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - numba
-    """Per transmission: whether it arrived after one its connection's direction sent later.
-    `order` lists the transmissions that arrived, by (cd, arrival time, departure order)."""
-    out = np.zeros(n_tx, dtype=np.bool_)
-    lowest = np.iinfo(np.int64).min
-    sent_before = lowest
-    for k in range(order.size):
-        t = order[k]
+    """Per transmission (`rows`, in departure order; `first`, its first arrival's row, -1 for
+    none): whether it arrived after one its connection's direction sent later, that is, some
+    transmission of the same cd that left strictly later arrived strictly earlier.
+
+    One pass from the last departure back, with no sort by arrival: per cd, the earliest
+    arrival among the transmissions that left later than the one at hand (those that left at
+    the same instant are gathered first, and count only once an earlier departure comes).
+    """
+    n = rows.size
+    out = np.zeros(n, dtype=np.bool_)
+    top = 0
+    for t in range(n):
+        top = max(top, cd[rows[t]])
+    never = np.iinfo(np.int64).max
+    earliest = np.full(top + 1, never, dtype=np.int64)  # of later departures
+    instant = np.full(top + 1, never, dtype=np.int64)  # the departure time being gathered
+    gathered = np.full(top + 1, never, dtype=np.int64)  # earliest arrival of those
+    for t in range(n - 1, -1, -1):
         i = rows[t]
-        if k == 0 or cd[i] != cd[rows[order[k - 1]]]:
-            sent_before = lowest
-        out[t] = ts_ns[i] < sent_before
-        sent_before = max(sent_before, ts_ns[i])
+        c = cd[i]
+        if sent_ns[i] < instant[c]:
+            earliest[c] = min(earliest[c], gathered[c])
+            instant[c] = sent_ns[i]
+            gathered[c] = never
+        if first[t] >= 0:
+            got = got_ns[first[t]]
+            out[t] = earliest[c] < got
+            gathered[c] = min(gathered[c], got)
     return out
+
+
+@jit
+def _in_time_order(rows: np.ndarray, ts_ns: np.ndarray) -> bool:  # pragma: no cover - numba
+    """Whether ts_ns at `rows` never steps back (a stable sort by it would keep rows as is)."""
+    ordered = True
+    for k in range(1, rows.size):
+        if ts_ns[rows[k]] < ts_ns[rows[k - 1]]:
+            ordered = False
+            break
+    return ordered
 
 
 @jit
@@ -974,7 +1001,9 @@ def judge_transmissions(
     arrive_fate = np.full(arrive.rows, FATE_NONE, dtype=np.uint8)
     data_dir = data_dir.astype(np.int64)
     rows = data_rows(leave, data_dir)
-    rows = rows[np.argsort(leave.ts_ns[rows], kind="stable")]  # the transmissions, in time order
+    # The transmissions, in time order: as captured already, but where the clock stepped back.
+    if not _in_time_order(rows, leave.ts_ns):
+        rows = rows[np.argsort(leave.ts_ns[rows], kind="stable")]
     arr = data_rows(arrive, data_dir)  # the arrivals, in row order
     n_tx = rows.size
 
@@ -1032,10 +1061,8 @@ def judge_transmissions(
     del blk_key, blk_end, max_ack
 
     # Reordering: an arrival after one of a segment the sender sent later.
-    came = np.flatnonzero(arrived)
-    came = came[np.lexsort((arrive.ts_ns[first[came]], leave.cd[rows[came]]))]
-    reordered = _reordered(came, rows, leave.cd, leave.ts_ns, n_tx)
-    del came, arrived
+    reordered = _reordered(first, rows, leave.cd, leave.ts_ns, arrive.ts_ns)
+    del arrived
 
     fate = np.full(n_tx, _CODE["delivered"], dtype=np.uint8)
     fate[reordered] = _CODE["reordered"]
