@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tracekit.analysis import Analysis, Selection
     from tracekit.capture import Capture
     from tracekit.connections import Connections
+    from tracekit.pipeline import Early
     from tracekit.tunables import DetectorConfigs
 
 # A capture smaller than this reads in well under a second: no bar.
@@ -241,13 +242,14 @@ def run_analysis(
     selection: Selection | None = None,
     receiver_series: bool | Collection[str] = True,
     merge_delay: bool = True,
+    early: Early | None = None,
 ) -> Analysis:
     """Read the captures and run the whole pipeline on them, with a bar and warnings;
     `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
     or a time window; `receiver_series` False skips the receiver's series, for a command that
     draws nothing of the receiver's capture, and names of series tables keep those alone;
-    `merge_delay` False skips the merge's delay table, which only a view draws
-    (`analyze_files`)."""
+    `merge_delay` False skips the merge's delay table, which only a view draws; `early` draws
+    from tables no detector reads as soon as they are made (`analyze_files`)."""
     from tracekit.cli.memory import give_back
 
     from tracekit.merge.udpstream import Layout
@@ -264,6 +266,7 @@ def run_analysis(
         selection=selection,
         receiver_series=receiver_series,
         merge_delay=merge_delay,
+        early=early,
         after_stage=give_back,
     )
 

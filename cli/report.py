@@ -17,6 +17,7 @@ from tracekit.errors import TracekitError
 from tracekit.findings import Severity
 from tracekit.report import chromium
 from tracekit.report.build import RECEIVER_TABLES, ReportConfig, build_report
+from tracekit.report.early import EarlyPlots
 from tracekit.report.figures import IMAGE_NAME, export
 from tracekit.report.html import write
 from tracekit.tunables import DetectorConfigs
@@ -157,6 +158,11 @@ def _report(
     folders: dict[str, Path],
 ) -> None:
     """Analyse the captures and write the page, the images, or both."""
+    # The page's plots of the receiver's series and of the merge's delay table are encoded as
+    # soon as those are made, and the tables let go before the sender's series are built (a
+    # big pair's receiver series are as big as the sender's). Images are drawn from plots, and
+    # a selection's connections are known only once the analysis is done: those keep them.
+    early = EarlyPlots(config) if not folders and selection.everything else None
     # Of the receiver's series, only what its TSG draws is kept.
     analysis = common.run_analysis(
         capture,
@@ -167,6 +173,7 @@ def _report(
         configs=configs,
         selection=selection,
         receiver_series=RECEIVER_TABLES,
+        early=early,
     )
     common.require_merge(analysis, capture, receiver)
     # As the page names them: a file name may hold bytes no UTF-8 page can.
@@ -176,7 +183,7 @@ def _report(
     analysis = analysis.without_packets()
     # The page's plots are built as they are encoded, one at a time, so that not every plot's
     # arrays are held at once; the images are drawn from plots built beforehand.
-    built = build_report(analysis, inputs, config, deferred=not folders)
+    built = build_report(analysis, inputs, config, deferred=not folders, early=early)
     findings = len(analysis.findings)
     # What the page needs is in `built` (with the analysis, for plots still to be built).
     del analysis

@@ -261,3 +261,29 @@ def test_plots_built_as_the_page_encodes_them_make_the_same_page(tmp_path: Path)
             page = render(deferred, budget)
             assert page == render(eager, budget)
         assert ("carried thinned" in page) is thinned
+
+
+@pytest.mark.parametrize("limit", [None, 20_000])
+def test_plots_encoded_while_the_analysis_runs_make_the_same_page(limit: int | None) -> None:
+    """The receiver's TSG and the delay plot, encoded as soon as the receiver's series and the
+    merge are made (their tables then let go: no detector reads them), give the page that the
+    analysis holding every table gives; over a data limit too, which thins their traces."""
+    from tracekit.report.build import RECEIVER_TABLES
+    from tracekit.report.early import EarlyPlots
+    from tracekit.report.model import Encoded
+
+    pair = (LAB / "clean" / "sender.pcap", LAB / "clean" / "receiver.pcap")
+    budget = Budget() if limit is None else Budget(max_bytes=limit)
+    whole = analyze_files(*pair, receiver_series=RECEIVER_TABLES)
+    early = EarlyPlots(budget=budget, min_packets=0)
+    lean = analyze_files(*pair, receiver_series=RECEIVER_TABLES, early=early)
+    # What the page draws of them was encoded, and the tables are gone.
+    assert early.delay and early.receiver
+    assert lean.merge is not None and lean.merge.delay.empty and not whole.merge.delay.empty
+    assert lean.receiver is not None and lean.receiver.series.segments.empty
+    report = build_report(lean, ("x",), deferred=True, early=early)
+    (view,) = report.connections
+    assert isinstance(view.receiver_plots[0], Encoded) and isinstance(view.plots[-1], Encoded)
+    page = render(report, budget)
+    assert page == render(build_report(whole, ("x",), deferred=True), budget)
+    assert ("carried thinned" in page) is (limit is not None)

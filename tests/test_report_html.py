@@ -20,6 +20,7 @@ from tracekit.report import html as report_html
 from tracekit.report.html import DRAW_COST, PLOTLY_JS, Budget, render, write
 from tracekit.report.model import (
     ConnectionView,
+    Encoded,
     Kind,
     Plot,
     Report,
@@ -264,6 +265,41 @@ def test_a_trace_of_masked_rows_is_carried_as_those_rows_alone(
     t, seq, keep, frame, rows = t[o], seq[o], keep[o], frame[o], rows[o]
     in_order = Trace("data", Kind.SEGMENTS, t, seq, seq + 1448, keep=keep, frame=frame, rows=rows)
     assert carried(in_order) == carried(in_order.whole())
+
+
+@pytest.mark.parametrize("limit", [None, 120_000, 30_000])
+def test_a_plot_encoded_beforehand_makes_the_same_page(
+    monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    # A plot encoded before the page is made (its tables let go meanwhile) gives the page the
+    # plot itself gives: every point, or over a size limit the same halvings of the same
+    # traces, beside a plot that is drawn as the page is made.
+    monkeypatch.setattr(report_html, "PIECE", 1000)
+    rng = np.random.default_rng(8)
+    t, seq, frame = stepping_back(rng, 40_000)
+    keep = rng.random(t.size) < 0.001
+    rows = rng.random(t.size) < 0.9
+    tsg = Plot(
+        "TSG",
+        "time (s)",
+        "seq",
+        (
+            Trace("data", Kind.SEGMENTS, t, seq, seq + 1448, keep=keep, frame=frame, rows=rows),
+            Trace("ACK", Kind.STEP, np.sort(t), seq - 5000),
+        ),
+    )
+    delay = Plot("delay", "time (s)", "ms", (Trace("owd", Kind.LINE, np.sort(t), 20 + t / 7),))
+    budget = Budget() if limit is None else Budget(max_bytes=limit)
+
+    def page(plots: tuple[Plot | Encoded, ...]) -> str:
+        view = ConnectionView("c", (), plots)
+        return render(Report("r", Table((), ()), Table((), ()), (view,), (), "0"), budget)
+
+    drawn = page((tsg, delay))
+    if limit is not None:
+        assert "carried thinned" in drawn
+    assert page((report_html.encode(tsg, budget), delay)) == drawn
+    assert page((report_html.encode(tsg, budget), report_html.encode(delay, budget))) == drawn
 
 
 def test_over_the_size_limit_big_traces_are_carried_thinned_keeping_marks() -> None:

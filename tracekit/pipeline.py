@@ -4,12 +4,13 @@ The values it returns are in `tracekit.analysis`."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -23,10 +24,10 @@ from tracekit.detectors import run_detectors
 from tracekit.detectors.base import PACKET_COLUMN_NAMES, AnalysisContext
 from tracekit.errors import CaptureError, TracekitError
 from tracekit.findings import Finding
-from tracekit.merge import merge
+from tracekit.merge import Merge, merge
 from tracekit.merge.stage import PACKET_COLUMNS_READ as MERGE_COLUMNS
 from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
-from tracekit.schema import PROTO_TCP
+from tracekit.schema import DELAY_COLUMNS, PROTO_TCP, empty_frame
 from tracekit.series import Series, build_series
 from tracekit.series.stage import PACKET_COLUMNS_READ as SERIES_COLUMNS
 from tracekit.series.stage import walk_series
@@ -77,6 +78,17 @@ def connections(
         )
     require_room(conns, tcp_packets=int(np.count_nonzero(proto == PROTO_TCP)))
     return conns
+
+
+class Early(Protocol):
+    """A view that draws from tables no detector reads, given them as soon as they are made
+    (`analyze`), so that they need not be held to the end: `tracekit.report.early`."""
+
+    def after_merge(self, sender: Connections, receiver: Connections, merged: Merge) -> bool:
+        """Shown the merge; True when its delay table may go."""
+
+    def after_receiver(self, sender: Connections, receiver: Vantage, merged: Merge) -> bool:
+        """Shown the receiver's series (its packets gone); True when they may go."""
 
 
 def no_series(conns: Connections) -> Series:
@@ -159,6 +171,7 @@ def analyze(
     selection: Selection | None = None,
     receiver_series: bool | Collection[str] = True,
     merge_delay: bool = True,
+    early: Early | None = None,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
@@ -176,7 +189,10 @@ def analyze(
     big pair that is the memory of a second copy of the data segments. Given as names of series
     tables (`tracekit.series.TABLES`), only those are kept (the others empty), for a view
     that draws those alone. With `merge_delay` False the merge's delay table is not made: no
-    detector reads it, only views of the merge draw it (`tracekit.merge.merge`). `after_stage`
+    detector reads it, only views of the merge draw it (`tracekit.merge.merge`). `early` is
+    shown the merge and then the receiver's series as soon as each is made, and says whether
+    the delay table and the receiver's series may go then (`Analysis.merge` and
+    `Analysis.receiver` hold them empty): a view that has drawn what it needs of them. `after_stage`
     is called
     after each stage, and between the series' walk and its last tables, once working memory is
     let go (a command returns it to the system there: `cli/memory.py`).
@@ -208,6 +224,13 @@ def analyze(
     merged = (
         merge(snd_conns, rcv_conns, addr_map, delay=merge_delay) if rcv_conns is not None else None
     )
+    if (
+        early is not None
+        and merged is not None
+        and rcv_conns is not None
+        and early.after_merge(snd_conns, rcv_conns, merged)
+    ):
+        merged = replace(merged, delay=empty_frame(DELAY_COLUMNS))
     done()
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
     rcv = None
@@ -227,6 +250,15 @@ def analyze(
         del rcv_series
     del rcv_conns
     done()
+    # Shown once the receiver's packets are gone: they are as big as its series.
+    if early is not None and rcv is not None and merged is not None:
+        if early.after_receiver(snd_conns, rcv, merged):
+            rcv = Vantage(connections=rcv.connections, series=no_series(rcv.connections))
+            # A series and the directions sliced from it refer to each other (a direction
+            # slices its tables on first use): collected now, not when the interpreter next
+            # looks for cycles, the receiver's are freed before the sender's are built.
+            gc.collect()
+        done()
     walk = walk_series(snd_conns)
     # The series' walk, the merge and the UDP streams have read the packets: from here on only
     # the columns the detectors read (and the CI metrics, a subset) are kept, and each packet's
@@ -287,6 +319,7 @@ def analyze_files(
     selection: Selection | None = None,
     receiver_series: bool | Collection[str] = True,
     merge_delay: bool = True,
+    early: Early | None = None,
     after_stage: Callable[[], None] | None = None,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
@@ -298,8 +331,9 @@ def analyze_files(
     `progress(path)` may give a callback for the reader's progress (a terminal's bar);
     `selection` limits the analysis to one connection or a time window,
     `receiver_series` False leaves the receiver's series unbuilt (names of tables: only those
-    are kept), `merge_delay` False leaves the merge's delay table unmade, and `after_stage` is
-    called after each stage (`analyze`).
+    are kept), `merge_delay` False leaves the merge's delay table unmade, `early` draws from
+    tables no detector reads as soon as they are made, and `after_stage` is called after each
+    stage (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
@@ -318,6 +352,7 @@ def analyze_files(
         selection=selection,
         receiver_series=receiver_series,
         merge_delay=merge_delay,
+        early=early,
         after_stage=after_stage,
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ from tracekit.report.model import (
     TSG_PALETTE,
     ConnectionView,
     Deferred,
+    Encoded,
     Kind,
     Plot,
     Report,
@@ -29,7 +31,10 @@ from tracekit.report.model import (
     Trace,
 )
 from tracekit.schema import PROTO_TCP
-from tracekit.series import Direction, kind_mask, rate, trains
+from tracekit.series import Direction, Series, kind_mask, rate, trains
+
+if TYPE_CHECKING:
+    from tracekit.report.early import EarlyPlots
 
 P = TSG_PALETTE
 _RESENT = ("retransmission", "partial_retransmission")
@@ -377,28 +382,46 @@ def _receiver_plots(
 ) -> tuple[Deferred, ...]:
     """The receiver's TSG of the same connection, its times on the sender's clock."""
     assert analysis.receiver is not None and analysis.merge is not None
+    paired = receiver_direction(analysis.merge, conn, direction)
+    if paired is None:
+        return ()
+    rc, rdir = paired
+    receiver, merged = analysis.receiver.series, analysis.merge
+    sender_t0_ns = analysis.sender.series.t0_ns
+    return (Deferred(lambda: receiver_tsg(receiver, sender_t0_ns, merged, rc, rdir, shades)),)
+
+
+def receiver_direction(merged: Merge, conn: int, direction: int) -> tuple[int, int] | None:
+    """The receiver capture's connection and direction of the sender's `conn`, `direction`
+    (None where the receiver's capture does not hold it)."""
     # The merge paired the connections (by endpoints through any --map, and incarnation).
-    pairs = analysis.merge.connections.pairs
+    pairs = merged.connections.pairs
     hit = pairs[pairs["conn_s"] == conn]
     if hit.empty:
-        return ()
-    rc = int(hit["conn_r"].iloc[0])
+        return None
     # flip: the receiver's capture calls a what the sender's calls b.
     rdir = 1 - direction if bool(hit["flip"].iloc[0]) else direction
-    return (Deferred(lambda: _receiver_tsg(analysis, rc, rdir, shades)),)
+    return int(hit["conn_r"].iloc[0]), rdir
 
 
 # The receiver's series tables its TSG draws (`tsg_plot`): all the page reads of them.
 RECEIVER_TABLES = ("segments", "acks", "sacks", "rtt")
 
 
-def _receiver_tsg(analysis: Analysis, rc: int, rdir: int, shades: tuple[Shade, ...]) -> Plot:
-    """The receiver's TSG of its connection `rc`, direction `rdir`."""
-    assert analysis.receiver is not None and analysis.merge is not None
+def receiver_tsg(
+    receiver: Series,
+    sender_t0_ns: int,
+    merged: Merge,
+    rc: int,
+    rdir: int,
+    shades: tuple[Shade, ...],
+) -> Plot:
+    """The receiver's TSG of its connection `rc`, direction `rdir`, from the receiver's series,
+    the sender's time origin and the merge's clock fit."""
     # Receiver times count from its own first packet; first onto the sender's origin as the
     # raw clocks say, then through the fitted offset and skew (tracekit.merge.clock).
-    shift = (analysis.receiver.series.t0_ns - analysis.sender.series.t0_ns) / 1e9
-    fit = analysis.merge.clock if analysis.merge is not None else None
+    shift = (receiver.t0_ns - sender_t0_ns) / 1e9
+    fit = merged.clock
 
     def clock(t: np.ndarray) -> np.ndarray:
         return fit.to_sender_s(t + shift) if fit is not None else t + shift
@@ -408,7 +431,7 @@ def _receiver_tsg(analysis: Analysis, rc: int, rdir: int, shades: tuple[Shade, .
         title += (
             f" (clock offset {fit.offset_s * 1e3:+.3f} ms, skew {fit.skew_ppm:+.1f} ppm removed)"
         )
-    return tsg_plot(analysis.receiver.series.of(rc, rdir), shades, title, clock)
+    return tsg_plot(receiver.of(rc, rdir), shades, title, clock)
 
 
 def _merge_plots(
@@ -425,7 +448,7 @@ def _merge_plots(
         return ()
     return (
         Deferred(lambda: _combined_plot(m, rows, shades)),
-        Deferred(lambda: _delay_plot(m, conn, direction)),
+        Deferred(lambda: delay_plot(m, conn, direction)),
     )
 
 
@@ -491,7 +514,7 @@ def _combined_plot(m: Merge, rows: Rows, shades: tuple[Shade, ...]) -> Plot:
     )
 
 
-def _delay_plot(m: Merge, conn: int, direction: int) -> Plot:
+def delay_plot(m: Merge, conn: int, direction: int) -> Plot:
     """The one-way delay of one direction, and the queueing delay above its minimum."""
     delay = m.delay
     mine = np.flatnonzero(
@@ -572,7 +595,18 @@ def _shades(findings: list[Finding], conn: int) -> tuple[Shade, ...]:
     )
 
 
-def _main_direction(row: pd.Series) -> int:
+def drawn_connections(conns: pd.DataFrame, cfg: ReportConfig) -> list[int]:
+    """The connections the report draws, of `conns` (the connections table's frame): the
+    busiest TCP ones by bytes, first the busiest, at most `max_connections`."""
+    tcp = conns[conns["proto"] == PROTO_TCP]
+    busiest = tcp.assign(total=tcp["bytes_a2b"] + tcp["bytes_b2a"]).sort_values(
+        "total", ascending=False, kind="stable"
+    )
+    return list(busiest.index[: cfg.max_connections].tolist())
+
+
+def main_direction(row: pd.Series) -> int:
+    """The direction a connection's row says carried the most data: the one drawn."""
     return int(data_direction(row["bytes_a2b"], row["bytes_b2a"]))
 
 
@@ -589,15 +623,26 @@ def connection_plots(
     connection's time span. The notebook API (`tracekit.api`) draws these same plots."""
     plots, receiver_plots = deferred_plots(analysis, conn, direction, config)
     return (
-        tuple(p.drawn() for p in plots),
-        tuple(None if p is None else p.drawn() for p in receiver_plots),
+        tuple(_drawn(p) for p in plots),
+        tuple(None if p is None else _drawn(p) for p in receiver_plots),
     )
 
 
+def _drawn(plot: Deferred | Encoded) -> Plot:
+    """A deferred plot, built (one encoded early has no arrays left to draw)."""
+    assert not isinstance(plot, Encoded)
+    return plot.drawn()
+
+
 def deferred_plots(
-    analysis: Analysis, conn: int, direction: int, config: ReportConfig | None = None
-) -> tuple[tuple[Deferred, ...], tuple[Deferred | None, ...]]:
-    """`connection_plots`, each plot built only when it is drawn (`Deferred`)."""
+    analysis: Analysis,
+    conn: int,
+    direction: int,
+    config: ReportConfig | None = None,
+    early: EarlyPlots | None = None,
+) -> tuple[tuple[Deferred | Encoded, ...], tuple[Deferred | Encoded | None, ...]]:
+    """`connection_plots`, each plot built only when it is drawn (`Deferred`), or taken as
+    `early` encoded it (the receiver's TSG and the delay plot, whose tables are gone then)."""
     cfg = config or ReportConfig()
     snd = analysis.sender
     # One row, not the whole table: a capture may hold tens of thousands of connections.
@@ -614,11 +659,20 @@ def deferred_plots(
             )
         )
 
-    plots = tuple(sender(i) for i in range(DIRECTION_PLOTS))
-    receiver_plots: tuple[Deferred | None, ...] = ()
+    plots: tuple[Deferred | Encoded, ...] = tuple(sender(i) for i in range(DIRECTION_PLOTS))
+    receiver_plots: tuple[Deferred | Encoded | None, ...] = ()
     if analysis.receiver is not None:
-        receiver_plots = _receiver_plots(analysis, conn, direction, shades)
-        plots = (*plots, *_merge_plots(analysis, conn, direction, shades))
+        receiver_tsg = early.receiver.get((conn, direction)) if early is not None else None
+        receiver_plots = (
+            (receiver_tsg.with_shell(shades=shades),)
+            if receiver_tsg is not None
+            else _receiver_plots(analysis, conn, direction, shades)
+        )
+        merged: tuple[Deferred | Encoded, ...] = _merge_plots(analysis, conn, direction, shades)
+        delay = early.delay.get((conn, direction)) if early is not None else None
+        if merged and delay is not None:
+            merged = (merged[0], delay)
+        plots = (*plots, *merged)
     # Every plot of the connection opens on its time span (zoom and pan stay linked).
     start_s = float(row["start_ns"] - snd.series.t0_ns) / 1e9
     pad = 0.02 * float(row["duration_s"]) or 1e-3
@@ -629,7 +683,9 @@ def deferred_plots(
     hi = hi if sel.to_s is None else min(hi, sel.to_s)
     x_range = (lo, hi) if hi > lo else (start_s - pad, start_s + float(row["duration_s"]) + pad)
 
-    def opening(plot: Deferred) -> Deferred:
+    def opening(plot: Deferred | Encoded) -> Deferred | Encoded:
+        if isinstance(plot, Encoded):
+            return plot.with_shell(x_range=x_range)
         return Deferred(lambda: replace(plot.drawn(), x_range=x_range))
 
     return (
@@ -649,11 +705,13 @@ def build_report(
     config: ReportConfig | None = None,
     *,
     deferred: bool = False,
+    early: EarlyPlots | None = None,
 ) -> Report:
     """The report of one analysis: overview, findings, and the busiest connections in full.
 
     `deferred`: the connections' plots are built as the page encodes them, one at a time
-    (`Deferred`), from the analysis, which they hold until then."""
+    (`Deferred`), from the analysis, which they hold until then; those `early` encoded while
+    the analysis ran are taken from it (`tracekit.report.early`)."""
     cfg = config or ReportConfig()
     snd = analysis.sender
     conns = snd.connections.frame()
@@ -661,30 +719,25 @@ def build_report(
         # Only the selected connections, still indexed by their numbers.
         selected = analysis.connection_table().column("conn").to_numpy()
         conns = conns[conns["conn"].isin(selected)]
-    tcp = conns[conns["proto"] == PROTO_TCP]
-    busiest = tcp.assign(total=tcp["bytes_a2b"] + tcp["bytes_b2a"]).sort_values(
-        "total", ascending=False, kind="stable"
-    )
-    # Drawn, and listed in the verdicts and the overview plot, the busiest first.
-    shown = busiest.index[: cfg.max_connections].tolist()
+    shown = drawn_connections(conns, cfg)
     view_of = {conn: i for i, conn in enumerate(shown)}
 
     views = []
     throughput: list[tuple[int, str, tuple[Plot, ...]]] = []
     for conn in shown:
         row = conns.loc[conn]
-        direction = _main_direction(row)
+        direction = main_direction(row)
         d = snd.series.of(conn, direction)
         arrow = "->" if direction == 0 else "<-"
-        plots: tuple[Plot | Deferred, ...]
-        receiver_plots: tuple[Plot | Deferred | None, ...]
+        plots: tuple[Plot | Deferred | Encoded, ...]
+        receiver_plots: tuple[Plot | Deferred | Encoded | None, ...]
         if deferred:
-            plots, receiver_plots = deferred_plots(analysis, conn, direction, cfg)
+            plots, receiver_plots = deferred_plots(analysis, conn, direction, cfg, early)
             stacked: tuple[Plot, ...] = ()
             if len(shown) > 1:
                 # The overview stacks the throughput plots of two or more connections; the
                 # connection's section draws the same plot, built once (a few points per RTT).
-                stacked = (plots[1].drawn(),)
+                stacked = (_drawn(plots[1]),)
                 plots = (plots[0], *stacked, *plots[2:])
             throughput.append((conn, f"{row['a']} {arrow} {row['b']}", stacked))
         else:
@@ -801,8 +854,9 @@ def build_report(
         ),
     )
     notes: tuple[str, ...] = ()
-    if len(tcp) > len(shown):
-        notes = (f"{len(tcp) - len(shown)} smaller connections are not drawn.",)
+    tcp_count = int((conns["proto"] == PROTO_TCP).sum())
+    if tcp_count > len(shown):
+        notes = (f"{tcp_count - len(shown)} smaller connections are not drawn.",)
     if len(conns) > len(listed):
         notes += (
             f"{len(conns) - len(listed)} more connections are not listed (those with findings "

@@ -21,7 +21,7 @@ from tracekit.core.atomic import replacing
 from tracekit.errors import TracekitError
 from tracekit.report import chromium
 from tracekit.report.html import Budget, write
-from tracekit.report.model import ConnectionView, Report
+from tracekit.report.model import ConnectionView, Encoded, Report
 
 FORMATS = ("png", "svg")
 
@@ -125,7 +125,7 @@ def images(report: Report) -> list[Image]:
             for side, chart in sides:
                 # A deferred plot is built here for its title: images are drawn from plots
                 # built beforehand (`build_report`).
-                title = chart.drawn().title
+                title = chart.shell.title if isinstance(chart, Encoded) else chart.drawn().title
                 kind = next((k for start, k in _KINDS if title.startswith(start)), None)
                 if kind is None or kind in seen:
                     kind = f"plot{pi}_{side}"

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from tracekit.report.model import (
     Cell,
     ConnectionView,
     Deferred,
+    Encoded,
     FindingView,
     Kind,
     Plot,
@@ -146,7 +147,7 @@ def render(
     """The report as one HTML document. `after_plot` is called once each plot is encoded and
     its arrays let go (a command returns the freed memory to the system there:
     `cli/memory.py`)."""
-    charts: list[tuple[int, int, str, Plot | Deferred]] = []
+    charts: list[tuple[int, int, str, Plot | Deferred | Encoded]] = []
     for ci, view in enumerate(report.connections):
         for pi, plot in enumerate(view.plots):
             pair = view.receiver_plots[pi] if pi < len(view.receiver_plots) else None
@@ -247,7 +248,9 @@ def write(
 
 
 def _carry(
-    plots: list[Plot | Deferred], budget: Budget, after_plot: Callable[[], None] | None = None
+    plots: list[Plot | Deferred | Encoded],
+    budget: Budget,
+    after_plot: Callable[[], None] | None = None,
 ) -> list[tuple[Plot, int, list[dict[str, Any]], list[dict[str, Any]]]]:
     """Each plot without its traces, how many traces it has, and its encoded columns and
     traces: every point, or, over `max_bytes`, the biggest traces thinned by halves (M4 keeps
@@ -265,7 +268,7 @@ def _nothing() -> None:
 
 
 def _carried(
-    plots: list[Plot | Deferred],
+    plots: list[Plot | Deferred | Encoded],
     budget: Budget,
     deflater: _Deflater,
     after_plot: Callable[[], None],
@@ -278,10 +281,24 @@ def _carried(
     shells: list[tuple[Plot, int]] = []
     per_trace: list[list[_Encoded]] = []
     encoded = []
-    for source in plots:
+    # Each halved trace's encodings at every count it may be halved to, from one drawing of its
+    # plot: a plot is drawn again once per trace thinned, not once per halving (a trace of
+    # millions of points is halved several times, and drawing its plot is most of the cost).
+    # A plot encoded beforehand brings them along.
+    thinner: dict[tuple[int, int], dict[int, _Encoded]] = {}
+    for pi, source in enumerate(plots):
+        if isinstance(source, Encoded):
+            counts.append(list(source.counts))
+            thinnable.append(list(source.thinnable))
+            shells.append((source.shell, len(source.counts)))
+            levels = [cast(dict[int, _Encoded], dict(level)) for level in source.levels]
+            per_trace.append([level.pop(n) for level, n in zip(levels, counts[-1], strict=True)])
+            thinner.update({(pi, ti): level for ti, level in enumerate(levels) if level})
+            encoded.append(_combined(per_trace[-1]))
+            continue
         plot = source.drawn()
         counts.append([len(t) for t in plot.traces])
-        thinnable.append([(not t.all_kept(), 3 if t.y_end is not None else 2) for t in plot.traces])
+        thinnable.append([_thinning(t) for t in plot.traces])
         shells.append((replace(plot, traces=()), len(plot.traces)))
         # A trace's encoding depends on itself and its target only: after a halving, the one
         # trace it touched is encoded again, not every trace of its plot.
@@ -289,10 +306,6 @@ def _carried(
         encoded.append(_combined(per_trace[-1]))
         del plot
         after_plot()
-    # Each halved trace's encodings at every count it may be halved to, from one drawing of its
-    # plot: a plot is drawn again once per trace thinned, not once per halving (a trace of
-    # millions of points is halved several times, and drawing its plot is most of the cost).
-    thinner: dict[tuple[int, int], dict[int, _Encoded]] = {}
     while True:
         sizes = [(len(c["b64"]), pi) for pi, (columns, _) in enumerate(encoded) for c in columns]
         if sum(size for size, _ in sizes) <= budget.max_bytes:
@@ -309,17 +322,47 @@ def _carried(
         _, pi, ti = max(candidates)
         counts[pi][ti] //= 2
         if (pi, ti) not in thinner:
-            halvings = [counts[pi][ti]]
-            while halvings[-1] > FEWEST_THINNED:
-                halvings.append(halvings[-1] // 2)
-            trace = plots[pi].drawn().traces[ti]
-            encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater)
-            thinner[(pi, ti)] = dict(zip(halvings, encodings, strict=True))
-            del trace, encodings
+            source = plots[pi]
+            assert not isinstance(source, Encoded)  # it brought every count it may be halved to
+            trace = source.drawn().traces[ti]
+            thinner[(pi, ti)] = _thinned(trace, counts[pi][ti], budget, deflater)
+            del trace
         per_trace[pi][ti] = thinner[(pi, ti)].pop(counts[pi][ti])
         encoded[pi] = _combined(per_trace[pi])
         after_plot()
     return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
+
+
+def _thinning(trace: Trace) -> tuple[bool, int]:
+    """Whether the page may thin the trace (not every point marked to keep), and how many
+    values a point carries (a bar's top too)."""
+    return not trace.all_kept(), 3 if trace.y_end is not None else 2
+
+
+def _thinned(trace: Trace, first: int, budget: Budget, deflater: _Deflater) -> dict[int, _Encoded]:
+    """The trace's encodings at each count it may be halved to, from `first` (its count halved
+    once) down to the first at or below FEWEST_THINNED."""
+    halvings = [first]
+    while halvings[-1] > FEWEST_THINNED:
+        halvings.append(halvings[-1] // 2)
+    encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater)
+    return dict(zip(halvings, encodings, strict=True))
+
+
+def encode(plot: Plot | Deferred, budget: Budget = Budget()) -> Encoded:
+    """The plot encoded as `render` carries it, at every point count the page may thin each of
+    its traces to (`Encoded`): the tables it is drawn from can be let go before the page is
+    made. The page is the same as of the plot itself, given the same budget."""
+    drawn = plot.drawn()
+    counts = tuple(len(t) for t in drawn.traces)
+    thinnable = tuple(_thinning(t) for t in drawn.traces)
+    levels: list[dict[int, _Encoded]] = []
+    with _Deflater() as deflater:
+        whole = _encode_traces(list(drawn.traces), list(counts), budget, deflater)
+        for trace, n, (thins, _), enc in zip(drawn.traces, counts, thinnable, whole, strict=True):
+            more = _thinned(trace, n // 2, budget, deflater) if n > FEWEST_THINNED and thins else {}
+            levels.append({n: enc, **more})
+    return Encoded(replace(drawn, traces=()), counts, thinnable, tuple(levels))
 
 
 # A trace's encoding: its entry, which names its columns by their index in its list of columns.

@@ -6,9 +6,10 @@ packets. Every value is frozen and checked once, here, so `html.render` can trus
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -207,6 +208,26 @@ class Deferred:
         return self.make()
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A plot already encoded for the page (`tracekit.report.html.encode`): its shell (the plot
+    without its traces) and, per trace, how many points it has, whether the page may thin it
+    and how many values a point carries, and its encodings at every point count the page may
+    carry it at (every point, and each halving a thinning could stop at). The page is then
+    made from these as from the plot itself, and what the plot was drawn from can be let go
+    first. `with_shell` sets what is known only later (a finding's shading, the opening view).
+    """
+
+    shell: Plot
+    counts: tuple[int, ...]
+    thinnable: tuple[tuple[bool, int], ...]
+    levels: tuple[Mapping[int, object], ...]
+
+    def with_shell(self, **changes: Any) -> Encoded:
+        """This plot with its shell's fields changed (`dataclasses.replace` of the shell)."""
+        return replace(self, shell=replace(self.shell, **changes))
+
+
 Cell = str | int | float | None
 
 
@@ -248,8 +269,8 @@ class ConnectionView:
 
     title: str
     facts: tuple[tuple[str, str], ...]
-    plots: tuple[Plot | Deferred, ...]
-    receiver_plots: tuple[Plot | Deferred | None, ...] = ()
+    plots: tuple[Plot | Deferred | Encoded, ...]
+    receiver_plots: tuple[Plot | Deferred | Encoded | None, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.receiver_plots) > len(self.plots):
