@@ -517,25 +517,34 @@ def _combined_plot(m: Merge, rows: Rows, shades: tuple[Shade, ...]) -> Plot:
 def delay_plot(m: Merge, conn: int, direction: int) -> Plot:
     """The one-way delay of one direction, and the queueing delay above its minimum."""
     delay = m.delay
-    mine = np.flatnonzero(
-        (delay["conn"].to_numpy() == conn) & (delay["dir"].to_numpy() == direction)
-    )
-    t = delay["t_s"].to_numpy(np.float64)[mine]
+    mine = (delay["conn"].to_numpy() == conn) & (delay["dir"].to_numpy() == direction)
+    t = delay["t_s"].to_numpy(np.float64)
+    owd, queue = (delay[name].to_numpy(np.float64) for name in ("owd_s", "queue_s"))
+    rows: np.ndarray | None = None
+    if mine.all():
+        pass
+    elif np.count_nonzero(mine) * _COPIED_DELAY_BYTES > len(mine) * _MASKED_DELAY_BYTES:
+        # Most of the table (a one-transfer capture's): its times and a mask of the rows
+        # (`Trace.rows`), not copies of millions of values.
+        rows = mine
+    else:
+        at = np.flatnonzero(mine)
+        t, owd, queue = t[at], owd[at], queue[at]
     return Plot(
         "One-way delay and queueing delay above its minimum",
         "time (s, sender's clock)",
         "ms",
         (
-            Trace("one-way delay", Kind.LINE, t, delay["owd_s"].to_numpy(np.float64)[mine] * 1e3),
-            Trace(
-                "queueing delay",
-                Kind.LINE,
-                t,
-                delay["queue_s"].to_numpy(np.float64)[mine] * 1e3,
-                color=P.retransmit,
-            ),
+            Trace("one-way delay", Kind.LINE, t, owd * 1e3, rows=rows),
+            Trace("queueing delay", Kind.LINE, t, queue * 1e3, color=P.retransmit, rows=rows),
         ),
     )
+
+
+# What the delay plot holds per row: copied out, a row's time and its two delays in ms; given
+# as the table's rows, every row of the table's two delays in ms and the mask's byte.
+_COPIED_DELAY_BYTES = 3 * 8
+_MASKED_DELAY_BYTES = 2 * 8 + 1
 
 
 def _udp_view(stream: UdpStream) -> ConnectionView:

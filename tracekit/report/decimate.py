@@ -46,7 +46,7 @@ def decimate(
     # Capture clocks step back now and then, so x is often sorted but for a few points. The
     # buckets are then found point by point in input order, with ties broken as a stable sort
     # would: no sorted copies of millions of points, only the chosen few are sorted.
-    in_order = bool(_in_order(x, mask))
+    in_order = bool(np.all(x[1:] >= x[:-1])) if rows is None else bool(_in_order(x, mask))
     tops = y if y_end is None else y_end
     n_buckets = target // POINTS_PER_BUCKET
     selected = _m4(x, y, tops, n_buckets, in_order, mask)
@@ -95,18 +95,22 @@ def _m4(
     rows: np.ndarray,
 ) -> np.ndarray:
     """Mask of each bucket's first, last, lowest and highest point (in x order), of the rows
-    `rows` marks (every row for an empty mask)."""
-    if in_order:
-        return _m4_pass(x, lows, tops, n_buckets, rows)
-    return _m4_any_order(x, lows, tops, n_buckets, rows)
+    `rows` marks (every row for an empty mask). Without a mask the pass in x order tests no
+    row: it runs over every point of millions, and is a third faster so."""
+    if not in_order:
+        return _m4_any_order(x, lows, tops, n_buckets, rows)
+    if rows.size == 0:
+        return _m4_pass(x, lows, tops, n_buckets)
+    return _m4_pass_rows(x, lows, tops, n_buckets, rows)
 
 
 @jit
-def _m4_pass(
+def _m4_pass_rows(
     xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int, rows: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
     # xs is sorted at the marked rows, so each bucket is one contiguous run of them: one pass,
-    # no per-point temporaries.
+    # no per-point temporaries. It is `_m4_pass` over the marked rows alone; that one is kept
+    # apart, testing no row, as it runs over every point of most traces a third faster.
     n = xs.size
     every = rows.size == 0
     selected = np.zeros(n, dtype=np.bool_)
@@ -210,4 +214,43 @@ def _m4_any_order(
         for j in (first[b], last[b], low_at[b], top_at[b]):
             if j >= 0:
                 selected[j] = True
+    return selected
+
+
+@jit
+def _m4_pass(
+    xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    # xs is sorted, so each bucket is one contiguous run: one pass, no per-point temporaries.
+    n = xs.size
+    selected = np.zeros(n, dtype=np.bool_)
+    x0 = xs[0]
+    span = float(xs[n - 1]) - float(x0)
+    scale = n_buckets / span if span > 0 else 0.0
+    current: int | np.int64 = -1
+    low_at = top_at = -1
+    low = top = 0.0
+    for i in range(n):
+        bucket = min(np.int64((xs[i] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
+        if bucket != current:
+            if current >= 0:
+                selected[i - 1] = True
+                if low_at >= 0:
+                    selected[low_at] = True
+                if top_at >= 0:
+                    selected[top_at] = True
+            selected[i] = True
+            current = bucket
+            low_at = top_at = -1
+        v = lows[i]
+        if v == v and (low_at < 0 or v < low):  # NaN is never a bucket's extreme
+            low_at, low = i, v
+        v = tops[i]
+        if v == v and (top_at < 0 or v > top):
+            top_at, top = i, v
+    selected[n - 1] = True
+    if low_at >= 0:
+        selected[low_at] = True
+    if top_at >= 0:
+        selected[top_at] = True
     return selected

@@ -386,21 +386,30 @@ def _encode_traces(
         n = len(trace)
         x = np.asarray(trace.x, dtype=np.float64)
         rows = trace.rows
+        # Millions of points are read through their positions a piece at a time: no gathered
+        # copy of a column. Positions in row order (a mask's, a thinning's in time order) are
+        # read as a mask over each piece's span of rows, which is faster than gathering.
         idx: np.ndarray | None
+        span_mask: np.ndarray | None = None
         if target < n:
             idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end, rows)
+            if len(idx) > PIECE:
+                span_mask = _mask_if_rising(idx, len(x))
         elif n > 1 and not _sorted_at(x, rows):
             # Sorted by time, the page finds a view's points by binary search.
             idx = _stable_order(x, rows)
         else:
             idx = None if rows is None else np.flatnonzero(rows)
+            span_mask = rows
 
-        def pick(a: np.ndarray, idx: np.ndarray | None = idx) -> np.ndarray | _Picked:
-            # Every point (not thinned, `rows` given) is read through its positions a piece
-            # at a time: no gathered copy of a column of millions of values.
+        def pick(
+            a: np.ndarray, idx: np.ndarray | None = idx, mask: np.ndarray | None = span_mask
+        ) -> np.ndarray | _Picked:
             if idx is None:
                 return np.asarray(a)
-            return _Picked(np.asarray(a), idx) if len(idx) > PIECE else np.asarray(a)[idx]
+            if len(idx) > PIECE:
+                return _Picked(np.asarray(a), idx, mask)
+            return np.asarray(a)[idx]
 
         x_carried, y = pick(x), pick(trace.y)
         y_end = None if trace.y_end is None else pick(trace.y_end)
@@ -506,16 +515,30 @@ _COLUMN_REFS = ("x", "y", "y_end", "keep", "frame")
 class _Picked:
     """A column's values at positions `at`, in that order, read a piece at a time (`values[a:b]`
     is a new array of those positions' values): what a trace carries of millions of points is
-    encoded without a gathered copy of each of its columns."""
+    encoded without a gathered copy of each of its columns. With `mask` (the positions marked,
+    as long as the column; `at` then rises), a piece is the marked rows of its span of rows."""
 
-    def __init__(self, values: np.ndarray, at: np.ndarray) -> None:
-        self.values, self.at, self.dtype = values, at, values.dtype
+    def __init__(self, values: np.ndarray, at: np.ndarray, mask: np.ndarray | None = None) -> None:
+        self.values, self.at, self.mask, self.dtype = values, at, mask, values.dtype
 
     def __len__(self) -> int:
         return len(self.at)
 
     def __getitem__(self, key: slice) -> np.ndarray:
-        return np.asarray(self.values[self.at[key]])
+        at = self.at[key]
+        if self.mask is None or len(at) == 0:
+            return np.asarray(self.values[at])
+        lo, hi = int(at[0]), int(at[-1]) + 1
+        return np.asarray(self.values[lo:hi][self.mask[lo:hi]])
+
+
+def _mask_if_rising(at: np.ndarray, n: int) -> np.ndarray | None:
+    """A mask of n rows marking positions `at`, where they rise (else None)."""
+    if not bool(np.all(at[1:] > at[:-1])):
+        return None
+    mask = np.zeros(n, dtype=np.bool_)
+    mask[at] = True
+    return mask
 
 
 # A column as the encoders read it: an array, or its values at some positions.
