@@ -192,10 +192,9 @@ def analyze(
     detector reads it, only views of the merge draw it (`tracekit.merge.merge`). `early` is
     shown the merge and then the receiver's series as soon as each is made, and says whether
     the delay table and the receiver's series may go then (`Analysis.merge` and
-    `Analysis.receiver` hold them empty): a view that has drawn what it needs of them. `after_stage`
-    is called
-    after each stage, and between the series' walk and its last tables, once working memory is
-    let go (a command returns it to the system there: `cli/memory.py`).
+    `Analysis.receiver` hold them empty): a view that has drawn what it needs of them.
+    `after_stage` is called after each stage, and between the series' walk and its last tables,
+    once working memory is let go (a command returns it to the system there: `cli/memory.py`).
     """
     done = after_stage or _nothing
     # Each capture is handed on and dropped here, so its replaced columns can be freed.
