@@ -46,7 +46,7 @@ def decimate(
     # Capture clocks step back now and then, so x is often sorted but for a few points. The
     # buckets are then found point by point in input order, with ties broken as a stable sort
     # would: no sorted copies of millions of points, only the chosen few are sorted.
-    in_order = bool(np.all(x[1:] >= x[:-1])) if rows is None else bool(_in_order(x, mask))
+    in_order = bool(np.all(x[1:] >= x[:-1])) if rows is None else bool(_in_order(x, rows))
     tops = y if y_end is None else y_end
     n_buckets = target // POINTS_PER_BUCKET
     selected = _m4(x, y, tops, n_buckets, in_order, mask)
@@ -72,13 +72,12 @@ _EVERY = np.zeros(0, dtype=np.bool_)
 
 @jit
 def _in_order(x: np.ndarray, rows: np.ndarray) -> bool:  # pragma: no cover - compiled
-    """Whether x at the marked rows (every row for an empty mask) never steps back; a NaN is
-    out of order, as np.all(x[1:] >= x[:-1]) finds it."""
-    every = rows.size == 0
+    """Whether x at the rows `rows` marks never steps back; a NaN is out of order, as
+    np.all(x[1:] >= x[:-1]) finds it."""
     seen = False
     before = 0.0
     for i in range(x.size):
-        if every or rows[i]:
+        if rows[i]:
             if seen and not x[i] >= before:
                 return False
             before = x[i]
@@ -112,14 +111,12 @@ def _m4_pass_rows(
     # no per-point temporaries. It is `_m4_pass` over the marked rows alone; that one is kept
     # apart, testing no row, as it runs over every point of most traces a third faster.
     n = xs.size
-    every = rows.size == 0
     selected = np.zeros(n, dtype=np.bool_)
     first, last = 0, n - 1
-    if not every:
-        while not rows[first]:
-            first += 1
-        while not rows[last]:
-            last -= 1
+    while not rows[first]:
+        first += 1
+    while not rows[last]:
+        last -= 1
     x0 = xs[first]
     span = float(xs[last]) - float(x0)
     scale = n_buckets / span if span > 0 else 0.0
@@ -128,7 +125,7 @@ def _m4_pass_rows(
     before = -1
     low = top = 0.0
     for i in range(first, last + 1):
-        if not every and not rows[i]:
+        if not rows[i]:
             continue
         bucket = min(np.int64((xs[i] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
         if bucket != current:
