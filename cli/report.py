@@ -162,7 +162,9 @@ def _report(
     # soon as those are made, and the tables let go before the sender's series are built (a
     # big pair's receiver series are as big as the sender's). Images are drawn from plots, and
     # a selection's connections are known only once the analysis is done: those keep them.
-    early = EarlyPlots(config) if not folders and selection.everything else None
+    early = (
+        EarlyPlots(config, after_plot=give_back) if not folders and selection.everything else None
+    )
     # Of the receiver's series, only what its TSG draws is kept.
     analysis = common.run_analysis(
         capture,

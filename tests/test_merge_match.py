@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers.exchange import CLIENT, DELAY_S, NAT, Ack, Seg, exchange
 from tests.helpers.exchange import clean as _clean
@@ -13,7 +15,7 @@ from tracekit.capture import read_capture
 from tracekit.connections import build_connections
 from tracekit.errors import TracekitError
 from tracekit.merge import merge, parse_map
-from tracekit.merge.match import map_endpoint
+from tracekit.merge.match import _shifted, map_endpoint
 
 
 def _merge(sp: Path, rp: Path, addr_map: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -205,3 +207,53 @@ def test_batch_applies_the_nat_map_to_every_pair_and_redoes_pairs_for_new_rules(
     bad = CliRunner().invoke(cli, ["batch", str(runs), "-o", str(out), "--map", "nonsense"])
     assert bad.exit_code == 2
     assert "SENDER_ADDR=RECEIVER_ADDR" in bad.output
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda n_conn: st.tuples(
+            st.just(n_conn),
+            st.lists(
+                st.tuples(st.integers(0, n_conn - 1), st.integers(0, 1), st.integers(0, 2**40)),
+                min_size=1,
+                max_size=40,
+            ),
+            st.lists(st.integers(-(2**33), 2**33), min_size=2 * n_conn, max_size=2 * n_conn),
+            st.data(),
+        )
+    )
+)
+def test_a_sides_sequence_numbers_are_its_own_moved_by_its_connections_shift(case) -> None:
+    # Side.seq and Side.ack, made without a temporary per row, are the relative numbers of the
+    # rows asked for plus their (connection, direction)'s shift, in the rows' order, repeats and
+    # all: numpy's fancy indexing says so independently.
+    n_conn, packets, shifts, data = case
+    conn = np.array([p[0] for p in packets], dtype=np.int32)
+    direction = np.array([p[1] for p in packets], dtype=np.uint8)
+    rel = np.array([p[2] for p in packets], dtype=np.int64)
+    shift = np.array(shifts, dtype=np.int64).reshape(n_conn, 2)
+    rows = np.array(
+        data.draw(st.lists(st.integers(0, len(packets) - 1), max_size=60)), dtype=np.int64
+    )
+    want = rel[rows] + shift[conn[rows], direction[rows]]
+    got = _shifted(rel, shift, conn, direction, rows)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_row_or_connection_outside_a_side_is_refused_not_read() -> None:
+    # Rows come from the merge's own tables; were one ever outside the packets, or a packet's
+    # connection outside the shifts, the loop that reads them would read past its arrays.
+    rel = np.arange(4, dtype=np.int64)
+    conn = np.array([0, 1, 0, 2], dtype=np.int32)  # connection 2 has no shifts
+    direction = np.zeros(4, dtype=np.uint8)
+    shift = np.zeros((2, 2), dtype=np.int64)
+    for rows in ([4], [-1]):
+        with pytest.raises(IndexError):
+            _shifted(rel, shift, conn, direction, np.array(rows, dtype=np.int64))
+    with pytest.raises(IndexError):
+        _shifted(rel, shift, conn, direction, np.array([0, 3], dtype=np.int64))
+    np.testing.assert_array_equal(
+        _shifted(rel, shift, conn, direction, np.array([2, 1], dtype=np.int64)), [2, 1]
+    )

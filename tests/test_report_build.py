@@ -267,18 +267,29 @@ def test_plots_built_as_the_page_encodes_them_make_the_same_page(tmp_path: Path)
 def test_plots_encoded_while_the_analysis_runs_make_the_same_page(limit: int | None) -> None:
     """The receiver's TSG and the delay plot, encoded as soon as the receiver's series and the
     merge are made (their tables then let go: no detector reads them), give the page that the
-    analysis holding every table gives; over a data limit too, which thins their traces."""
+    analysis holding every table gives; over a data limit too, which thins their traces. The
+    whole analysis keeps every table of the receiver's series: the ones the report asks for
+    (RECEIVER_TABLES) are all its page reads."""
     from tracekit.report.build import RECEIVER_TABLES
     from tracekit.report.early import EarlyPlots
     from tracekit.report.model import Encoded
 
     pair = (LAB / "clean" / "sender.pcap", LAB / "clean" / "receiver.pcap")
     budget = Budget() if limit is None else Budget(max_bytes=limit)
-    whole = analyze_files(*pair, receiver_series=RECEIVER_TABLES)
-    early = EarlyPlots(budget=budget, min_packets=0)
+    whole = analyze_files(*pair)
+    assert whole.receiver is not None and not whole.receiver.series.rtt.empty
+    encoded: list[int] = []
+    early = EarlyPlots(
+        budget=budget,
+        min_packets=0,
+        after_plot=lambda: encoded.append(len(early.delay) + len(early.receiver)),
+    )
     lean = analyze_files(*pair, receiver_series=RECEIVER_TABLES, early=early)
-    # What the page draws of them was encoded, and the tables are gone.
+    # What the page draws of them was encoded, and the tables are gone; the command's step
+    # (it gives memory back) came as the plots were encoded, and once each was.
     assert early.delay and early.receiver
+    assert encoded == sorted(encoded)
+    assert set(range(1, len(early.delay) + len(early.receiver) + 1)) <= set(encoded)
     assert lean.merge is not None and lean.merge.delay.empty and not whole.merge.delay.empty
     assert lean.receiver is not None and lean.receiver.series.segments.empty
     report = build_report(lean, ("x",), deferred=True, early=early)

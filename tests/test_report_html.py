@@ -15,8 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.report import html as report_html
+from tracekit.report.decimate import never_back
 from tracekit.report.html import DRAW_COST, PLOTLY_JS, Budget, render, write
 from tracekit.report.model import (
     ConnectionView,
@@ -498,3 +501,50 @@ def test_columns_encoded_in_pieces_decode_to_the_capture_s_values(
     assert np.allclose(arrays(data, traces["kB"])["y"], seq / 1e3, rtol=1e-12, atol=0)
     rate = seg["len"] / (seg["t_s"] + np.pi)
     assert np.array_equal(arrays(data, traces["rate"])["y"], rate.astype(np.float32))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.booleans(), min_size=0, max_size=200),
+    st.integers(1, 7),
+    st.data(),
+)
+def test_a_marked_column_reads_as_the_marked_rows_copied_out(
+    marks: list[bool], piece: int, data: st.DataObject
+) -> None:
+    # The encoder reads every point of a masked trace in order through the mask alone: any run
+    # it asks for (a piece's, or one that starts or stops inside a piece) holds the values the
+    # marked rows copied out hold there. The pieces are a few rows here, so runs cross many.
+    mask = np.array(marks, dtype=np.bool_)
+    values = np.arange(len(mask), dtype=np.float64) * 1.5
+    alone = values[mask]
+    old = report_html.PIECE
+    report_html.PIECE = piece
+    try:
+        starts = report_html._piece_starts(mask)
+        np.testing.assert_array_equal(starts, np.flatnonzero(mask)[::piece])
+        marked = report_html._Marked(values, mask, len(alone), starts)
+        assert len(marked) == len(alone)
+        for _ in range(5):
+            a = data.draw(st.integers(0, len(alone)))
+            b = data.draw(st.integers(a, len(alone) + 3))
+            np.testing.assert_array_equal(marked[a:b], alone[a:b])
+    finally:
+        report_html.PIECE = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 1.0, 2.0, 2.0, 3.0, float("nan")]), max_size=30),
+    st.data(),
+)
+def test_a_column_never_steps_back_at_its_marked_rows_as_their_copy_does(
+    xs: list[float], data: st.DataObject
+) -> None:
+    # Whether the marked rows are in time order, read in place, is what numpy says of their
+    # copy: a NaN is out of order, as np.all(x[1:] >= x[:-1]) finds it.
+    x = np.array(xs, dtype=np.float64)
+    rows = np.array(data.draw(st.lists(st.booleans(), min_size=len(x), max_size=len(x))), bool)
+    copy = x[rows]
+    assert never_back(x, rows) is bool(np.all(copy[1:] >= copy[:-1]))
+    assert never_back(x) is bool(np.all(x[1:] >= x[:-1]))

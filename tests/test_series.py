@@ -49,14 +49,20 @@ def test_segment_classes(series) -> None:
     assert seg["len"].tolist() == [1000] * 6 + [0, 1000, 1000, 0]
 
 
-def test_a_series_without_its_flight_table_keeps_the_others_whole(tmp_path: Path) -> None:
-    # The report's receiver TSG asks for no flight table: the segments keep their kinds (made
+@pytest.mark.parametrize("left_out", ["flight", "rtt"])
+def test_a_series_without_a_table_keeps_the_others_whole(tmp_path: Path, left_out: str) -> None:
+    # The report's receiver TSG asks for neither the flight table nor the RTT samples: the one
+    # left out is empty (the transfer gives both rows), the segments keep their kinds (made
     # from the walk's codes whether or not the flight table is), and the other tables are
     # those of the whole build. The expected kinds are the transfer's own (as above).
     path = write(tmp_path / "t.pcap", transfer())
     whole = build_series(build_connections(read_capture(path)))
-    some = build_series(build_connections(read_capture(path)), tables=("segments", "acks"))
-    assert some.flight.empty and not whole.flight.empty
+    kept = tuple(
+        name for name in ("segments", "acks", "sacks", "rtt", "flight") if name != left_out
+    )
+    some = build_series(build_connections(read_capture(path)), tables=kept)
+    assert getattr(some, left_out).empty and not getattr(whole, left_out).empty
+    assert list(getattr(some, left_out).columns) == list(getattr(whole, left_out).columns)
     assert some.of(0, 0).segments["kind"].tolist() == [
         *["new"] * 5,
         "retransmission",
@@ -65,7 +71,7 @@ def test_a_series_without_its_flight_table_keeps_the_others_whole(tmp_path: Path
         "partial_retransmission",
         "keepalive",
     ]
-    for name in ("segments", "acks", "sacks", "rtt"):
+    for name in kept:
         pd.testing.assert_frame_equal(getattr(some, name), getattr(whole, name))
 
 

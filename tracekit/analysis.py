@@ -59,25 +59,7 @@ class Vantage:
         """This view with its packet table (and the reader's SACK and UDP side tables) emptied,
         their columns kept: the connections table, the series and the times' origin stay. What
         the receiver's view keeps once the merge has read its packets."""
-        conns = self.connections
-
-        def empty(table: pa.Table) -> pa.Table:
-            return table.schema.empty_table()
-
-        capture = dataclasses.replace(
-            conns.capture,
-            packets=empty(conns.capture.packets),
-            sack=empty(conns.capture.sack),
-            udp=empty(conns.capture.udp),
-        )
-        emptied = dataclasses.replace(
-            conns,
-            capture=capture,
-            packets=empty(conns.packets),
-            data_kind=None,
-            origin_ns=conns.t0_ns,
-        )
-        return Vantage(connections=emptied, series=self.series)
+        return Vantage(connections=self.connections.without_packets(), series=self.series)
 
 
 @dataclass(frozen=True)

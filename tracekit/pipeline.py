@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 import numpy as np
+import pandas as pd
 
 from tracekit import units
 from tracekit.analysis import Analysis, Selection, Vantage
@@ -84,8 +85,12 @@ class Early(Protocol):
     """A view that draws from tables no detector reads, given them as soon as they are made
     (`analyze`), so that they need not be held to the end: `tracekit.report.early`."""
 
-    def after_merge(self, sender: Connections, receiver: Connections, merged: Merge) -> bool:
-        """Shown the merge; True when its delay table may go."""
+    def after_merge(
+        self, sender: Connections, receiver: Connections, merged: Merge, delay: list[pd.DataFrame]
+    ) -> bool:
+        """Shown the merge, and handed its delay table (the one item of `delay`; the merge
+        holds it no more): True when it took it (popped it, and may have changed it), False
+        when it left it there for the merge to keep."""
 
     def after_receiver(self, sender: Connections, receiver: Vantage, merged: Merge) -> bool:
         """Shown the receiver's series (its packets gone); True when they may go."""
@@ -223,29 +228,36 @@ def analyze(
     merged = (
         merge(snd_conns, rcv_conns, addr_map, delay=merge_delay) if rcv_conns is not None else None
     )
-    if (
-        early is not None
-        and merged is not None
-        and rcv_conns is not None
-        and early.after_merge(snd_conns, rcv_conns, merged)
-    ):
+    if early is not None:
+        done()  # the merge's working memory, before the early draws beside what it made
+    if early is not None and merged is not None and rcv_conns is not None:
+        # Handed over, so that the early may let go of the table's columns as it draws them.
+        handed = [merged.delay]
         merged = replace(merged, delay=empty_frame(DELAY_COLUMNS))
+        if not early.after_merge(snd_conns, rcv_conns, merged, handed):
+            merged = replace(merged, delay=handed.pop())
+        del handed
     done()
     streams = tuple(udp_streams(snd_conns, rcv_conns, udp_layout, dict(addr_map or {})))
+    # The merge and the UDP streams are done with the columns only they read (IP IDs).
+    snd_conns = snd_conns.keeping(SERIES_COLUMNS | PACKET_COLUMN_NAMES)
     rcv = None
     if rcv_conns is not None:
+        rcv_conns = rcv_conns.keeping(SERIES_COLUMNS if receiver_series else frozenset())
+        # The merge and the UDP streams have read the receiver's packets: only its connections
+        # table and series are read from here on (the report's receiver TSG). Its packets go
+        # once the series' walk has read them, before the series' last tables are made (the
+        # walk keeps the columns those read) and before the sender's series are built.
+        rcv_walk = walk_series(rcv_conns) if receiver_series else None
+        rcv_conns = rcv_conns.without_packets()
         # Only the tables asked for: the flight table (16 bytes a data segment, and its
         # working memory) is not made where the report's receiver TSG is all that reads them.
         wanted = None if isinstance(receiver_series, bool) else receiver_series
-        rcv_series = (
-            build_series(rcv_conns, done, wanted) if receiver_series else no_series(rcv_conns)
-        )
+        rcv_series = rcv_walk.finish(done, wanted) if rcv_walk else no_series(rcv_conns)
+        del rcv_walk
         if wanted is not None:
             rcv_series = rcv_series.keeping(wanted)
-        # The merge and the UDP streams have read the receiver's packets, and its series are
-        # built: only its connections table and series are read from here on (the report's
-        # receiver TSG). Let go before the sender's series are built, not beside them.
-        rcv = Vantage(connections=rcv_conns, series=rcv_series).without_packets()
+        rcv = Vantage(connections=rcv_conns, series=rcv_series)
         del rcv_series
     del rcv_conns
     done()

@@ -63,6 +63,24 @@ class Connections:
         ts = self.packets.column("ts_ns").to_numpy()
         return int(ts.min()) if ts.size else 0
 
+    def without_packets(self) -> Connections:
+        """These connections with the packet table (and the reader's SACK and UDP side
+        tables, and the segment kinds) emptied, their columns kept: the connections table and
+        the times' origin stay."""
+
+        def empty(table: pa.Table) -> pa.Table:
+            return table.schema.empty_table()
+
+        capture = replace(
+            self.capture,
+            packets=empty(self.capture.packets),
+            sack=empty(self.capture.sack),
+            udp=empty(self.capture.udp),
+        )
+        return replace(
+            self, capture=capture, packets=empty(self.packets), data_kind=None, origin_ns=self.t0_ns
+        )
+
     def keeping(self, columns: Collection[str], *, side_tables: bool = True) -> Connections:
         """These connections with only `columns` of the packet table, for the stages after one
         that read the others: the reader's own packet table, which shares their buffers, keeps

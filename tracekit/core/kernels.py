@@ -310,6 +310,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     },
     "tracekit.merge.match": {
         "_cd": (("i4[:]r", "u1[:]r", "i8[:]", "u1[:]"),),
+        "_shifted_rows": (("i8[:]r", "i8[:,:]r", "i4[:]r", "u1[:]r", "i8[:]r"),),
         "_zip_equal": (
             (
                 "i8",

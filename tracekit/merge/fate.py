@@ -1027,8 +1027,10 @@ def judge_transmissions(
     # carried these bytes and the receiver acknowledged them anyway (its capture missed them).
     a_cd = arrive.cd[arr]
     a_seq = arrive.seq(arr)
-    by_seq = arr[np.lexsort((a_seq, a_cd))]
+    order = np.lexsort((a_seq, a_cd))
     del a_cd, a_seq
+    by_seq = arr[order]
+    del order
     blk_key, blk_end = _blocks(
         by_seq, arrive.cd, arrive.seq_rel, arrive.conn, arrive.dir, arrive.seq_shift, arrive.length
     )

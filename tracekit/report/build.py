@@ -405,7 +405,7 @@ def receiver_direction(merged: Merge, conn: int, direction: int) -> tuple[int, i
 
 
 # The receiver's series tables its TSG draws (`tsg_plot`): all the page reads of them.
-RECEIVER_TABLES = ("segments", "acks", "sacks", "rtt")
+RECEIVER_TABLES = ("segments", "acks", "sacks")
 
 
 def receiver_tsg(
@@ -516,10 +516,30 @@ def _combined_plot(m: Merge, rows: Rows, shades: tuple[Shade, ...]) -> Plot:
 
 def delay_plot(m: Merge, conn: int, direction: int) -> Plot:
     """The one-way delay of one direction, and the queueing delay above its minimum."""
-    delay = m.delay
+    return delay_plot_of(m.delay, conn, direction)
+
+
+def delays_ms(delay: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The delay table's one-way and queueing delays in ms, as the delay plot draws them, for
+    `delay_plot_of`. Each column in seconds is taken out of the table (`pop`) as its ms are
+    made: a table handed over (the merge holds it no more) is never held beside both columns
+    in ms, only beside one."""
+    owd = delay.pop("owd_s").to_numpy(np.float64) * 1e3
+    queue = delay.pop("queue_s").to_numpy(np.float64) * 1e3
+    return owd, queue
+
+
+def delay_plot_of(
+    delay: pd.DataFrame,
+    conn: int,
+    direction: int,
+    ms: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Plot:
+    """`delay_plot` of a delay table (schema.DELAY_COLUMNS); with `ms`, its delays in ms
+    already (`delays_ms`), and the table need not hold them."""
     mine = (delay["conn"].to_numpy() == conn) & (delay["dir"].to_numpy() == direction)
     t = delay["t_s"].to_numpy(np.float64)
-    owd, queue = (delay[name].to_numpy(np.float64) for name in ("owd_s", "queue_s"))
+    owd, queue = ms or (delay[name].to_numpy(np.float64) for name in ("owd_s", "queue_s"))
     rows: np.ndarray | None = None
     if mine.all():
         pass
@@ -530,13 +550,15 @@ def delay_plot(m: Merge, conn: int, direction: int) -> Plot:
     else:
         at = np.flatnonzero(mine)
         t, owd, queue = t[at], owd[at], queue[at]
+    if ms is None:
+        owd, queue = owd * 1e3, queue * 1e3
     return Plot(
         "One-way delay and queueing delay above its minimum",
         "time (s, sender's clock)",
         "ms",
         (
-            Trace("one-way delay", Kind.LINE, t, owd * 1e3, rows=rows),
-            Trace("queueing delay", Kind.LINE, t, queue * 1e3, color=P.retransmit, rows=rows),
+            Trace("one-way delay", Kind.LINE, t, owd, rows=rows),
+            Trace("queueing delay", Kind.LINE, t, queue, color=P.retransmit, rows=rows),
         ),
     )
 

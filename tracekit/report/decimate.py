@@ -46,7 +46,7 @@ def decimate(
     # Capture clocks step back now and then, so x is often sorted but for a few points. The
     # buckets are then found point by point in input order, with ties broken as a stable sort
     # would: no sorted copies of millions of points, only the chosen few are sorted.
-    in_order = bool(np.all(x[1:] >= x[:-1])) if rows is None else bool(_in_order(x, rows))
+    in_order = never_back(x, rows)
     tops = y if y_end is None else y_end
     n_buckets = target // POINTS_PER_BUCKET
     selected = _m4(x, y, tops, n_buckets, in_order, mask)
@@ -64,6 +64,12 @@ def decimate(
         selected |= keep if rows is None else keep & rows
     chosen = np.flatnonzero(selected)
     return chosen if in_order else chosen[np.argsort(x[chosen], kind="stable")]
+
+
+def never_back(x: np.ndarray, rows: np.ndarray | None = None) -> bool:
+    """Whether x (at the rows the mask `rows` marks, or all of it) never steps back, with no
+    copy of the marked rows; a NaN is out of order, as np.all(x[1:] >= x[:-1]) finds it."""
+    return bool(np.all(x[1:] >= x[:-1])) if rows is None else bool(_in_order(x, rows))
 
 
 # The kernels' mask of every row: none given.

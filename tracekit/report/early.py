@@ -15,13 +15,19 @@ done only where the receiver's capture is big enough for its tables to matter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
 from tracekit.analysis import Vantage
 from tracekit.connections import Connections
 from tracekit.core.groups import row_count
 from tracekit.merge import Merge
 from tracekit.report.build import (
     ReportConfig,
-    delay_plot,
+    delay_plot_of,
+    delays_ms,
     drawn_connections,
     main_direction,
     receiver_direction,
@@ -40,7 +46,10 @@ class EarlyPlots:
     soon as their tables exist (the pipeline's `Early`), by (sender connection, direction).
 
     `budget` must be the one the page is made with. `min_packets` is how many packets the
-    receiver's capture must hold for this to be done at all.
+    receiver's capture must hold for this to be done at all. `after_plot` is called once each
+    plot is encoded and its arrays let go, and within a plot's encoding between its parts
+    (`html.encode`): a command returns the freed memory to the system there, as `html.render`
+    takes it.
     """
 
     def __init__(
@@ -48,10 +57,12 @@ class EarlyPlots:
         config: ReportConfig | None = None,
         budget: Budget | None = None,
         min_packets: int = MIN_RECEIVER_PACKETS,
+        after_plot: Callable[[], None] | None = None,
     ) -> None:
         self.config = config or ReportConfig()
         self.budget = budget or Budget()
         self.min_packets = min_packets
+        self.after_plot = after_plot or _nothing
         self.delay: dict[tuple[int, int], Encoded] = {}
         self.receiver: dict[tuple[int, int], Encoded] = {}
         self.active = False
@@ -61,16 +72,26 @@ class EarlyPlots:
         conns = sender.frame()
         return [(c, main_direction(conns.loc[c])) for c in drawn_connections(conns, self.config)]
 
-    def after_merge(self, sender: Connections, receiver: Connections, merged: Merge) -> bool:
-        """Encode the delay plots; whether the delay table may go (nothing else reads it)."""
+    def after_merge(
+        self, sender: Connections, receiver: Connections, merged: Merge, delay: list[pd.DataFrame]
+    ) -> bool:
+        """Encode the delay plots, taking the delay table `delay` holds (nothing else reads
+        it); whether it took it."""
         self.active = receiver.packets.num_rows >= self.min_packets
         if not self.active:
             return False
+        table = delay.pop()
+        ms: tuple[np.ndarray, np.ndarray] | None = None
         for conn, direction in self._drawn(sender):
             rows = merged.transmission_groups().get((conn, direction))
             if rows is None or row_count(rows) == 0:
                 continue  # the report draws no merged plots of it
-            self.delay[conn, direction] = encode(delay_plot(merged, conn, direction), self.budget)
+            # In ms once for every plot, each column in seconds let go as its ms are made.
+            ms = ms or delays_ms(table)
+            plot = delay_plot_of(table, conn, direction, ms)
+            self.delay[conn, direction] = encode(plot, self.budget, self.after_plot)
+            del plot
+            self.after_plot()
         return True
 
     def after_receiver(self, sender: Connections, receiver: Vantage, merged: Merge) -> bool:
@@ -84,6 +105,11 @@ class EarlyPlots:
                 continue
             rc, rdir = paired
             plot = receiver_tsg(receiver.series, sender.t0_ns, merged, rc, rdir, ())
-            self.receiver[conn, direction] = encode(plot, self.budget)
+            self.receiver[conn, direction] = encode(plot, self.budget, self.after_plot)
             del plot
+            self.after_plot()
         return True
+
+
+def _nothing() -> None:
+    """No step between plots."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from tracekit.core.atomic import replacing
 from tracekit.core.kernels import jit
-from tracekit.report.decimate import decimate
+from tracekit.report.decimate import decimate, never_back
 from tracekit.report.model import (
     Cause,
     Cell,
@@ -349,19 +349,29 @@ def _thinned(trace: Trace, first: int, budget: Budget, deflater: _Deflater) -> d
     return dict(zip(halvings, encodings, strict=True))
 
 
-def encode(plot: Plot | Deferred, budget: Budget = Budget()) -> Encoded:
+def encode(
+    plot: Plot | Deferred,
+    budget: Budget = Budget(),
+    after_part: Callable[[], None] | None = None,
+) -> Encoded:
     """The plot encoded as `render` carries it, at every point count the page may thin each of
     its traces to (`Encoded`): the tables it is drawn from can be let go before the page is
-    made. The page is the same as of the plot itself, given the same budget."""
+    made. The page is the same as of the plot itself, given the same budget. `after_part` is
+    called once every trace is encoded whole, then once each trace's thinnings are (a command
+    returns the freed memory to the system there, as `render`'s `after_plot`)."""
+    step = after_part or _nothing
     drawn = plot.drawn()
     counts = tuple(len(t) for t in drawn.traces)
     thinnable = tuple(_thinning(t) for t in drawn.traces)
     levels: list[dict[int, _Encoded]] = []
     with _Deflater() as deflater:
         whole = _encode_traces(list(drawn.traces), list(counts), budget, deflater)
+        step()
         for trace, n, (thins, _), enc in zip(drawn.traces, counts, thinnable, whole, strict=True):
             more = _thinned(trace, n // 2, budget, deflater) if n > FEWEST_THINNED and thins else {}
             levels.append({n: enc, **more})
+            if more:
+                step()
     return Encoded(replace(drawn, traces=()), counts, thinnable, tuple(levels))
 
 
@@ -395,21 +405,12 @@ def _encode_traces(
             idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end, rows)
             if len(idx) > PIECE:
                 span_mask = _mask_if_rising(idx, len(x))
-        elif n > 1 and not _sorted_at(x, rows):
+        elif n > 1 and not never_back(x, rows):
             # Sorted by time, the page finds a view's points by binary search.
             idx = _stable_order(x, rows)
         else:
-            idx = None if rows is None else np.flatnonzero(rows)
-            span_mask = rows
-
-        def pick(
-            a: np.ndarray, idx: np.ndarray | None = idx, mask: np.ndarray | None = span_mask
-        ) -> np.ndarray | _Picked:
-            if idx is None:
-                return np.asarray(a)
-            if len(idx) > PIECE:
-                return _Picked(np.asarray(a), idx, mask)
-            return np.asarray(a)[idx]
+            idx = None
+        pick = _carrier(n, rows, idx, span_mask)
 
         x_carried, y = pick(x), pick(trace.y)
         y_end = None if trace.y_end is None else pick(trace.y_end)
@@ -442,7 +443,7 @@ def _encode_traces(
             # so its level need not hold them all. The carried points are in time order (ties
             # in row order): thinned as the rows they came from, the same points are chosen
             # in the same order, with no copy of the carried columns.
-            carried = None
+            carried = rows
             if idx is not None:
                 carried = np.zeros(len(x), dtype=np.bool_)
                 carried[idx] = True
@@ -532,6 +533,67 @@ class _Picked:
         return np.asarray(self.values[lo:hi][self.mask[lo:hi]])
 
 
+def _carrier(
+    n: int, rows: np.ndarray | None, idx: np.ndarray | None, span_mask: np.ndarray | None
+) -> Callable[[np.ndarray], Carried]:
+    """How a trace's column of n points is carried: its points at positions `idx` (None: every
+    point, the rows `rows` marks or all of them), millions a piece at a time, else copied out."""
+    if idx is None and rows is not None and n > PIECE:
+        # Every marked row, in row order: read through the mask alone, with no positions.
+        starts = _piece_starts(rows)
+        return lambda a: _Marked(np.asarray(a), rows, n, starts)
+    if idx is None:
+        return np.asarray if rows is None else lambda a: np.asarray(a)[rows]
+    if len(idx) > PIECE:
+        return lambda a: _Picked(np.asarray(a), idx, span_mask)
+    return lambda a: np.asarray(a)[idx]
+
+
+class _Marked:
+    """A column's values at the `n` rows `mask` marks, in row order, read a piece at a time
+    (`values[a:b]`, as `_Picked`) with no positions of them: `starts` holds the row of every
+    PIECE-th marked row (`_piece_starts`), and a piece is the marked rows of its span of rows."""
+
+    def __init__(self, values: np.ndarray, mask: np.ndarray, n: int, starts: np.ndarray) -> None:
+        self.values, self.mask, self.n, self.starts = values, mask, n, starts
+        self.dtype = values.dtype
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _row(self, k: int) -> int:
+        """The row of the k-th marked row (0 <= k < n)."""
+        piece, within = divmod(k, PIECE)
+        lo = int(self.starts[piece])
+        if within == 0:
+            return lo
+        hi = int(self.starts[piece + 1]) if piece + 1 < len(self.starts) else len(self.mask)
+        return lo + int(np.flatnonzero(self.mask[lo:hi])[within])
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        a, b, step = key.indices(self.n)
+        if step != 1:
+            raise ValueError("a marked column is read in runs")
+        if b <= a:
+            return self.values[0:0].copy()
+        lo, hi = self._row(a), self._row(b - 1) + 1
+        return np.asarray(self.values[lo:hi][self.mask[lo:hi]])
+
+
+def _piece_starts(mask: np.ndarray) -> np.ndarray:
+    """The row of every PIECE-th row the mask marks (the 0th, the PIECE-th, ...), read a
+    stretch of rows at a time: no positions of every marked row."""
+    starts: list[np.ndarray] = []
+    seen = 0  # marked rows before the stretch
+    for lo in range(0, len(mask), PIECE):
+        at = np.flatnonzero(mask[lo : lo + PIECE])
+        # The marked rows in this stretch whose rank is a multiple of PIECE.
+        first = -seen % PIECE
+        starts.append(at[first::PIECE] + lo)
+        seen += len(at)
+    return np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+
+
 def _mask_if_rising(at: np.ndarray, n: int) -> np.ndarray | None:
     """A mask of n rows marking positions `at`, where they rise (else None)."""
     if not bool(np.all(at[1:] > at[:-1])):
@@ -542,19 +604,12 @@ def _mask_if_rising(at: np.ndarray, n: int) -> np.ndarray | None:
 
 
 # A column as the encoders read it: an array, or its values at some positions.
-Carried = np.ndarray | _Picked
+Carried = np.ndarray | _Picked | _Marked
 
 
 def _whole(values: Carried) -> np.ndarray:
     """Every value of a carried column, as one array."""
     return values if isinstance(values, np.ndarray) else values[0 : len(values)]
-
-
-def _sorted_at(x: np.ndarray, rows: np.ndarray | None) -> bool:
-    """Whether x (at the rows `rows` marks, or all of it) never steps back."""
-    if rows is None:
-        return bool(np.all(x[1:] >= x[:-1]))
-    return _sorted_at(x[rows], None)
 
 
 def _stable_order(x: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
@@ -647,7 +702,7 @@ def _encode_values(y: Carried, minus: Carried | None = None) -> dict[str, Any]:
     With `minus` (whole numbers too), whole y is carried as y - minus (a bar's height) and
     restored in the page.
     """
-    if not isinstance(y, _Picked):
+    if not isinstance(y, _Picked | _Marked):
         y = np.asarray(y)
     n = len(y)
     whole_minus = minus is not None and minus.dtype.kind in "iu"

@@ -301,8 +301,8 @@ def build_series(
     (sequence and ACK numbers, windows: 18 bytes a packet), so that they are freed before the
     flight table (16 bytes a data segment) is made rather than held beside it.
 
-    `tables`, when given, names the tables a caller reads: the flight table is made only if it
-    is one of them (the others are held anyway), and left empty otherwise.
+    `tables`, when given, names the tables a caller reads: the flight and RTT tables are made
+    only if they are among them (the others are held anyway), and left empty otherwise.
     """
     return walk_series(conns).finish(let_go, tables)
 
@@ -392,8 +392,8 @@ class SeriesWalk:
     def finish(
         self, let_go: Callable[[], None] | None = None, tables: Collection[str] | None = None
     ) -> Series:
-        """The flight, RTT and SACK tables, and the Series (`build_series`; the flight table
-        empty where `tables` leaves it out)."""
+        """The flight, RTT and SACK tables, and the Series (`build_series`; the flight and RTT
+        tables empty where `tables` leaves them out)."""
         walked, rows_tcp, ts, t0 = self.walked, self.rows_tcp, self.ts, self.t0
         conn, pdir = self.conn, self.pdir
         del self.walked  # let go once the tables are made, not when this is
@@ -413,10 +413,14 @@ class SeriesWalk:
             else empty_frame(SERIES_FLIGHT_COLUMNS)
         )
         rows, bounds = walked.timelines
-        ts_seg, ts_ack, n_ts = timestamp_pairs(
-            rows, bounds, pdir, walked.advance_known, self.payload, *self.tsopts
+        with_rtt = tables is None or "rtt" in tables
+        none = np.zeros(0, dtype=np.int64)
+        ts_seg, ts_ack, n_ts = (
+            timestamp_pairs(rows, bounds, pdir, walked.advance_known, self.payload, *self.tsopts)
+            if with_rtt
+            else (none, none, 0)
         )
-        seq_pairs = walked.rtt_pairs
+        seq_pairs = walked.rtt_pairs if with_rtt else (none, none)
         # The packets' grouping and the walk's per-packet flags are done with: their pages
         # serve the RTT and SACK tables rather than new ones.
         del rows, walked
@@ -427,7 +431,11 @@ class SeriesWalk:
         def seconds(rows: np.ndarray) -> np.ndarray:
             return (ts[rows] - t0) / 1e9
 
-        rtt = _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
+        rtt = (
+            _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
+            if with_rtt
+            else empty_frame(SERIES_RTT_COLUMNS)
+        )
         sacks = _sacks(self, seconds)
         table = self.table
         # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
