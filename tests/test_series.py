@@ -27,6 +27,7 @@ from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
 from tracekit.series import Direction, build_series, rate, resent, rounds, trains
 from tracekit.series.measures import _bin_of
+from tracekit.series.stage import packet_columns_read, walk_series
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,22 @@ def test_a_series_without_a_table_keeps_the_others_whole(tmp_path: Path, left_ou
     ]
     for name in kept:
         pd.testing.assert_frame_equal(getattr(some, name), getattr(whole, name))
+
+
+def test_a_series_without_rtt_samples_reads_no_timestamp_columns(tmp_path: Path) -> None:
+    # The report's receiver TSG draws no RTT samples: its packets need not hold the TCP
+    # timestamp columns, and the tables it draws are those of the whole build. A walk made so
+    # cannot make an RTT table afterwards: it says so rather than read columns it lacks.
+    path = write(tmp_path / "t.pcap", transfer())
+    tables = ("segments", "acks", "sacks")
+    lean = build_connections(read_capture(path)).keeping(packet_columns_read(tables))
+    assert not {"opts", "tsval", "tsecr"} & set(lean.packets.column_names)
+    some = walk_series(lean, tables).finish(tables=tables)
+    whole = build_series(build_connections(read_capture(path)))
+    for name in tables:
+        pd.testing.assert_frame_equal(getattr(some, name), getattr(whole, name))
+    with pytest.raises(ValueError, match="RTT"):
+        walk_series(lean, tables).finish()
 
 
 def test_duplicate_acks_and_their_runs(series) -> None:

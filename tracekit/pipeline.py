@@ -31,7 +31,7 @@ from tracekit.merge.udpstream import Layout, has_udp_stream, udp_streams
 from tracekit.schema import DELAY_COLUMNS, PROTO_TCP, empty_frame
 from tracekit.series import Series, build_series
 from tracekit.series.stage import PACKET_COLUMNS_READ as SERIES_COLUMNS
-from tracekit.series.stage import walk_series
+from tracekit.series.stage import packet_columns_read, walk_series
 
 # The sender's packet columns an Analysis keeps: the detectors' and the frame number.
 KEPT_PACKET_COLUMNS = PACKET_COLUMN_NAMES | {"frame"}
@@ -243,16 +243,19 @@ def analyze(
     snd_conns = snd_conns.keeping(SERIES_COLUMNS | PACKET_COLUMN_NAMES)
     rcv = None
     if rcv_conns is not None:
-        rcv_conns = rcv_conns.keeping(SERIES_COLUMNS if receiver_series else frozenset())
+        # Only the tables asked for: the flight table (16 bytes a data segment, and its
+        # working memory) and the RTT samples are not made where the report's receiver TSG is
+        # all that reads them, nor the packet columns only those read kept.
+        wanted = None if isinstance(receiver_series, bool) else receiver_series
+        rcv_conns = rcv_conns.keeping(
+            packet_columns_read(wanted) if receiver_series else frozenset()
+        )
         # The merge and the UDP streams have read the receiver's packets: only its connections
         # table and series are read from here on (the report's receiver TSG). Its packets go
         # once the series' walk has read them, before the series' last tables are made (the
         # walk keeps the columns those read) and before the sender's series are built.
-        rcv_walk = walk_series(rcv_conns) if receiver_series else None
+        rcv_walk = walk_series(rcv_conns, wanted) if receiver_series else None
         rcv_conns = rcv_conns.without_packets()
-        # Only the tables asked for: the flight table (16 bytes a data segment, and its
-        # working memory) is not made where the report's receiver TSG is all that reads them.
-        wanted = None if isinstance(receiver_series, bool) else receiver_series
         rcv_series = rcv_walk.finish(done, wanted) if rcv_walk else no_series(rcv_conns)
         del rcv_walk
         if wanted is not None:

@@ -11,6 +11,7 @@ Content-Security-Policy forbids every fetch, so nothing can reach the network ev
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import os
@@ -330,6 +331,8 @@ def _carried(
         per_trace[pi][ti] = thinner[(pi, ti)].pop(counts[pi][ti])
         encoded[pi] = _combined(per_trace[pi])
         after_plot()
+    if any(isinstance(c["b64"], _Withheld) for columns, _ in encoded for c in columns):
+        raise AssertionError("a withheld encoding was carried")  # `_withheld` says why not
     return [(*shell, *enc) for shell, enc in zip(shells, encoded, strict=True)]
 
 
@@ -339,13 +342,15 @@ def _thinning(trace: Trace) -> tuple[bool, int]:
     return not trace.all_kept(), 3 if trace.y_end is not None else 2
 
 
-def _thinned(trace: Trace, first: int, budget: Budget, deflater: _Deflater) -> dict[int, _Encoded]:
+def _thinned(
+    trace: Trace, first: int, budget: Budget, deflater: _Deflater, withhold: bool = False
+) -> dict[int, _Encoded]:
     """The trace's encodings at each count it may be halved to, from `first` (its count halved
-    once) down to the first at or below FEWEST_THINNED."""
+    once) down to the first at or below FEWEST_THINNED (`withhold` as `_encode_traces`)."""
     halvings = [first]
     while halvings[-1] > FEWEST_THINNED:
         halvings.append(halvings[-1] // 2)
-    encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater)
+    encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater, withhold)
     return dict(zip(halvings, encodings, strict=True))
 
 
@@ -365,10 +370,14 @@ def encode(
     thinnable = tuple(_thinning(t) for t in drawn.traces)
     levels: list[dict[int, _Encoded]] = []
     with _Deflater() as deflater:
-        whole = _encode_traces(list(drawn.traces), list(counts), budget, deflater)
+        whole = _encode_traces(list(drawn.traces), list(counts), budget, deflater, True)
         step()
         for trace, n, (thins, _), enc in zip(drawn.traces, counts, thinnable, whole, strict=True):
-            more = _thinned(trace, n // 2, budget, deflater) if n > FEWEST_THINNED and thins else {}
+            more = (
+                _thinned(trace, n // 2, budget, deflater, True)
+                if n > FEWEST_THINNED and thins
+                else {}
+            )
             levels.append({n: enc, **more})
             if more:
                 step()
@@ -380,10 +389,15 @@ _Encoded = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 def _encode_traces(
-    traces: list[Trace], targets: list[int], budget: Budget, deflater: _Deflater
+    traces: list[Trace],
+    targets: list[int],
+    budget: Budget,
+    deflater: _Deflater,
+    withhold: bool = False,
 ) -> list[_Encoded]:
     """Each trace's entry and its columns, each column marked `opening` when an opening view
-    reads it (a level's, or a trace's without one); `_combined` makes them a plot's."""
+    reads it (a level's, or a trace's without one); `_combined` makes them a plot's. With
+    `withhold`, the text of an encoding the page can never carry is withheld (`_withheld`)."""
     named: list[dict[str, Any]] = []
 
     def column(enc: dict[str, Any], opening: bool) -> int:
@@ -472,10 +486,42 @@ def _encode_traces(
                     at(trace.frame),
                 ),
             }
+        if withhold and target > FEWEST_THINNED and not trace.all_kept():
+            deflater.finish()
+            _withheld(named, budget.max_bytes)
         out.append((entry, named))
         named = []
     deflater.finish()
     return out
+
+
+class _Withheld(str):
+    """In a column's text's place, where the page can never carry it: as long as the text (the
+    sizes `_carried` adds up), its value a digest of it (what `_combined` tells equal columns
+    by)."""
+
+    length: int
+
+    def __new__(cls, text: str) -> _Withheld:
+        digest = super().__new__(cls, "withheld:" + hashlib.sha256(text.encode()).hexdigest())
+        digest.length = len(text)
+        return digest
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def _withheld(named: list[dict[str, Any]], max_bytes: int) -> None:
+    """Withhold the texts of one trace's encoding at one count (its columns, deflated) where
+    they alone, each distinct column once, exceed `max_bytes`. Of a trace that may be thinned
+    and holds more than FEWEST_THINNED points, such an encoding is never carried: while it is
+    the trace's, the data exceed the limit and the trace may still be halved, so `_carried`
+    halves on; it reads only the texts' lengths and equality until then. An encoding made
+    ahead of the page (`encode`) at millions of points is tens of megabytes a count."""
+    distinct = {str(c["b64"]): len(c["b64"]) for c in named}
+    if sum(distinct.values()) > max_bytes:
+        for c in named:
+            c["b64"] = _Withheld(c["b64"])
 
 
 def _combined(traces: list[_Encoded]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

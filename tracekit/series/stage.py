@@ -55,6 +55,13 @@ PACKET_COLUMNS_READ = frozenset(
     {"ts_ns", "frame", "conn", "dir", "proto", "tcp_flags", "seq_rel", "ack_rel"}
     | {"payload_bytes", "win_raw", "opts", "tsval", "tsecr"}
 )
+# Of those, the ones only the RTT table's timestamp samples read.
+RTT_PACKET_COLUMNS = frozenset({"opts", "tsval", "tsecr"})
+
+
+def packet_columns_read(tables: Collection[str] | None = None) -> frozenset[str]:
+    """The packet columns `build_series` reads to make `tables` (None: every table)."""
+    return PACKET_COLUMNS_READ if _with_rtt(tables) else PACKET_COLUMNS_READ - RTT_PACKET_COLUMNS
 
 
 class Direction:
@@ -304,14 +311,17 @@ def build_series(
     `tables`, when given, names the tables a caller reads: the flight and RTT tables are made
     only if they are among them (the others are held anyway), and left empty otherwise.
     """
-    return walk_series(conns).finish(let_go, tables)
+    return walk_series(conns, tables).finish(let_go, tables)
 
 
-def walk_series(conns: Connections) -> SeriesWalk:
+def walk_series(conns: Connections, tables: Collection[str] | None = None) -> SeriesWalk:
     """The first pass of `build_series`: the segments and ACK tables, and what the passes
     after it read. What it returns holds no reference to the packets' sequence, ACK and window
     columns, nor to the connections stage's segment kinds: only `finish`'s columns (the
-    times, connections, directions, payload lengths, frame numbers and TCP timestamps)."""
+    times, connections, directions, payload lengths, frame numbers and TCP timestamps). With
+    `tables` (as `build_series` takes them) leaving out the RTT table, the packets need not
+    hold the columns only it reads (`packet_columns_read`), and `finish` must be given the
+    same `tables`."""
     pk = conns.packets
     tcp = pk.column("proto").to_numpy() == PROTO_TCP
     every = bool(tcp.all())
@@ -366,8 +376,12 @@ def walk_series(conns: Connections) -> SeriesWalk:
         pdir=pdir,
         payload=payload,
         frames=frames,
-        tsopts=(col("opts"), col("tsval"), col("tsecr")),
+        tsopts=(col("opts"), col("tsval"), col("tsecr")) if _with_rtt(tables) else None,
     )
+
+
+def _with_rtt(tables: Collection[str] | None) -> bool:
+    return tables is None or "rtt" in tables
 
 
 @dataclass
@@ -387,13 +401,16 @@ class SeriesWalk:
     pdir: np.ndarray
     payload: np.ndarray
     frames: np.ndarray
-    tsopts: tuple[np.ndarray, np.ndarray, np.ndarray]
+    # None: walked without the RTT table's columns (`walk_series`' tables).
+    tsopts: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
     def finish(
         self, let_go: Callable[[], None] | None = None, tables: Collection[str] | None = None
     ) -> Series:
         """The flight, RTT and SACK tables, and the Series (`build_series`; the flight and RTT
         tables empty where `tables` leaves them out)."""
+        if _with_rtt(tables) and self.tsopts is None:
+            raise ValueError("an RTT table from a walk made without its packet columns")
         walked, rows_tcp, ts, t0 = self.walked, self.rows_tcp, self.ts, self.t0
         conn, pdir = self.conn, self.pdir
         del self.walked  # let go once the tables are made, not when this is
@@ -413,11 +430,11 @@ class SeriesWalk:
             else empty_frame(SERIES_FLIGHT_COLUMNS)
         )
         rows, bounds = walked.timelines
-        with_rtt = tables is None or "rtt" in tables
+        with_rtt = _with_rtt(tables)
         none = np.zeros(0, dtype=np.int64)
         ts_seg, ts_ack, n_ts = (
             timestamp_pairs(rows, bounds, pdir, walked.advance_known, self.payload, *self.tsopts)
-            if with_rtt
+            if self.tsopts is not None and with_rtt
             else (none, none, 0)
         )
         seq_pairs = walked.rtt_pairs if with_rtt else (none, none)
