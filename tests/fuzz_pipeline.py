@@ -63,8 +63,9 @@ def run_pipeline(data: bytes, folder: Path) -> None:
     from tracekit.check.metrics import connection_metrics
     from tracekit.errors import TracekitError
     from tracekit.pipeline import analyze
-    from tracekit.report.build import ReportConfig, build_report
-    from tracekit.report.html import render
+    from tracekit.report.build import RECEIVER_TABLES, ReportConfig, build_report
+    from tracekit.report.early import EarlyPlots
+    from tracekit.report.html import Budget, render
 
     sender, receiver = split_input(data)
     paths = [folder / "sender.cap", folder / "receiver.cap"]
@@ -74,11 +75,22 @@ def run_pipeline(data: bytes, folder: Path) -> None:
     try:
         snd = read_capture(paths[0])
         rcv = read_capture(paths[1]) if receiver is not None else None
-        analysis = analyze(snd, rcv)
+        # Half the pairs as `tracekit report` makes a big pair's page: the receiver's TSG and
+        # the delay plots encoded as soon as their tables are made, under a data limit small
+        # enough that some encodings made ahead are withheld.
+        early = EarlyPlots(budget=Budget(max_bytes=4000), min_packets=0) if len(data) % 2 else None
+        analysis = (
+            analyze(snd, rcv, receiver_series=RECEIVER_TABLES, early=early)
+            if early is not None and rcv is not None
+            else analyze(snd, rcv)
+        )
         json.dumps(analysis.to_dict(), allow_nan=False)
         connection_metrics(analysis)
-        report = build_report(analysis, tuple(str(p) for p in paths), ReportConfig())
-        render(report)
+        paths_given = tuple(str(p) for p in paths)
+        report = build_report(
+            analysis, paths_given, ReportConfig(), deferred=early is not None, early=early
+        )
+        render(report, early.budget if early is not None else Budget())
     except TracekitError as exc:
         assert "\n" not in str(exc), "an error for a user is one line"
 
