@@ -218,6 +218,26 @@ def test_writes_faster_than_slow_start_carries_them_leave_drops_open() -> None:
     assert "network_drops" not in set().union(*expected(spaced))
 
 
+def test_a_writes_train_is_no_longer_than_twice_what_the_path_holds() -> None:
+    # 96 kB every 140 ms, unpaced Reno on 11 Mbit/s at RTT 1.2 ms into a buffer of 0.95 BDP
+    # (the 3-frame least): the path holds 4.3 segments, so loss keeps the window near twice
+    # that, and a held-out run's writes left as trains of 8 (one of 12), which queue 7.1 at
+    # the bottleneck behind a 100 Mbit/s NIC: no sure line-rate train. Open.
+    point = Point(
+        rate_mbps=11,
+        rtt_ms=1.2,
+        buffer_bdp=0.95,
+        congestion="reno",
+        rcvbuf=4_000_000,
+        writes=(96_000, 140.0),
+    )
+    assert "line_rate_bursts" in expected(point)[1]
+    # The same writes on 30 Mbit/s at 50 ms, a path of 130 segments: trains of two initial
+    # windows, 20 packets at least, and the label holds.
+    wide = dataclasses.replace(point, rate_mbps=30, rtt_ms=50)
+    assert "line_rate_bursts" in expected(wide)[0]
+
+
 def test_a_receiver_that_drops_every_nth_segment_drops_only_where_n_reach_it() -> None:
     # 46 Mbit/s, RTT 520 ms, a 31 kB receive buffer: some 60 kB a second, 300 kB over the
     # run, 208 segments. A receiver that drops one in 248 may drop none (three runs of it lost
