@@ -980,3 +980,56 @@ def test_a_writers_clock_is_not_a_pacers(tmp_path: Path) -> None:
     (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
     assert found.evidence["paced_departures_fraction"] < 0.5
     assert found.evidence["cause"] != "pacing"
+
+
+SWEEP_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+
+
+def _lan_hosts_set_the_rate(name: str) -> bool:
+    """Whether the lab's truth says a veth pair's hosts set the rate: a direct veth (no
+    bottleneck, no delay), no retransmission (the kernel's counter), no pacer configured, and
+    the kernel's account giving its busy time, not the receive window or the application, the
+    most of the transfer."""
+    doc = json.loads((SWEEP_DIR / name / "truth.json").read_text())
+    config, limits = doc["scenario_config"], doc["kernel_limits"]
+    if not config["path"]["direct"] or limits["total_retrans"] != 0:
+        return False
+    if config["pacing_bytes_per_s"] is not None or config["congestion"] == "bbr":
+        return False
+    busy = limits["busy_share_of_transfer"]
+    network = busy * (1 - limits["rwnd_limited_share"])
+    return network > max(1 - busy, busy * limits["rwnd_limited_share"])
+
+
+LAN_HOST_ROWS = sorted(
+    p.name
+    for p in SWEEP_DIR.iterdir()
+    if (p / "truth.json").exists() and _lan_hosts_set_the_rate(p.name)
+)
+
+
+@pytest.mark.parametrize("name", LAN_HOST_ROWS)
+def test_a_lossless_lan_transfer_is_held_by_its_host_not_a_congestion_window(name: str) -> None:
+    # On a veth pair the round trip is a few microseconds, and the sender answers its ACKs
+    # later than that: with no loss its congestion window is never filled, and no window or
+    # path held it. The verdict names the host (and says what it measured), not congestion.
+    found = _sweep_verdict(name)
+    assert found["evidence"]["cause"] == "host"
+    assert found["evidence"]["limit_class"] == "network"
+    assert "the sending host" in found["summary"]
+    assert "answered its ACKs within" in found["explanation"]
+
+
+def test_the_lan_rows_cover_both_offloads() -> None:
+    offloads = {
+        json.loads((SWEEP_DIR / n / "truth.json").read_text())["scenario_config"]["offloads"]
+        for n in LAN_HOST_ROWS
+    }
+    assert offloads == {True, False}
+
+
+@pytest.mark.parametrize("name", ["rtt_1ms", "rtt_5ms", "base"])
+def test_over_a_wan_an_unpaced_hosts_answer_never_outlasts_the_round_trip(name: str) -> None:
+    # A host answers an ACK in microseconds; a round trip of 1 ms and more is hundreds of
+    # those, so an unpaced sender over a WAN path is never the host's.
+    assert _sweep_verdict(name)["evidence"]["cause"] != "host"

@@ -18,6 +18,9 @@ Paxson and Shenker, "On the characteristics and origins of internet flow rates",
   drained by a third and refilled by a writer each ACK woke, without loss: the sender's
   socket buffer. The kernel counts that time as busy (a writer blocked on
   a full send buffer leaves tcpi_sndbuf_limited at 0 in the lab's runs), so it is network time.
+- `host`: no loss and no window at its cap, and the sending host answered its ACKs later than
+  a round trip lasts: its own pace set the rate, its processing's or a pacer's timer's, which
+  the capture cannot tell apart there (a LAN, a datacenter, a pacer on a path of a few ms).
 - `receive_window`: the window left less room than the sender would use (`_limits`).
 - `application`: nothing in flight and nothing sent: the application had no data.
 
@@ -84,8 +87,9 @@ LABELS = (
     "application",
     "bandwidth",
     "pacing",
+    "host",
 )
-L_SLOW, L_CONG, L_RWND, L_SNDBUF, L_APP, L_BW, L_PACE = range(7)
+L_SLOW, L_CONG, L_RWND, L_SNDBUF, L_APP, L_BW, L_PACE, L_HOST = range(8)
 # The kernel's classes each label belongs to (tcp_chrono): the shares scored against it.
 KERNEL_CLASS = {
     L_SLOW: "network",
@@ -93,6 +97,7 @@ KERNEL_CLASS = {
     L_BW: "network",
     L_PACE: "network",
     L_SNDBUF: "network",
+    L_HOST: "network",
     L_RWND: "receive_window",
     L_APP: "application",
 }
@@ -113,6 +118,10 @@ WHY = {
     "ran as fast as the path allows",
     L_PACE: "segments left evenly spaced below the path's rate with room under every window: "
     "a pacing rate set the rate",
+    L_HOST: "the sending host answered its ACKs later than a round trip lasts, with no loss and "
+    "no window at its cap: its own pace set the rate, not the path or a window. That pace is "
+    "its processing's (interrupts, copies, scheduling) or a pacer's timer's; with every answer "
+    "later than the round trip the capture cannot tell the two apart",
 }
 ADVICE = {
     L_SLOW: "Nothing to change for a short transfer; for a long one, slow start ends by itself. "
@@ -130,6 +139,11 @@ ADVICE = {
     "to go faster.",
     L_PACE: "Raise the pacing rate (SO_MAX_PACING_RATE, tc fq maxrate) if the path can carry "
     "more; with BBR the pacing rate follows its estimate of the path.",
+    L_HOST: "A larger window or buffer changes nothing here. If the sender is paced "
+    "(SO_MAX_PACING_RATE, tc fq maxrate, BBR), its pacing rate is the limit. Otherwise give the "
+    "hosts less work per byte: turn on segmentation and receive offloads (TSO/GSO, GRO: "
+    "ethtool -K), write in larger chunks or send without copying (sendfile, MSG_ZEROCOPY), and "
+    "spread the load over cores (several streams, RSS/RPS, IRQ affinity).",
 }
 
 
@@ -271,6 +285,7 @@ class RateLimitCause(Detector):
             "",
             "part of the network share held by the sender's buffer",
         ),
+        Evidence("host_fraction", "", "part of the network share the sending host's own pace held"),
         Evidence(
             "paced_departures_fraction",
             "",
@@ -287,7 +302,7 @@ class RateLimitCause(Detector):
             "phase_cause_codes",
             "",
             "each phase's label, as an index in (slow_start, congestion, receive_window, "
-            "sender_buffer, application, bandwidth, pacing)",
+            "sender_buffer, application, bandwidth, pacing, host)",
         ),
         Evidence("rate_bps", "bit/s", "the ACK line's advance over the direction's time (goodput)"),
         Evidence(
@@ -709,7 +724,18 @@ class RateLimitCause(Detector):
         # Those windows are the timer's but for the time a window held the sender.
         held_share[timed | held] = np.nan
         lossless = not resent.any()
-        label = np.full(n, L_CONG, dtype=np.int64)
+        # A sending host whose answer to an ACK (`turnaround_s`) outlasts the round trip set
+        # the rate itself: the ACKs come back sooner than it sends on, so the flight is what
+        # it gets through, and a congestion window that no loss cut is never filled (Linux
+        # grows it only while it limits the flight: tcp_is_cwnd_limited, RFC 7661). Its pace
+        # is its processing's (interrupt, socket lock, copy, scheduling: a LAN's or a
+        # datacenter's round trip of microseconds against tens of them) or a pacer's timer's
+        # (a pacer on a path of a few ms), and `_paced_windows` cannot tell the two there. A
+        # host's own time is microseconds: over a WAN the round trip is hundreds of them and
+        # more, and only a pacer's interval outlasts it. A loss, a pacer told by its timer, a
+        # window at its cap or the path's rate in a window still name the window.
+        lossfree = L_HOST if turnaround_s(d) > float(phases.rtt_s.min()) else L_CONG
+        label = np.full(n, lossfree, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
         slow = (growth >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
         below_path = rate < cfg.bandwidth_fraction * path if path is not None else np.ones(n, bool)
@@ -800,7 +826,7 @@ class RateLimitCause(Detector):
             for c in KERNEL_CLASSES
             if c != top_class and kernel[c] >= 0.005
         )
-        cause_name = LABELS[cause].replace("_", " ")
+        cause_name = "the sending host" if cause == L_HOST else LABELS[cause].replace("_", " ")
         share_text = f"{shares[cause]:.0%}"
         if top_class == "network" and cause_name != "network":
             share_text += f" (network {kernel['network']:.0%})"
@@ -826,13 +852,20 @@ class RateLimitCause(Detector):
         )
         explanation = (
             f"Over {units.duration(t_end - t0)} from the first data segment to the last ACK, "
-            f"{WHY[cause]}. As the kernel accounts a sender's time (tcp_chrono): application "
+            f"{WHY[cause]}"
+            + (
+                f" (it answered its ACKs within {units.duration(turnaround_s(d))}, nine times "
+                f"in ten, against a round trip of {units.duration(float(phases.rtt_s.min()))})"
+                if cause == L_HOST
+                else ""
+            )
+            + f". As the kernel accounts a sender's time (tcp_chrono): application "
             f"{kernel['application']:.0%} (nothing in flight), receive window "
             f"{kernel['receive_window']:.0%}, network {kernel['network']:.0%} (busy "
             f"otherwise: slow start {shares[L_SLOW]:.0%}, congestion {shares[L_CONG]:.0%}, "
             f"bandwidth {shares[L_BW]:.0%}, pacing {shares[L_PACE]:.0%}, sender buffer "
-            f"{shares[L_SNDBUF]:.0%}). Phases, in round trips of {rtt_text}, from the first "
-            f"data segment: {phases_text}."
+            f"{shares[L_SNDBUF]:.0%}, host {shares[L_HOST]:.0%}). Phases, in round trips of "
+            f"{rtt_text}, from the first data segment: {phases_text}."
             + (
                 f" Other traffic shared the bottleneck and kept it busy: {rivals} of the bytes "
                 f"that reached the receiving host, the transfer {competing.own_share:.0%} (see "
@@ -885,6 +918,7 @@ class RateLimitCause(Detector):
             "bandwidth_fraction": float(shares[L_BW]),
             "pacing_fraction": float(shares[L_PACE]),
             "sender_buffer_fraction": float(shares[L_SNDBUF]),
+            "host_fraction": float(shares[L_HOST]),
             "paced_departures_fraction": paced_share,
             "paced_untold_fraction": untold_pace,
             "phase_starts_s": tuple(float(x) for x in phase_start),
