@@ -1033,3 +1033,19 @@ def test_over_a_wan_an_unpaced_hosts_answer_never_outlasts_the_round_trip(name: 
     # A host answers an ACK in microseconds; a round trip of 1 ms and more is hundreds of
     # those, so an unpaced sender over a WAN path is never the host's.
     assert _sweep_verdict(name)["evidence"]["cause"] != "host"
+
+
+@pytest.mark.parametrize("name", LAN_HOST_ROWS)
+def test_slow_start_on_a_lossless_lan_comes_only_when_the_kernel_grew_its_window(name: str) -> None:
+    # Slow start only raises the congestion window, and with no loss (the kernel's counter)
+    # nothing lowers it: the flight it lets out reaches new heights, in the first round trips
+    # and again only where the flight catches up with the window and Linux grows it on (its
+    # TCP_INFO samples show each step of snd_cwnd). The host's own pace dipping and coming
+    # back is not slow start: there are no more slow-start phases than the first and one per
+    # step of the kernel's window.
+    found = _sweep_verdict(name)
+    codes = [LABELS[c] for c in found["evidence"]["phase_cause_codes"]]
+    samples = json.loads((SWEEP_DIR / name / "truth.json").read_text())["tcp_info_samples"]
+    cwnd = [row[samples["fields"].index("snd_cwnd")] for row in samples["rows"]]
+    steps = sum(b > a for a, b in itertools.pairwise(cwnd))
+    assert codes.count("slow_start") <= 1 + steps, (codes, cwnd)

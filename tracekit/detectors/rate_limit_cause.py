@@ -8,7 +8,7 @@ kernel's own (bench/accuracy.py). Busy time that neither window explains is the 
 congestion controller's, and is told apart per phase, in the classes of T-RAT (Zhang, Breslau,
 Paxson and Shenker, "On the characteristics and origins of internet flow rates", SIGCOMM 2002):
 
-- `slow_start`: the flight still grows by half or more per phase, before any loss.
+- `slow_start`: the flight passes its highest so far by half or more per phase, before any loss.
 - `congestion`: the sender retransmitted (it met loss and cut its window), or its congestion
   window held the flight below the advertised window and the path (congestion avoidance).
 - `bandwidth`: the ACKs came back at the path's rate: the bottleneck was busy.
@@ -364,8 +364,8 @@ class RateLimitCause(Detector):
         # ACKs at 80% or more of the path's rate mean the bottleneck was busy (the dispersion
         # estimate is good to a few percent; delayed ACKs and gaps cost some more).
         bandwidth_fraction: float = 0.8
-        # The flight growing by half per phase of four RTTs or more is slow start (which would
-        # multiply it by 16); congestion avoidance adds one segment per RTT.
+        # The flight passing its highest so far by half in a phase of four RTTs or more is slow
+        # start (which would multiply it by 16); congestion avoidance adds one segment per RTT.
         slow_start_growth_factor: float = 1.5
         # A flight up by less than 10% per phase is flat: congestion avoidance adds a segment
         # per RTT, which over four RTTs of a flight of a few dozen segments is more than that.
@@ -737,7 +737,16 @@ class RateLimitCause(Detector):
         lossfree = L_HOST if turnaround_s(d) > float(phases.rtt_s.min()) else L_CONG
         label = np.full(n, lossfree, dtype=np.int64)
         busy = rate >= cfg.bandwidth_fraction * path if path is not None else np.zeros(n, bool)
-        slow = (growth >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
+        # Slow start only ever raises the congestion window (no loss came before it), so the
+        # flight it lets out reaches new heights: a window is slow start where its flight passes
+        # the highest of every window before it by the factor, not where it regains a height it
+        # had held (a host's or an application's pace dipping and coming back, as a LAN's does
+        # every few windows). A window with nothing sent or acknowledged idled a whole window:
+        # Linux restarts slow start after an idle longer than its RTO (tcp_cwnd_restart, RFC
+        # 5681 4.1), and the heights start over after one.
+        empty = (sent == 0) & (delivered == 0)
+        rise = flight_max / np.maximum(_highest_before(flight_max, empty), 1.0)
+        slow = (rise >= cfg.slow_start_growth_factor) & ~any_loss_before & (retrans == 0)
         below_path = rate < cfg.bandwidth_fraction * path if path is not None else np.ones(n, bool)
         # Precedence, last assignment wins: the weakest evidence first.
         # A cap the sender's buffer holds: each ACK at it is answered at once, within the
@@ -761,7 +770,6 @@ class RateLimitCause(Detector):
         label[retrans > 0] = L_CONG
         # Windows with nothing sent or acknowledged carry no evidence: they take the label
         # before them (the first keeps its own).
-        empty = (sent == 0) & (delivered == 0)
         empty[0] = False
         filled: npt.NDArray[np.int64] = label[
             np.maximum.accumulate(np.where(empty, 0, np.arange(n)))
@@ -963,6 +971,21 @@ def _delivery_rate(d: Any) -> float:
     first = float(data["seq_rel"].min())
     span = t_end - t0
     return float(max(line.max() - first, 0) / span) if line.size and span > 0 else 0.0
+
+
+def _highest_before(
+    level: npt.NDArray[np.float64], restart: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """Per window, the highest `level` of the windows before it since the last `restart`
+    (a restart window starts over: 0 for it)."""
+    run_id = np.cumsum(restart)
+    # Levels are at least 0: lifting each run above every run before it keeps the running
+    # maximum within the run (integers of bytes, exact in float64 far past any flight).
+    lift = run_id * (float(level.max(initial=0.0)) + 1.0)
+    highest = np.maximum.accumulate(level + lift) - lift
+    before = np.zeros_like(level)
+    before[1:] = np.where(run_id[1:] == run_id[:-1], highest[:-1], 0.0)
+    return before
 
 
 def _state_seconds_per_window(
