@@ -1049,3 +1049,35 @@ def test_slow_start_on_a_lossless_lan_comes_only_when_the_kernel_grew_its_window
     cwnd = [row[samples["fields"].index("snd_cwnd")] for row in samples["rows"]]
     steps = sum(b > a for a, b in itertools.pairwise(cwnd))
     assert codes.count("slow_start") <= 1 + steps, (codes, cwnd)
+
+
+@pytest.mark.parametrize(
+    "name", ["bbr_8m_4ms", "reader_16k_25ms_3ms", "lan_offloads_on", "lan_offloads_on_bbr"]
+)
+def test_a_regime_that_cycles_is_one_phase_of_the_timeline(name: str) -> None:
+    # BBR's gain cycle at 8 Mbit/s, a slow reader's window shutting and reopening under BBR's
+    # pacer, a LAN host's pace beside its send buffer or beside losses at the receiver's
+    # backlog: each half of the cycle lasts a few round trips, and the timeline gives the cycle
+    # once, both labels named, while the shares keep each label's own time.
+    found = _sweep_verdict(name)
+    e = found["evidence"]
+    codes, others = e["phase_cause_codes"], e["phase_other_codes"]
+    assert len(codes) == len(others) == len(e["phase_starts_s"]) == len(e["phase_ends_s"])
+    # No two labels take turns for four phases or more.
+    for k in range(len(codes) - 3):
+        window = codes[k : k + 4]
+        assert not (window[0] == window[2] and window[1] == window[3]), codes
+    # The phases tile the verdict's span.
+    assert e["phase_starts_s"][0] == pytest.approx(found["start_s"])
+    assert e["phase_ends_s"][-1] == pytest.approx(found["end_s"])
+    spans = list(zip(e["phase_starts_s"], e["phase_ends_s"], strict=True))
+    for before, after in itertools.pairwise(spans):
+        assert before[1] == pytest.approx(after[0])
+    merged = [(LABELS[c], LABELS[o]) for c, o in zip(codes, others, strict=True) if o >= 0]
+    assert merged, codes
+    for own, other in merged:
+        assert own != other
+        assert (
+            f"{own.replace('_', ' ')} taking turns with {other.replace('_', ' ')}"
+            in (found["explanation"])
+        )

@@ -118,8 +118,9 @@ WHY = {
     "ran as fast as the path allows",
     L_PACE: "segments left evenly spaced below the path's rate with room under every window: "
     "a pacing rate set the rate",
-    L_HOST: "the sending host answered its ACKs later than a round trip lasts, with no loss and "
-    "no window at its cap: its own pace set the rate, not the path or a window. That pace is "
+    L_HOST: "where no loss and no window at its cap held it, the sending host answered its ACKs "
+    "later than a round trip lasts: its own pace set the rate, not the path or a window. That "
+    "pace is "
     "its processing's (interrupts, copies, scheduling) or a pacer's timer's; with every answer "
     "later than the round trip the capture cannot tell the two apart",
 }
@@ -303,6 +304,11 @@ class RateLimitCause(Detector):
             "",
             "each phase's label, as an index in (slow_start, congestion, receive_window, "
             "sender_buffer, application, bandwidth, pacing, host)",
+        ),
+        Evidence(
+            "phase_other_codes",
+            "",
+            "each phase's second label, where two took turns through it (-1: none)",
         ),
         Evidence("rate_bps", "bit/s", "the ACK line's advance over the direction's time (goodput)"),
         Evidence(
@@ -825,6 +831,9 @@ class RateLimitCause(Detector):
         phase_start = np.maximum(edges[starts], t0)
         phase_end = np.r_[edges[starts[1:]], t_end]
         phase_label = label[starts]
+        phase_start, phase_end, phase_label, phase_other = _merge_alternations(
+            phase_start, phase_end, phase_label
+        )
         acks = d.acks
         line = acks["ack_rel"].to_numpy()
         first = float(d.data["seq_rel"].min())
@@ -854,9 +863,10 @@ class RateLimitCause(Detector):
             + (f"; competing with {rivals}" if rivals else "")
         )
         phases_text = "; ".join(
-            f"{LABELS[int(lab)].replace('_', ' ')} {units.duration(a - t0)}-"
-            f"{units.duration(b - t0)}"
-            for a, b, lab in zip(phase_start, phase_end, phase_label, strict=True)
+            f"{LABELS[int(lab)].replace('_', ' ')}"
+            + (f" taking turns with {LABELS[int(o)].replace('_', ' ')}" if o >= 0 else "")
+            + f" {units.duration(a - t0)}-{units.duration(b - t0)}"
+            for a, b, lab, o in zip(phase_start, phase_end, phase_label, phase_other, strict=True)
         )
         explanation = (
             f"Over {units.duration(t_end - t0)} from the first data segment to the last ACK, "
@@ -932,6 +942,7 @@ class RateLimitCause(Detector):
             "phase_starts_s": tuple(float(x) for x in phase_start),
             "phase_ends_s": tuple(float(x) for x in phase_end),
             "phase_cause_codes": tuple(int(x) for x in phase_label),
+            "phase_other_codes": tuple(int(x) for x in phase_other),
             "rate_bps": achieved,
             "rtt_s": rtt,
             "window_scale_known": known,
@@ -1039,6 +1050,68 @@ def _overlap_per_window(
     part = np.maximum(counted_upto(np.minimum(edges, hi[at])) - counted_upto(lo[at]), 0.0)
     upto = np.where(j >= 0, each[at] + part, 0.0)
     return np.maximum(np.diff(upto), 0.0)
+
+
+# Two labels taking turns for this many phases or more (two whole cycles) are one regime.
+ALTERNATION_PHASES = 4
+
+
+def _merge_alternations(
+    start: npt.NDArray[np.float64],
+    end: npt.NDArray[np.float64],
+    label: npt.NDArray[np.int64],
+) -> tuple[
+    npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+]:
+    """Phases whose labels take turns between two (A, B, A, B, ...) for ALTERNATION_PHASES or
+    more, as one phase: its start, end, the label with more of its time, and the other (-1 for
+    a phase that took no turns).
+
+    A regime that cycles is one phase of the transfer however its halves are labelled: AIMD's
+    sawtooth (a loss every few round trips, the window regrown to the path's rate between),
+    BBR's gain cycle (a pacer below the path, then at it), a slow reader's window shutting and
+    reopening, a host's pace and a loss at its backlog. Each half lasts at least
+    `min_phase_rtts`, and the verdict's shares keep their split; the timeline names the
+    regime once, not every turn of it. Phases are at most a few hundred (`max_windows_count`):
+    the loop runs over phases, not packets."""
+    m = label.size
+    other = np.full(m, -1, dtype=np.int64)
+    if m < ALTERNATION_PHASES:
+        return start, end, label, other
+    keep: list[int] = []
+    ends: list[float] = []
+    labels: list[int] = []
+    others: list[int] = []
+    k = 0
+    while k < m:
+        j = k + 2
+        # Neighbouring phases differ (repeats were merged): a label that returns two phases on
+        # continues the turns.
+        while j < m and label[j] == label[j - 2]:
+            j += 1
+        j = min(j, m)
+        if j - k >= ALTERNATION_PHASES:
+            seconds = end[k:j] - start[k:j]
+            a, b = int(label[k]), int(label[k + 1])
+            a_s = float(seconds[label[k:j] == a].sum())
+            b_s = float(seconds[label[k:j] == b].sum())
+            keep.append(k)
+            ends.append(float(end[j - 1]))
+            labels.append(a if a_s >= b_s else b)
+            others.append(b if a_s >= b_s else a)
+            k = j
+        else:
+            keep.append(k)
+            ends.append(float(end[k]))
+            labels.append(int(label[k]))
+            others.append(-1)
+            k += 1
+    return (
+        start[np.array(keep)],
+        np.array(ends),
+        np.array(labels, dtype=np.int64),
+        np.array(others, dtype=np.int64),
+    )
 
 
 def _merge_short(
