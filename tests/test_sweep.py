@@ -238,6 +238,20 @@ def test_a_writes_train_is_no_longer_than_twice_what_the_path_holds() -> None:
     assert "line_rate_bursts" in expected(wide)[0]
 
 
+def test_bbrs_first_round_leaves_at_its_initial_windows_rate() -> None:
+    # BBR paces its first round at 2.89 x the initial window over the handshake's RTT: 40
+    # segments over 16 ms is 84 Mbit/s, near a 100 Mbit/s NIC and 7.6 times an 11 Mbit/s path
+    # of 22 kB. A held-out run's first rounds left as trains of 40, 18 and 26 at 86.5 Mbit/s.
+    # Whether such trains count as line-rate bursts is open.
+    point = Point(rate_mbps=11, rtt_ms=16, buffer_bdp=2.84, congestion="bbr", initcwnd=40)
+    assert "line_rate_bursts" in expected(point)[1]
+    # Ten segments over 50 ms on 30 Mbit/s (a path of 187 kB): the first round leaves at 6.7
+    # Mbit/s, start-up paces at 2.89 times the path, below the NIC's 100 Mbit/s, and no train
+    # leaves at line rate.
+    usual = Point(rate_mbps=30, rtt_ms=50, congestion="bbr")
+    assert "line_rate_bursts" not in expected(usual)[0] | expected(usual)[1]
+
+
 def test_a_receiver_that_drops_every_nth_segment_drops_only_where_n_reach_it() -> None:
     # 46 Mbit/s, RTT 520 ms, a 31 kB receive buffer: some 60 kB a second, 300 kB over the
     # run, 208 segments. A receiver that drops one in 248 may drop none (three runs of it lost

@@ -120,9 +120,8 @@ WHY = {
     "a pacing rate set the rate",
     L_HOST: "where no loss and no window at its cap held it, the sending host answered its ACKs "
     "later than a round trip lasts: its own pace set the rate, not the path or a window. That "
-    "pace is "
-    "its processing's (interrupts, copies, scheduling) or a pacer's timer's; with every answer "
-    "later than the round trip the capture cannot tell the two apart",
+    "pace is its processing's (interrupts, copies, scheduling) or a pacer's timer's; with "
+    "every answer later than the round trip the capture cannot tell the two apart",
 }
 ADVICE = {
     L_SLOW: "Nothing to change for a short transfer; for a long one, slow start ends by itself. "
