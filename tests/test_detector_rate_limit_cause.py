@@ -1077,6 +1077,8 @@ def test_a_regime_that_cycles_is_one_phase_of_the_timeline(name: str) -> None:
     assert merged, codes
     for own, other in merged:
         assert own != other
+        # The shares keep each label's own time.
+        assert e[f"{own}_fraction"] > 0 and e[f"{other}_fraction"] > 0
         assert (
             f"{own.replace('_', ' ')} taking turns with {other.replace('_', ' ')}"
             in (found["explanation"])
