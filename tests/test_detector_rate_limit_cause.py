@@ -7,6 +7,7 @@ time must be within 10 points of the kernel's, and its class the one the kernel 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -26,6 +27,8 @@ from tracekit.detectors import run_detectors
 from tracekit.detectors.rate_limit_cause import KERNEL_CLASSES, LABELS, RateLimitCause
 from tracekit.findings import Finding, Severity
 from tracekit.pipeline import analyze
+
+SWEEP_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
 
 TCP_SCENARIOS = sorted(
     p.name for p in CAPTURES.iterdir() if (p / "truth.json").exists() and p.name != "udp_loss"
@@ -585,9 +588,11 @@ def _window_seconds_while_the_cwnd_held(
     return out
 
 
+@functools.cache
 def _sweep_verdict(name: str) -> dict[str, Any]:
-    """The verdict on the sweep scenario's transfer, from its sender and receiver captures."""
-    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
+    """The verdict on the sweep scenario's transfer, from its sender and receiver captures
+    (once per scenario: several tests read the same one, none changes it)."""
+    folder = SWEEP_DIR / name
     doc = analyze(
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
     ).to_dict()
@@ -980,9 +985,6 @@ def test_a_writers_clock_is_not_a_pacers(tmp_path: Path) -> None:
     (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
     assert found.evidence["paced_departures_fraction"] < 0.5
     assert found.evidence["cause"] != "pacing"
-
-
-SWEEP_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
 
 
 def _lan_hosts_set_the_rate(name: str) -> bool:
