@@ -249,20 +249,40 @@ def test_quiet_when_loss_recovery_closes_the_window(tmp_path: Path) -> None:
     assert run_detectors(ctx, [WindowOscillation]) == []
 
 
-def test_quiet_when_data_above_a_receiver_drop_fills_a_small_buffer() -> None:
-    # The lab's receiver drops 1 in 55 segments into a 21 kB buffer: the data above each hole
-    # waits in the buffer and shuts the window until the resend fills it, and the window
-    # reopens just after the ACK that passes the hole. Loss recovery, not a reader: the lab
-    # rules start/stop out, and the receiver's drops equal its nftables counter.
-    folder = (
-        Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "receiver_drops_rcvbuf_21k"
-    )
+def _quiet_behind_losses(name: str, drop_kind: str, counter: str) -> None:
+    """The sweep row `name`, where the lab rules start/stop out: no window_oscillation finding,
+    and the losses' finding counts what the lab's `counter` counted."""
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / name
     truth_doc = json.loads((folder / "truth.json").read_text())
     assert "window_oscillation" in truth_doc["absent_labels"]
     doc = analyze(
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
     ).to_dict()
     assert not [f for f in doc["findings"] if f["kind"] == "window_oscillation"]
-    dropped = [f for f in doc["findings"] if f["kind"] == "receiver_drop"]
+    dropped = [f for f in doc["findings"] if f["kind"] == drop_kind]
     assert dropped
-    assert dropped[0]["evidence"]["receiver_drops_packets"] == truth_doc["drops"]["receiver"]
+    assert dropped[0]["evidence"][f"{counter}_drops_packets"] == truth_doc["drops"][counter]
+
+
+def test_quiet_when_data_above_a_receiver_drop_fills_a_small_buffer() -> None:
+    # The lab's receiver drops 1 in 55 segments into a 21 kB buffer: the data above each hole
+    # waits in the buffer and shuts the window until the resend fills it, and the window
+    # reopens just after the ACK that passes the hole. Loss recovery, not a reader: the lab
+    # rules start/stop out, and the receiver's drops equal its nftables counter.
+    _quiet_behind_losses("receiver_drops_rcvbuf_21k", "receiver_drop", "receiver")
+
+
+def test_quiet_where_the_ack_that_ends_a_recovery_squeezes_a_fast_readers_window() -> None:
+    # BBR over 6 ms into a buffer of 0.3 BDP loses in every gain cycle; the 16 kB receive
+    # buffer holds the data above each hole, and the ACKs of the recovery, the last of them
+    # above all, hand it to the reader's queue at once, shutting the window for a moment
+    # after the duplicates have ended. The reader reads as soon as data comes (the lab's
+    # configuration): no start/stop, and the lab rules it out. The network's drops equal the
+    # bottleneck's counter.
+    truth_doc = json.loads(
+        (
+            Path(__file__).resolve().parents[1] / "fixtures/sweep/bbr_10m_6ms_rcvbuf_16k/truth.json"
+        ).read_text()
+    )
+    assert truth_doc["receiver"]["read_interval_ms"] == 0.0
+    _quiet_behind_losses("bbr_10m_6ms_rcvbuf_16k", "network_drop", "network")

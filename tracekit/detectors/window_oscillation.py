@@ -12,7 +12,9 @@ the right edge the receiver last advertised (ACK + window, RFC 9293 3.8.6.2.1: S
 minus the highest byte sent. Closed is less than one full segment usable; a cycle is a reopening
 by a large share of the largest window, or of the window offered then and by more than two
 segments, so that the steady trickle of a window-limited sender (every ACK frees a segment or
-two) is not mistaken for it. With the receiver's capture too, a reopening by more than two
+two) is not mistaken for it. A window that closed in loss recovery (data above a hole fills the
+buffer, and the ACK that passes the holes hands it to the reader at once) makes no cycle: no
+reader stopped the sender. With the receiver's capture too, a reopening by more than two
 segments counts however small a share it is when it came with an ACK the receiver held back
 until its application read (`_held_acks`): its reader, not the ACK clock, reopened the window.
 """
@@ -109,6 +111,27 @@ def _held_acks(
     if held.sum() < MIN_HELD_SHARE * np.isfinite(since).sum():
         return np.zeros(line.size, dtype=bool)
     return np.asarray(held)
+
+
+def _in_recovery(d: Any) -> np.ndarray:
+    """Per ACK of the direction: whether the ACK line then stood below the recovery point of
+    the last loss the ACKs told, the highest byte sent before its first duplicate ACK (RFC
+    6582's "recover"; RFC 6675 5's RecoveryPoint). Until the line passes it the receiver
+    holds data above a hole (RFC 9293 3.10.7.4)."""
+    dup = d.acks["dupack"].to_numpy().astype(bool)
+    if not dup.any():
+        return np.zeros(dup.size, dtype=bool)
+    data_row = d.data["row"].to_numpy()
+    highest = np.maximum.accumulate(d.data["end_rel"].to_numpy().astype(np.float64))
+    # The data sent before each ACK, in capture order (rows grow with it).
+    sent = np.searchsorted(data_row, d.acks["row"].to_numpy(), side="left")
+    highest_sent = np.where(sent > 0, highest[np.maximum(sent - 1, 0)], -np.inf)
+    # The first duplicate of each run, carried forward to the ACKs after it.
+    first = dup & ~np.r_[False, dup[:-1]]
+    last_first = np.maximum.accumulate(np.where(first, np.arange(dup.size), -1))
+    recover = np.where(last_first >= 0, highest_sent[np.maximum(last_first, 0)], -np.inf)
+    line = np.maximum.accumulate(d.acks["ack_rel"].to_numpy().astype(np.float64))
+    return np.asarray(line < recover)
 
 
 @jit
@@ -219,8 +242,16 @@ class WindowOscillation(Detector):
         # Duplicates among the ACKs from the closing's to the reopening's, counted by a
         # running sum.
         dups = np.r_[0, np.cumsum(d.acks["dupack"].to_numpy())]
-        closing = tr.shut_ack[shut[after_shut]]
-        at_hole[after_shut] = dups[opener[after_shut]] > dups[np.maximum(closing, 0)]
+        closing = np.maximum(tr.shut_ack[shut[after_shut]], 0)
+        at_hole[after_shut] = dups[opener[after_shut]] > dups[closing]
+        # So too a window that closed during the recovery of a loss, or at the ACK that ended
+        # it: the receiver held the data above the holes until the resends filled them, and
+        # the ACK that fills the last one hands all of it to the application's queue at once,
+        # squeezing the window by what it released. A fast reader empties that queue within
+        # moments and the window reopens, on a LAN as on a satellite path: the reader did not
+        # stop the sender, the loss did.
+        recovering = _in_recovery(d)
+        at_hole[after_shut] |= recovering[closing] | recovering[np.maximum(closing - 1, 0)]
         big &= ~at_hole
         # With the receiver's capture too: a reopening by more than the ACK clock's two
         # segments that came with an ACK the receiver held back is its reader's, however small.
