@@ -7,6 +7,7 @@ bottleneck rate. The crafted cases are trains whose spacing is known by construc
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -18,10 +19,12 @@ import pytest
 from fixtures.lab.scenarios import SCENARIOS
 from tests.helpers import lab_captures
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
+from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
 from tracekit.detectors.line_rate_burst import MAX_LISTED_BURSTS, LineRateBurst, _median_length
 from tracekit.findings import Finding, Severity
+from tracekit.pipeline import analyze
 
 KIND = LineRateBurst.kind
 needs_tshark = pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
@@ -219,3 +222,25 @@ def test_median_length_by_counting_matches_numpy() -> None:
     for _ in range(500):
         lengths = rng.integers(0, 1500, int(rng.integers(1, 50))).astype(np.uint16)
         assert _median_length(lengths) == int(np.median(lengths.astype(float)))
+
+
+SWEEP_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+
+
+@pytest.mark.parametrize("name", ["lan_offloads_off", "lan_reno", "lan_stall"])
+def test_no_train_reads_faster_than_the_senders_line_on_a_lan(name: str) -> None:
+    # A veth pair, offloads off: the host's software clock stamps frames in batches, and
+    # trains of 45 frames read at three times the tightest rate the sender keeps. No train
+    # leaves faster than the line, and nothing between the captures dropped (the lab's
+    # counters): no warning, and no burst faster than the line it left by.
+    folder = SWEEP_DIR / name
+    truth_doc = json.loads((folder / "truth.json").read_text())
+    assert truth_doc["path"]["direct"] and not truth_doc["sender"]["offloads"]
+    assert not any(truth_doc["drops"][k] for k in ("network", "receiver", "sender_nic"))
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    for f in doc["findings"]:
+        if f["kind"] == KIND:
+            assert f["severity"] == "info"
+            assert f["evidence"]["burst_rate_bps"] <= f["evidence"]["line_rate_bps"]

@@ -216,6 +216,11 @@ class LineRateBurst(Detector):
         wire_rate = tr["rate_bps"].to_numpy() + (tr["packets"].to_numpy() - 1) * overhead * 8 / (
             np.where(span > 0, span, np.nan)
         )
+        # No train leaves faster than the sender's line. One that reads faster was stamped by a
+        # clock that takes frames in batches (a host's software timestamps: on a LAN's veth
+        # trains read at three times the tightest rate the sender keeps), and it reached the
+        # bottleneck at the line's rate, whatever the path.
+        wire_rate = np.minimum(wire_rate, line_rate)
         # Each burst's ACKs: from its first byte to its last, until the first duplicate. Its
         # rows by position: where the capture's clock steps back its times do not find them.
         first, last, _ = train_rows(t, length, gap_s, cfg.min_burst_packets)
