@@ -6,15 +6,17 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors.window_oscillation import WindowOscillation, _owed_at_once
+from tracekit.detectors.window_oscillation import WindowOscillation, _in_recovery, _owed_at_once
 from tracekit.pipeline import analyze
 
 
@@ -286,3 +288,31 @@ def test_quiet_where_the_ack_that_ends_a_recovery_squeezes_a_fast_readers_window
     )
     assert truth_doc["receiver"]["read_interval_ms"] == 0.0
     _quiet_behind_losses("bbr_10m_6ms_rcvbuf_16k", "network_drop", "network")
+
+
+def test_recovery_lasts_until_the_ack_line_passes_the_data_sent_before_the_first_duplicate() -> (
+    None
+):
+    # RFC 6582's "recover": the highest byte sent when the first duplicate ACK came. Ten
+    # segments of 1000 bytes left (rows 0-9); the ACK of the first (row 10), three duplicates
+    # (rows 11-13), a resend and more data (rows 14-15, up to 12000), partial ACKs up to 9000
+    # (rows 16-17), the ACK of 10000 that passes the recovery point (row 18), one more.
+    data = pd.DataFrame(
+        {
+            "row": [*range(10), 14, 15],
+            "end_rel": [1000 * (i + 1) for i in range(10)] + [2000, 12000],
+        }
+    )
+    acks = pd.DataFrame(
+        {
+            "row": [10, 11, 12, 13, 16, 17, 18, 19],
+            "ack_rel": [1000, 1000, 1000, 1000, 5000, 9000, 10000, 12000],
+            "dupack": [False, True, True, True, False, False, False, False],
+        }
+    )
+    got = _in_recovery(SimpleNamespace(acks=acks, data=data))
+    assert got.tolist() == [False, True, True, True, True, True, False, False]
+    # No duplicate, or no data: no recovery.
+    calm = SimpleNamespace(acks=acks.assign(dupack=False), data=data)
+    assert not _in_recovery(calm).any()
+    assert not _in_recovery(SimpleNamespace(acks=acks, data=data.iloc[:0])).any()

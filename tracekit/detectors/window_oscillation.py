@@ -119,7 +119,7 @@ def _in_recovery(d: Any) -> np.ndarray:
     6582's "recover"; RFC 6675 5's RecoveryPoint). Until the line passes it the receiver
     holds data above a hole (RFC 9293 3.10.7.4)."""
     dup = d.acks["dupack"].to_numpy().astype(bool)
-    if not dup.any():
+    if not dup.any() or d.data.empty:
         return np.zeros(dup.size, dtype=bool)
     data_row = d.data["row"].to_numpy()
     highest = np.maximum.accumulate(d.data["end_rel"].to_numpy().astype(np.float64))
