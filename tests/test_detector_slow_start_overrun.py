@@ -371,6 +371,25 @@ def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> No
     assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
 
 
+def test_with_both_captures_the_buffer_is_the_full_queues_wait() -> None:
+    # CUBIC paced at 87% of 40 Mbit/s lets its first window into a buffer of three frames in
+    # bursts of a few packets: its mean rate, 1.3 times the path's, queues by eq. 1 barely
+    # more than it lost. The packets that got in after the first loss waited behind a full
+    # buffer: their wait at the bottleneck's rate, read from their arrivals, is the buffer.
+    truth, analysis = _sweep_pair("paced_cubic_40m_5ms_initcwnd40")
+    doc = analysis.to_dict()
+    (found,) = [f for f in doc["findings"] if f["kind"] == KIND and f["direction"] == "a2b"]
+    ev = found["evidence"]
+    path = truth["path"]
+    assert ev["buffer_basis"] == "queue_wait"
+    # The tbf's rate, which counts the same wire bytes.
+    assert ev["bottleneck_bps"] == pytest.approx(path["bottleneck_rate_bps"], rel=0.05)
+    configured = path["bottleneck_buffer_bytes"]
+    assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
+    off = abs(np.log(ev["buffer_estimate_bytes"] / configured))
+    assert off < abs(np.log(ev["buffer_eq1_bytes"] / configured))
+
+
 def test_with_both_captures_the_queue_ahead_is_read_on_the_way_there() -> None:
     # A 1.4 ms path with a buffer of four and a half packets: the ACK of the overrun burst's
     # first packet came milliseconds late (the receiving host's own delay of it), read as

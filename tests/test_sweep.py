@@ -252,6 +252,27 @@ def test_bbrs_first_round_leaves_at_its_initial_windows_rate() -> None:
     assert "line_rate_bursts" not in expected(usual)[0] | expected(usual)[1]
 
 
+def test_a_write_behind_a_receiver_that_drops_every_nth_segment_leaves_no_sure_train() -> None:
+    # CUBIC writes 96 kB every 227 ms over 8.8 ms at 71 Mbit/s, from a 177.5 Mbit/s NIC. The
+    # receiver dropping one segment in 47 holds the window near sqrt(1.5 x 47) = 8.4 segments
+    # (the square-root law), 5.9 after a loss: a train of them queues 3.5 packets at the
+    # bottleneck, too few to tell from an ACK clock's release, so the label is open. A
+    # held-out run of it left no train longer than 13 frames (7.8 packets queued). Without
+    # the drops the write leaves as a train of two initial windows, 12 packets queued.
+    point = Point(
+        rate_mbps=71,
+        rtt_ms=8.8,
+        buffer_bdp=0.11,
+        rcvbuf=4_000_000,
+        writes=(96_000, 227),
+        receiver_drop_every=47,
+    )
+    labels, unsure = expected(point)
+    assert "line_rate_bursts" in unsure and "line_rate_bursts" not in labels
+    calm = dataclasses.replace(point, receiver_drop_every=None)
+    assert "line_rate_bursts" in expected(calm)[0]
+
+
 def test_a_receiver_that_drops_every_nth_segment_drops_only_where_n_reach_it() -> None:
     # 46 Mbit/s, RTT 520 ms, a 31 kB receive buffer: some 60 kB a second, 300 kB over the
     # run, 208 segments. A receiver that drops one in 248 may drop none (three runs of it lost

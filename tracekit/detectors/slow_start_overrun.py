@@ -105,7 +105,11 @@ class SlowStartOverrun(Detector):
         Evidence("burst_packets", "packets", "N_b of eq. 1"),
         Evidence("burst_lost_packets", "packets", "N_d of eq. 1"),
         Evidence("ingress_bps", "bit/s", "f: the burst's rate at the sender"),
-        Evidence("bottleneck_bps", "bit/s", "s: the ACK line's advance across the round"),
+        Evidence(
+            "bottleneck_bps",
+            "bit/s",
+            "s: the round's arrivals at the receiver, or the ACK line's advance across it",
+        ),
         Evidence("bottleneck_acks_count", "", "the ACKs that rate was measured over"),
         Evidence("base_rtt_s", "s", "R: the smallest RTT sample before the round"),
         Evidence(
@@ -113,7 +117,13 @@ class SlowStartOverrun(Detector):
             "bytes",
             "what already waited at the bottleneck when the burst began",
         ),
-        Evidence("buffer_estimate_bytes", "bytes", "M by eq. 1, plus queue_at_start_bytes"),
+        Evidence(
+            "buffer_estimate_bytes",
+            "bytes",
+            "the buffer: the full queue's wait at s (receiver's capture), else M by eq. 1",
+        ),
+        Evidence("buffer_basis", "", "how the buffer was measured", values=("queue_wait", "eq1")),
+        Evidence("buffer_eq1_bytes", "bytes", "M by eq. 1, plus queue_at_start_bytes"),
         Evidence(
             "buffer_needed_bytes",
             "bytes",
@@ -344,6 +354,18 @@ class SlowStartOverrun(Detector):
                 "RTTs), as the round before left no faster than its ACKs returned (paced): its "
                 "ACK line showed the sender's rate, not the bottleneck's"
             )
+        # With the receiver's capture the bottleneck's rate is read where it served the round:
+        # a queue leaves the bottleneck back to back, one packet every l / s, so the round's
+        # packets reach the receiver spaced by that (the median gap: the queue's own, whatever
+        # the burst met before it). The ACK line is one step further: the receiver's ACK
+        # policy and the way back space the ACKs too.
+        arrived_s = _arrival_rate_bps(mine, rnd.flight_t, size)
+        if arrived_s is not None:
+            s = arrived_s
+            s_basis = (
+                "s from the spacing at which the round's packets reached the receiver (the "
+                "bottleneck serves its queue back to back)"
+            )
         rtt = ser.rtt[ser.rtt["t_s"] < rnd.start_s]["rtt_s"]
         if rtt.empty:
             rtt = ser.rtt["rtt_s"]
@@ -410,6 +432,19 @@ class SlowStartOverrun(Detector):
             evidence["queue_at_start_bytes"] = ahead
             excess_bytes = float(physics.buffer_from_burst_bytes(n_b, 0, f, s, size))
             buffer = excess_bytes - n_d * size + ahead
+            by_eq1 = buffer
+            # With the receiver's capture the buffer is read, not inferred: after the burst's
+            # first loss the queue stays full while the burst lasts (it arrives faster than s),
+            # so each packet of it that got in waited behind a full buffer. Their wait (one-way
+            # delay over the least, the median) at the bottleneck's rate is that buffer, less
+            # the packet itself. Eq. 1 takes the burst's rate as even; a round of ACK-clocked
+            # pairs, or a pacer's bursts of a few packets, reaches the bottleneck unevenly and
+            # overflows it sooner than its mean rate says.
+            full = _full_queue_bytes(mine, rnd, s, size) if arrived_s is not None else None
+            if full is not None:
+                buffer = full
+            if by_eq1 >= 0:
+                evidence["buffer_eq1_bytes"] = by_eq1
             buffer = buffer if buffer >= 0 else float("nan")
             needed = float(physics.buffer_needed_bytes(s, f, base_rtt))
             evidence["buffer_needed_bytes"] = needed
@@ -418,21 +453,45 @@ class SlowStartOverrun(Detector):
                 largest = float(physics.largest_loss_free_burst_packets(buffer, f, s, size))
                 evidence |= {
                     "buffer_estimate_bytes": buffer,
+                    "buffer_basis": "eq1" if full is None else "queue_wait",
                     "loss_free_rate_bps": loss_free,
                     "largest_loss_free_burst_packets": largest,
                 }
                 waiting = f" behind {ahead:,.0f} bytes already waiting" if ahead else ""
                 plus = ", plus those bytes" if ahead else ""
+                if full is None:
+                    basis = "eq. 1"
+                    reading = (
+                        f"The burst left at f = {units.rate(f)} into a bottleneck that "
+                        f"delivered s = {units.rate(s)}, so {queued:.0f} of its {n_b} packets "
+                        f"had to queue{waiting}; eq. 1, M = l (N_b (f - s) / f - N_d) with "
+                        f"l = {size} bytes{plus}, puts the buffer at {buffer:,.0f} bytes, "
+                        f"{buffer / size:.0f} packets. "
+                    )
+                else:
+                    basis = "the queue its packets waited in"
+                    eq1 = (
+                        f"puts it at {by_eq1:,.0f} bytes, taking the burst's rate as even"
+                        if by_eq1 >= 0
+                        else "gives no buffer: more were lost than the burst's mean rate "
+                        "queues, so it reached the bottleneck unevenly"
+                    )
+                    reading = (
+                        f"The burst left at f = {units.rate(f)} into a bottleneck that "
+                        f"delivered s = {units.rate(s)}. Its packets that got in after the "
+                        "first loss waited "
+                        f"{units.duration((buffer - size) * 8 / s)} in the queue (their one-way "
+                        "delay over the least, the median, in the receiver's capture): a full "
+                        f"buffer of {buffer:,.0f} bytes, {buffer / size:.0f} packets, at that "
+                        f"rate. Eq. 1, M = l (N_b (f - s) / f - N_d) with l = {size} bytes, "
+                        f"{eq1}. "
+                    )
                 summary = (
-                    f"{head}: bottleneck buffer about {units.size(buffer)} (eq. 1); a "
+                    f"{head}: bottleneck buffer about {units.size(buffer)} ({basis}); a "
                     f"loss-free start to {units.rate(s)} needs {units.size(needed)} (eq. 3)"
                 )
-                explanation += (
-                    f"The burst left at f = {units.rate(f)} into a bottleneck that "
-                    f"delivered s = {units.rate(s)}, so {queued:.0f} of its {n_b} packets "
-                    f"had to queue{waiting}; eq. 1, M = l (N_b (f - s) / f - N_d) with "
-                    f"l = {size} bytes{plus}, puts the buffer at {buffer:,.0f} bytes, "
-                    f"{buffer / size:.0f} packets. At "
+                explanation += reading + (
+                    f"At "
                     f"this RTT ({units.duration(base_rtt)}) slow start stays loss-free only up to "
                     f"{units.rate(loss_free)} (eq. 2); reaching the bottleneck rate "
                     f"without loss takes {needed:,.0f} bytes of buffer (eq. 3)."
@@ -503,6 +562,52 @@ def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
         return None
     last = before[np.argmax(sent[before])]
     return max(float(owd[last]) - least - (sent_s - float(sent[last])), 0.0)
+
+
+def _full_queue_bytes(mine: pd.DataFrame | None, rnd: _Round, s: float, size: int) -> float | None:
+    """The bottleneck buffer the overrun round filled, read from the receiver's capture: the
+    median wait (one-way delay over the direction's least) of the round's packets that
+    arrived after its first loss, at the bottleneck rate `s`, plus one packet. None without
+    the receiver's capture, a loss, or three such packets."""
+    if mine is None or mine.empty or not rnd.flight_lost.any() or not s > 0:
+        return None
+    sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
+    owd = mine["receiver_t_s"].to_numpy(dtype=np.float64) - sent
+    arrived = np.isfinite(owd)
+    first_lost = float(rnd.flight_t[np.flatnonzero(rnd.flight_lost)[0]])
+    after = arrived & (sent > first_lost) & (sent <= float(rnd.flight_t[-1]))
+    # Three waits, so that the median is no single packet's (a capture clock's jitter).
+    if int(after.sum()) < 3:
+        return None
+    wait = float(np.median(owd[after])) - float(owd[arrived].min())
+    return max(wait, 0.0) * s / 8 + size
+
+
+def _arrival_rate_bps(mine: pd.DataFrame | None, flight_t: np.ndarray, size: int) -> float | None:
+    """The bottleneck's rate in wire bits per second from the round's arrivals at the receiver
+    (packets of `size` bytes sent from `flight_t[0]` to `flight_t[-1]`): one packet per median
+    gap between consecutive arrivals. None without the receiver's capture, with fewer than four
+    arrivals, where its capture merged packets into one record (GRO: their times are the
+    merge's, not the wire's), or where the gaps disagree (their middle half spans more than
+    half the median: no one rate served them)."""
+    if mine is None or mine.empty or flight_t.size < 4:
+        return None
+    sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
+    got = mine["receiver_t_s"].to_numpy(dtype=np.float64)
+    inside = (sent >= flight_t[0]) & (sent <= flight_t[-1]) & np.isfinite(got)
+    if int(inside.sum()) < 4:
+        return None
+    frames = mine["receiver_frame"].to_numpy()[inside]
+    if np.unique(frames).size < frames.size:
+        return None
+    gap = np.diff(np.sort(got[inside]))
+    gap = gap[gap > 0]
+    if gap.size < 3:
+        return None
+    q1, median, q3 = np.percentile(gap, [25, 50, 75])
+    if not median > 0 or q3 - q1 > 0.5 * median:
+        return None
+    return float(size * 8 / median)
 
 
 def _acked_between(acks: pd.DataFrame, start_s: float, end_s: float) -> float:
