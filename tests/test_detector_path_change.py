@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 
 from tests.helpers.exchange import stepped_path
 from tracekit.capture import read_capture
+from tracekit.detectors._rtt_steps import rtt_steps
 from tracekit.pipeline import analyze
 
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
@@ -108,3 +110,38 @@ def test_a_path_that_shortened_under_a_standing_window_quotes_the_path_s_rtts(
     (clock_line,) = [line for line in out.splitlines() if line.startswith("receiver clock:")]
     assert "a queue's trend, no clock drifts so fast" in clock_line
     assert "path change at" in out
+
+
+def test_a_lone_segments_late_ack_is_no_evidence_of_the_paths_round_trip() -> None:
+    # A standing queue at 24 Mbit/s: every sample's RTT is its flight over the rate (no
+    # sample is queue-free), its flight climbing 20 to 25 kB, cut to 15 kB by a loss. The one
+    # sample just before the loss is a lone segment's ACK that waited (the segment after it
+    # was lost, or the delayed-ACK timer ran): 12% over its flight's drain time, the only
+    # sample of its bin. Taken as the path's round trip it makes the fall of the floor to the
+    # cut window's queue a path change; an ACK not owed at once is no such evidence.
+    rate = 3e6  # bytes per second
+    departure, rtt, flight, owed = [], [], [], []
+    for i in range(20):  # the first round: one segment in flight, queue-free at 1 ms
+        departure.append(i * 0.25e-3)
+        rtt.append(1e-3)
+        flight.append(1448)
+        owed.append(True)
+    lone = 0.59
+    for t in np.arange(5e-3, 1.0, 0.5e-3):
+        if lone - 0.004 <= t < lone + 0.008:
+            continue
+        bytes_in_flight = 20_000 + 5_000 * ((t % 0.1) / 0.1) if t < lone else 15_000
+        departure.append(float(t))
+        rtt.append(bytes_in_flight / rate)
+        flight.append(int(bytes_in_flight))
+        owed.append(True)
+    departure.append(lone)
+    rtt.append(1.12 * 24_616 / rate)
+    flight.append(24_616)
+    owed.append(False)
+    order = np.argsort(departure)
+    args = [np.asarray(x)[order] for x in (departure, rtt, flight)]
+    at_once = np.asarray(owed)[order]
+    # Taken as owed at once, the lone sample reads as a longer path, and a fall is called.
+    assert rtt_steps(*args, rate * 8, 0.0)
+    assert rtt_steps(*args, rate * 8, 0.0, at_once) == ()

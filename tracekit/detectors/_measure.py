@@ -734,8 +734,21 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
         # per data segment; a departure before the first is the first's).
         at = np.searchsorted(flight["t_s"].to_numpy(), departure, side="right") - 1
         in_flight = flight["flight_bytes"].to_numpy()[np.maximum(at, 0)]
+        # Whether each sample's ACK was owed at once: one that acknowledged two full segments
+        # or more (RFC 1122 4.2.3.2, RFC 5681 4.2). A lone segment's ACK may wait for the
+        # delayed-ACK timer, or for the next segment where the one after it was lost, and its
+        # sample then holds that wait as well as the path's round trip.
+        acks = direction.acks
+        mss = segment_size_bytes(direction.segments)
+        owed = np.ones(t.size, dtype=bool)
+        if mss > 0 and len(acks):
+            line = np.maximum.accumulate(acks["ack_rel"].to_numpy().astype(np.float64))
+            # The bytes each ACK newly acknowledged (the first's are not known: owed).
+            newly = np.diff(line, prepend=-np.inf)
+            k = np.searchsorted(acks["t_s"].to_numpy(), t, side="left")
+            owed = newly[np.clip(k, 0, len(acks) - 1)] >= 2 * mss
         return rtt_steps(
-            departure, rtt, in_flight, path_rate_bps(direction), turnaround_s(direction)
+            departure, rtt, in_flight, path_rate_bps(direction), turnaround_s(direction), owed
         )
 
     return direction.memo("rtt_steps", compute)

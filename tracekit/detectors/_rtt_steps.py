@@ -10,7 +10,9 @@ a segment waits behind at most all of them, so a segment that met a queue came b
 `flight / rate` of leaving (the bytes in flight when it left, at the bottleneck's rate): the
 pipe and the queue are both made of those bytes. A segment whose RTT is well above
 `flight / rate` met no queue of this transfer's making, and its RTT is the path's (plus the
-receiver's ACK delay, which a floor over many ACKs removes). Such a sample is *queue-free*.
+receiver's ACK delay, which a floor over many ACKs removes). Such a sample is *queue-free*, if
+its ACK was owed at once: a lone segment's ACK may wait for the delayed-ACK timer, and a bin
+whose floor is such an ACK's holds that wait.
 
 - A rise of the floor is a path step when the first rounds after it are queue-free: the bytes
   in flight could not have filled the new round trip, so the extra delay is not theirs.
@@ -100,6 +102,7 @@ def rtt_steps(
     flight_bytes: npt.NDArray[np.int64],
     path_bps: float | None,
     host_s: float = 0.0,
+    owed: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[RttStep, ...]:
     """The steps of one direction's RTT floor that are the path's, oldest first.
 
@@ -118,6 +121,7 @@ def rtt_steps(
     """
     ok = np.isfinite(departure_s) & np.isfinite(rtt_s) & (rtt_s > 0)
     t, rtt, flight = departure_s[ok], rtt_s[ok], flight_bytes[ok]
+    at_once = np.ones(t.size, dtype=bool) if owed is None else owed[ok]
     if path_bps is None or not path_bps > 0 or t.size < 2:
         return ()
     lo, span = float(t.min()), float(t.max() - t.min())
@@ -131,7 +135,10 @@ def rtt_steps(
     at = _bin_floors(t, rtt, lo, width, n)
     filled = at >= 0
     floor = np.where(filled, rtt[np.maximum(at, 0)], np.inf)
+    # A floor is queue-free evidence of the path's round trip only where its ACK was owed at
+    # once: a delayed ACK's wait is no path's.
     free = filled & queue_free(rtt[np.maximum(at, 0)], flight[np.maximum(at, 0)], path_bps)
+    free &= at_once[np.maximum(at, 0)]
     # Where a bin's floor is queue-free it is the path's RTT there; elsewhere it only bounds it
     # from above.
     lower = np.where(free, floor, -np.inf)
