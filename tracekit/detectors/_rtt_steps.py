@@ -117,7 +117,8 @@ def rtt_steps(
     not yet taken holds its ACKs back by many such round trips for milliseconds at a time, as
     a longer path would. The floor is then the hosts', not the path's; the receiver's capture
     tells the two apart (`tracekit.merge.clock.path_steps`). On a WAN path the least RTT is
-    many turnarounds, and the rule never applies.
+    many turnarounds, and the rule never applies. `owed` says per sample whether its ACK was
+    owed at once (None: every one was); only those are evidence of the path's round trip.
     """
     ok = np.isfinite(departure_s) & np.isfinite(rtt_s) & (rtt_s > 0)
     t, rtt, flight = departure_s[ok], rtt_s[ok], flight_bytes[ok]
