@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fixtures.lab.scenarios import SCENARIOS
@@ -25,7 +26,7 @@ from tracekit import physics
 from tracekit.analysis import Analysis
 from tracekit.detectors import run_detectors
 from tracekit.detectors.base import AnalysisContext
-from tracekit.detectors.slow_start_overrun import SlowStartOverrun
+from tracekit.detectors.slow_start_overrun import SlowStartOverrun, _arrival_rate_bps
 from tracekit.findings import Finding
 
 KIND = SlowStartOverrun.kind
@@ -462,3 +463,25 @@ def test_a_first_round_overrun_in_the_sweep_is_the_initial_windows() -> None:
     assert ev["round"] == 0
     assert 1 <= ev["lost_packets"] <= truth["drops"]["network"]
     assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
+
+
+def test_the_bottleneck_rate_is_read_from_arrivals_only_where_one_rate_served_them() -> None:
+    # Twelve 1514-byte packets sent 10 us apart reach the receiver 121.12 us apart: a queue
+    # served at 100 Mbit/s. Merged by GRO into records of three (one frame number each), their
+    # times are the merge's, not the wire's; spaced unevenly, no one rate served them.
+    sent = np.arange(12) * 10e-6
+    gap = 1514 * 8 / 100e6
+    arrived = 0.01 + np.arange(12) * gap
+    mine = pd.DataFrame(
+        {"sender_t_s": sent, "receiver_t_s": arrived, "receiver_frame": np.arange(12) + 1}
+    )
+    assert _arrival_rate_bps(mine, sent, 1514) == pytest.approx(100e6)
+    merged = mine.assign(receiver_frame=np.arange(12) // 3 + 1)
+    assert _arrival_rate_bps(merged, sent, 1514) is None
+    uneven = mine.assign(receiver_t_s=0.01 + np.cumsum(np.tile([gap, 4 * gap], 6)))
+    assert _arrival_rate_bps(uneven, sent, 1514) is None
+    # A packet dropped at the bottleneck's queue takes none of its time: the others still
+    # leave it one packet time apart.
+    kept = np.arange(12) != 5
+    lost = mine.assign(receiver_t_s=np.where(kept, 0.01 + (np.cumsum(kept) - 1) * gap, np.nan))
+    assert _arrival_rate_bps(lost, sent, 1514) == pytest.approx(100e6)
