@@ -310,9 +310,21 @@ def test_recovery_lasts_until_the_ack_line_passes_the_data_sent_before_the_first
             "dupack": [False, True, True, True, False, False, False, False],
         }
     )
-    got = _in_recovery(SimpleNamespace(acks=acks, data=data))
+    got = _in_recovery(_direction(acks, data))
     assert got.tolist() == [False, True, True, True, True, True, False, False]
     # No duplicate, or no data: no recovery.
-    calm = SimpleNamespace(acks=acks.assign(dupack=False), data=data)
+    calm = _direction(acks.assign(dupack=False), data)
     assert not _in_recovery(calm).any()
-    assert not _in_recovery(SimpleNamespace(acks=acks, data=data.iloc[:0])).any()
+    assert not _in_recovery(_direction(acks, data.iloc[:0])).any()
+
+
+def _direction(acks: pd.DataFrame, data: pd.DataFrame) -> SimpleNamespace:
+    """A direction's ACK and data tables as `_in_recovery` reads them: frame numbers and times
+    in capture order (one per row here), and measures computed as asked."""
+
+    def frames(t: pd.DataFrame) -> pd.DataFrame:
+        return t.assign(frame=t["row"] + 1, t_s=t["row"] * 1e-3)
+
+    return SimpleNamespace(
+        acks=frames(acks), data=frames(data), memo=lambda _name, compute: compute()
+    )

@@ -742,7 +742,7 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
         mss = segment_size_bytes(direction.segments)
         owed = np.ones(t.size, dtype=bool)
         if mss > 0 and len(acks):
-            line = np.maximum.accumulate(acks["ack_rel"].to_numpy().astype(np.float64))
+            line = ack_answers(direction).line.astype(np.float64)
             # The bytes each ACK newly acknowledged (the first's are not known: owed).
             newly = np.diff(line, prepend=-np.inf)
             k = np.searchsorted(acks["t_s"].to_numpy(), t, side="left")

@@ -546,22 +546,36 @@ def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
     the bottleneck drained between the two departures (at most their gap's time, while the
     sender added nothing that arrived), so that wait less the gap is the least the burst met.
     """
+    waits = _waits(mine)
+    if waits is None:
+        return None
+    sent, wait, arrived = waits
+    hit = np.flatnonzero(sent == sent_s)
+    if hit.size == 0:
+        return None
+    if arrived[hit[0]]:
+        return max(float(wait[hit[0]]), 0.0)
+    before = np.flatnonzero(arrived & (sent < sent_s))
+    if before.size == 0:
+        return None
+    last = before[np.argmax(sent[before])]
+    return max(float(wait[last]) - (sent_s - float(sent[last])), 0.0)
+
+
+def _waits(
+    mine: pd.DataFrame | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Each transmission's departure, its one-way delay over the least of the direction (both
+    captures on one clock, `tracekit.merge`), and whether it arrived; None without the
+    receiver's capture or an arrival."""
     if mine is None or mine.empty:
         return None
     sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
     owd = mine["receiver_t_s"].to_numpy(dtype=np.float64) - sent
     arrived = np.isfinite(owd)
-    hit = np.flatnonzero(sent == sent_s)
-    if hit.size == 0 or not arrived.any():
+    if not arrived.any():
         return None
-    least = float(owd[arrived].min())
-    if arrived[hit[0]]:
-        return max(float(owd[hit[0]]) - least, 0.0)
-    before = np.flatnonzero(arrived & (sent < sent_s))
-    if before.size == 0:
-        return None
-    last = before[np.argmax(sent[before])]
-    return max(float(owd[last]) - least - (sent_s - float(sent[last])), 0.0)
+    return sent, owd - float(owd[arrived].min()), arrived
 
 
 def _full_queue_bytes(mine: pd.DataFrame | None, rnd: _Round, s: float, size: int) -> float | None:
@@ -569,18 +583,16 @@ def _full_queue_bytes(mine: pd.DataFrame | None, rnd: _Round, s: float, size: in
     median wait (one-way delay over the direction's least) of the round's packets that
     arrived after its first loss, at the bottleneck rate `s`, plus one packet. None without
     the receiver's capture, a loss, or three such packets."""
-    if mine is None or mine.empty or not rnd.flight_lost.any() or not s > 0:
+    waits = _waits(mine)
+    if waits is None or not rnd.flight_lost.any() or not s > 0:
         return None
-    sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
-    owd = mine["receiver_t_s"].to_numpy(dtype=np.float64) - sent
-    arrived = np.isfinite(owd)
+    sent, wait, arrived = waits
     first_lost = float(rnd.flight_t[np.flatnonzero(rnd.flight_lost)[0]])
     after = arrived & (sent > first_lost) & (sent <= float(rnd.flight_t[-1]))
     # Three waits, so that the median is no single packet's (a capture clock's jitter).
     if int(after.sum()) < 3:
         return None
-    wait = float(np.median(owd[after])) - float(owd[arrived].min())
-    return max(wait, 0.0) * s / 8 + size
+    return max(float(np.median(wait[after])), 0.0) * s / 8 + size
 
 
 def _arrival_rate_bps(mine: pd.DataFrame | None, flight_t: np.ndarray, size: int) -> float | None:

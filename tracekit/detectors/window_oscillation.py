@@ -30,6 +30,7 @@ import numpy as np
 from tracekit import units
 from tracekit.core.kernels import jit
 from tracekit.detectors._measure import (
+    ack_answers,
     findings_per_direction,
     min_rtt_s,
     path_rate_bps,
@@ -121,17 +122,13 @@ def _in_recovery(d: Any) -> np.ndarray:
     dup = d.acks["dupack"].to_numpy().astype(bool)
     if not dup.any() or d.data.empty:
         return np.zeros(dup.size, dtype=bool)
-    data_row = d.data["row"].to_numpy()
-    highest = np.maximum.accumulate(d.data["end_rel"].to_numpy().astype(np.float64))
-    # The data sent before each ACK, in capture order (rows grow with it).
-    sent = np.searchsorted(data_row, d.acks["row"].to_numpy(), side="left")
-    highest_sent = np.where(sent > 0, highest[np.maximum(sent - 1, 0)], -np.inf)
+    # What was sent and acknowledged at each ACK, as the limits read them.
+    answers = ack_answers(d)
     # The first duplicate of each run, carried forward to the ACKs after it.
     first = dup & ~np.r_[False, dup[:-1]]
     last_first = np.maximum.accumulate(np.where(first, np.arange(dup.size), -1))
-    recover = np.where(last_first >= 0, highest_sent[np.maximum(last_first, 0)], -np.inf)
-    line = np.maximum.accumulate(d.acks["ack_rel"].to_numpy().astype(np.float64))
-    return np.asarray(line < recover)
+    recover = answers.sent[np.maximum(last_first, 0)]
+    return np.asarray((last_first >= 0) & (answers.line < recover))
 
 
 @jit
