@@ -351,3 +351,31 @@ def test_quiet_on_one_stall_under_a_window_that_covers_the_path() -> None:
         read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
     ).to_dict()
     assert not [f for f in doc["findings"] if f["kind"] == "window_limited"]
+
+
+def test_a_flight_its_receiver_leaves_unacknowledged_carries_nothing() -> None:
+    # The lab's reader takes 6 kB every 23.4 ms at RTT 1.1 ms: each read reopens a few
+    # segments of window, the sender sends them, and the receiver, its buffer full again,
+    # acknowledges them only when its delayed-ACK timer fires, tens of round trips later. The
+    # flight stands at about the BDP the whole time while the path idles; the kernel counted
+    # the receive window's time as most of the sender's busy time.
+    from tracekit.capture import read_capture
+    from tracekit.pipeline import analyze
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "reader_6k_23ms_1ms"
+    truth = json.loads((folder / "truth.json").read_text())
+    kernel = truth["kernel_limits"]
+    assert kernel["rwnd_limited_us"] > 0.5 * kernel["busy_time_us"]
+    doc = analyze(
+        read_capture(folder / "sender.pcap.zst"), read_capture(folder / "receiver.pcap.zst")
+    ).to_dict()
+    (f,) = [x for x in doc["findings"] if x["kind"] == "window_limited"]
+    ev = f["evidence"]
+    # What the path carried: the reads' bytes per round trip, a small share of the BDP that
+    # the lab's relay and tbf set (payload bytes).
+    bdp = truth["path"]["bdp_bytes"] * PAYLOAD_PER_FRAME
+    reader = truth["receiver"]
+    per_second = reader["read_bytes"] / (reader["read_interval_ms"] / 1e3)
+    per_round_trip = per_second * truth["path"]["rtt_ms"] / 1e3
+    assert ev["flight_mean_bytes"] < 0.5 * bdp
+    assert ev["flight_mean_bytes"] < 4 * per_round_trip

@@ -63,6 +63,9 @@ SUBSET = (
     # BBR pacing at a slow reader's rate, its receiver acknowledging once per read: the timer
     # shows itself between two ACKs, and holds the sender where the window has room.
     "reader_16k_25ms_3ms",
+    # A reader far slower than a path of a millisecond, whose receiver holds each reopened
+    # window's ACK for its delayed-ACK timer: the flight stands while the path idles.
+    "reader_6k_23ms_1ms",
 )
 # Where the capture cannot show the receive window's share (its window scale is unknown), the
 # verdict says so and is not scored on its shares.

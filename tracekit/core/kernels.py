@@ -202,7 +202,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     },
     "tracekit.detectors.window_limited": {
         "_flight_area_at": (
-            ("u4[:]r", "f8[:]r", "i8[:]r", "u4[:]r", "f8[:]r", "i8[:]r", "f8", "f8[:]"),
+            ("u4[:]r", "f8[:]r", "i8[:]r", "u4[:]r", "f8[:]r", "i8[:]r", "f8", "f8[:]", "f8"),
         ),
     },
     "tracekit.detectors.window_oscillation": {

@@ -431,12 +431,24 @@ def _mean_flight_bytes(
         acks["ack_rel"].to_numpy(),
         float(data["seq_rel"].min()),
         at,
+        STANDING_RTTS * float(np.max(phases.rtt_s)),
     )
     span = at[1::2] - at[0::2]
     seconds = float(span[held].sum())
     if seconds <= 0:
         return float(np.median(d.flight["flight_bytes"].to_numpy()))
     return float((area[1::2] - area[0::2])[held].sum() / seconds)
+
+
+# Round trips without an ACK or a departure after which a flight stands: the bytes in flight
+# are no longer being carried. A path that carries a flight returns an ACK at least every other
+# segment (RFC 5681 4.2, RFC 1122 4.2.3.2) within about a round trip of its departure, and a
+# queue, however long, only spaces those ACKs by the bottleneck's service time; two round trips
+# of the slowest path phase with neither means the receiver is holding its acknowledgement (its
+# delayed-ACK timer: a full buffer's few reopened segments are not owed at once, and 40 ms or
+# more is tens of round trips on a LAN) or the flight was lost and waits on a timeout. Either
+# way the path idles then, whatever the flight's size, on a LAN as on a satellite path.
+STANDING_RTTS = 2.0
 
 
 @jit
@@ -449,10 +461,13 @@ def _flight_area_at(
     ack_rel: np.ndarray,
     first: float,
     at: np.ndarray,
+    standing_s: float,
 ) -> np.ndarray:  # pragma: no cover - compiled
     # The bytes in flight (the highest byte sent less the ACK line) integrated over time, from
     # the first packet to each time of `at` (ascending): one walk of the data segments and
-    # ACKs in capture order, the output as long as `at`.
+    # ACKs in capture order, the output as long as `at`. A flight counts until `standing_s`
+    # after the last event, an ACK or a departure (see STANDING_RTTS), and no longer: past
+    # that it stands unacknowledged.
     out = np.zeros(at.size)
     n_data, n_ack = data_row.size, ack_row.size
     i = j = k = 0
@@ -460,6 +475,7 @@ def _flight_area_at(
     flight = 0.0
     area = 0.0
     clock = 0.0
+    heard = 0.0  # when the last ACK came or the last segment left
     started = False
     while k < at.size:
         take_data = i < n_data and (j >= n_ack or data_row[i] < ack_row[j])
@@ -471,17 +487,18 @@ def _flight_area_at(
             t = np.inf
         if not t <= at[k]:
             if started and at[k] > clock:
-                out[k] = area + flight * (at[k] - clock)
+                out[k] = area + flight * max(min(at[k], heard + standing_s) - clock, 0.0)
             else:
                 out[k] = area
             k += 1
             continue
         if not started:
-            clock = t
+            clock = heard = t
             started = True
         if t > clock:
-            area += flight * (t - clock)
+            area += flight * max(min(t, heard + standing_s) - clock, 0.0)
             clock = t
+        heard = max(heard, t)
         if take_data:
             high = max(high, float(data_end[i]))
             i += 1
