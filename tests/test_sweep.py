@@ -34,6 +34,7 @@ from fixtures.lab.sweep import (
     rwnd_settled,
     samples_alias_writes,
     settle_cross,
+    settle_loss_window,
     settle_paced,
     settle_window,
 )
@@ -528,6 +529,14 @@ def test_stored_truth_is_consistent(name: str) -> None:
         settle_cross(doc, *crossed)
         assert ("cross_traffic" in crossed[0]) == ("cross_traffic" in labels)
         declared.discard("cross_traffic")
+    if "window_limited" in declared:
+        # Behind a loss the kernel's receive-window account settles a window below the BDP.
+        held = (set(declared), set(), set())
+        settle_loss_window(doc, GRID[name], *held)
+        assert [("window_limited" in group) for group in held] == [
+            ("window_limited" in group) for group in (labels, absent, unsure)
+        ]
+        declared.discard("window_limited")
     assert declared <= labels
     for side in ("sender", "receiver"):
         assert 0 < (SWEEP / name / f"{side}.pcap.zst").stat().st_size < 2_000_000
@@ -966,3 +975,41 @@ def test_the_senders_transfer_ends_when_its_fin_is_acknowledged(name: str) -> No
     transfer_s = sender["elapsed_s"] - (peer_fin - acked)
     busy = sender["tcp_info"]["busy_time"] / 1e6
     assert limits["busy_share_of_transfer"] == pytest.approx(busy / transfer_s, abs=1e-4)
+
+
+def test_a_window_below_the_bdp_behind_a_loss_is_settled_by_the_kernels_account() -> None:
+    # Reno at 142 Mbit/s over 34 ms behind a 48 kB receive buffer: the window is a tenth of
+    # the BDP, and without loss it holds the sender. A receiver that drops one segment in 239
+    # holds Reno's window near sqrt(1.5 x 239) = 19 segments (the square-root law), 27 kB, below
+    # the receive window: whether that window held the sender is the kernel's to say. A
+    # held-out run of it: the kernel counted the receive window's time as 14% of the sender's
+    # busy time.
+    point = Point(
+        rate_mbps=142,
+        rtt_ms=34,
+        buffer_bdp=0.51,
+        congestion="reno",
+        rcvbuf=48_000,
+        receiver_drop_every=239,
+    )
+    scenario = sweep.scenario("lossy_window", "", point)
+    assert {"window_limited", "receiver_drops"} <= set(scenario.labels)
+
+    def settled(share: float, lost: str = "receiver_drops") -> tuple[set[str], ...]:
+        labels = set(scenario.labels) - {"receiver_drops"} | {lost}
+        groups = (labels, set(scenario.absent_labels), set(scenario.unsure_labels))
+        doc = {"kernel_limits": {"busy_time_us": 3_920_000, "rwnd_limited_share": share}}
+        assert settle_loss_window(doc, scenario, *groups)
+        return groups
+
+    labels, _, unsure = settled(0.14)
+    assert "window_limited" in unsure and "window_limited" not in labels
+    _, absent, _ = settled(0.05, "network_drops")
+    assert "window_limited" in absent
+    labels, _, _ = settled(0.6)
+    assert "window_limited" in labels
+    # No loss: the window's own label stands, whatever the account.
+    groups = (set(scenario.labels) - {"receiver_drops"}, set(), set())
+    doc = {"kernel_limits": {"busy_time_us": 3_920_000, "rwnd_limited_share": 0.0}}
+    assert not settle_loss_window(doc, scenario, *groups)
+    assert "window_limited" in groups[0]
