@@ -18,38 +18,45 @@ C, S = 1000, 5000  # ISNs
 OPTS = [("MSS", 1000), ("SAckOK", b""), ("Timestamp", (1, 0))]
 
 
-def _stalled(tmp_path: Path, reopen_s: float, last_window: int = 0) -> Path:
+def _stalled(
+    tmp_path: Path,
+    reopen_s: float,
+    last_window: int = 0,
+    rtt_s: float = 0.05,
+    probes_s: tuple[float, ...] = (0.45, 0.95, 1.95),
+) -> Path:
     """10 segments, all ACKed with a window of `last_window` (zero, or under the 1000-byte MSS)
-    at 0.159 s; probes at 0.45, 0.95, 1.95 s (those before the reopening) answered with zero
-    windows; the window reopens at `reopen_s`, 10 more segments follow. The round trip is 50 ms
-    (each ACK 50 ms after its segment)."""
+    at 3.18 round trips; probes at `probes_s` (those before the reopening) answered with zero
+    windows; the window reopens at `reopen_s`, 10 more segments follow. The round trip is
+    `rtt_s` (each ACK one round trip after its segment, the segments 1/50 of it apart): with
+    the default 50 ms, the last ACK comes at 0.159 s."""
+    k = rtt_s / 0.05  # every time below is for a 50 ms round trip, scaled by k
+
+    def seg(t: float, seq: int, size: int = 1000) -> object:
+        return tcp(t, CLIENT, SERVER, 40000, 80, "A", seq, S + 1, size)
+
+    def ack(t: float, ack_no: int, win: int = 65535) -> object:
+        return tcp(t, SERVER, CLIENT, 80, 40000, "A", S + 1, ack_no, window=win)
+
     pkts = [
         tcp(0.00, CLIENT, SERVER, 40000, 80, "S", C, options=OPTS),
-        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, options=OPTS),
-        tcp(0.10, CLIENT, SERVER, 40000, 80, "A", C + 1, S + 1),
+        tcp(0.05 * k, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, options=OPTS),
+        tcp(0.10 * k, CLIENT, SERVER, 40000, 80, "A", C + 1, S + 1),
     ]
     for i in range(10):
-        pkts.append(
-            tcp(0.10 + i * 1e-3, CLIENT, SERVER, 40000, 80, "A", C + 1 + i * 1000, S + 1, 1000)
-        )
+        pkts.append(seg((0.10 + i * 1e-3) * k, C + 1 + i * 1000))
         if i % 2:
             win = last_window if i == 9 else 20000
-            ack = C + 1 + (i + 1) * 1000
-            pkts.append(
-                tcp(0.15 + i * 1e-3, SERVER, CLIENT, 80, 40000, "A", S + 1, ack, window=win)
-            )
+            pkts.append(ack((0.15 + i * 1e-3) * k, C + 1 + (i + 1) * 1000, win))
     una = C + 10_001
     # Linux's probe: an ACK one byte below the line.
-    for t in (x for x in (0.45, 0.95, 1.95) if x + 0.05 < reopen_s):
-        pkts.append(tcp(t, CLIENT, SERVER, 40000, 80, "A", una - 1, S + 1))
-        pkts.append(tcp(t + 0.05, SERVER, CLIENT, 80, 40000, "A", S + 1, una, window=0))
-    pkts.append(tcp(reopen_s, SERVER, CLIENT, 80, 40000, "A", S + 1, una, window=60000))
+    for t in (x for x in probes_s if x + rtt_s < reopen_s):
+        pkts.append(seg(t, una - 1, 0))
+        pkts.append(ack(t + rtt_s, una, 0))
+    pkts.append(ack(reopen_s, una, 60000))
     for i in range(10):
-        seq = una + i * 1000
-        pkts.append(
-            tcp(reopen_s + 0.001 + i * 1e-3, CLIENT, SERVER, 40000, 80, "A", seq, S + 1, 1000)
-        )
-    pkts.append(tcp(reopen_s + 0.06, SERVER, CLIENT, 80, 40000, "A", S + 1, una + 10_000))
+        pkts.append(seg(reopen_s + (0.001 + i * 1e-3) * k, una + i * 1000))
+    pkts.append(ack(reopen_s + 0.06 * k, una + 10_000))
     pkts.sort(key=lambda p: p.time)
     return write(tmp_path / "stall.pcap", pkts)
 
@@ -80,6 +87,21 @@ def test_quiet_when_the_window_reopens_within_a_few_round_trips(tmp_path: Path) 
     # Shut for 0.1 s: two round trips of 50 ms, the ACK clock's hiccup, not a stall.
     ctx = context(_stalled(tmp_path, reopen_s=0.26))
     assert run_detectors(ctx, [ZeroWindowStall]) == []
+
+
+def test_quiet_when_the_receiver_reopens_before_the_senders_persist_timer(
+    tmp_path: Path,
+) -> None:
+    # A LAN of 20 us round trips: the reader is descheduled and the window stays shut for
+    # 2 ms, a hundred round trips, but it reopens long before the sender's persist timer (one
+    # retransmission timeout, 200 ms or more on Linux) would probe it: no probe, no stall.
+    quiet = context(_stalled(tmp_path, reopen_s=2e-3, rtt_s=20e-6))
+    assert run_detectors(quiet, [ZeroWindowStall]) == []
+    # The same shut window with one probe in it: the sender had stopped on its persist timer.
+    probed = context(_stalled(tmp_path, reopen_s=2e-3, rtt_s=20e-6, probes_s=(1e-3,)))
+    (f,) = run_detectors(probed, [ZeroWindowStall])
+    assert f.evidence["zero_window_probes_count"] == 1
+    assert f.evidence["longest_stall_s"] == pytest.approx(2e-3 - 0.159 * 20e-6 / 0.05, rel=1e-3)
 
 
 @pytest.mark.parametrize("name", ["clean", "window_limited", "slow_start_overrun"])

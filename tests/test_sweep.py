@@ -179,6 +179,12 @@ def test_a_pause_is_a_stall_only_where_the_sender_fills_the_buffer_long_before_i
     # The same pause of 2.5 s behind a buffer that holds the whole flight: shut 14 RTTs.
     labels, _ = expected(dataclasses.replace(lossy, buffer_bdp=3.0, stall=(10**6, 2500.0)))
     assert "zero_window_stall" in labels
+    # The same again with a receiving host that drops one segment in 40: each drop is a loss to
+    # the sender, which runs at a fraction of the path's rate no configuration fixes.
+    labels, unsure = expected(
+        dataclasses.replace(lossy, buffer_bdp=3.0, stall=(10**6, 2500.0), receiver_drop_every=40)
+    )
+    assert "zero_window_stall" in unsure and "zero_window_stall" not in labels
 
 
 def test_a_step_is_required_only_with_many_round_trips_on_each_side() -> None:

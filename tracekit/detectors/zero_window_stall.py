@@ -20,7 +20,10 @@ caught up. With the window scale unknown a window field is no byte count, and on
 window (zero at any scale) counts as shut. It counts when it lasts `min_stall_rtts` smallest
 RTTs or more, and outlasts the rhythm of the window's closings: a slow reader whose reads come
 every few round trips shuts its window for several each cycle, and that is start/stop
-(`_measure.reader_rhythm_s`).
+(`_measure.reader_rhythm_s`). And the sender probed it at least once: its persist timer fires
+one retransmission timeout after the window shut, so a window reopened before that never
+stopped the sender's clock (a LAN reader descheduled for milliseconds, which is start/stop at
+the hosts' pace).
 """
 
 from __future__ import annotations
@@ -123,19 +126,29 @@ class ZeroWindowStall(Detector):
             long &= (ends - starts) > reader_rhythm_s(window_transitions(d, mss, known).shut_t)
         if not long.any():
             return None
-        starts, ends = starts[long], ends[long]
+        # Probes inside each stall: its [start, end] holds those between two searches.
+        probe_t = d.segments["t_s"].to_numpy()[kind_mask(d.segments, "window_probe")]
+        probed = np.searchsorted(probe_t, ends, side="right") - np.searchsorted(
+            probe_t, starts, side="left"
+        )
+        # The sender itself says when its ACK clock has stopped: with no ACK to send on, it
+        # probes the shut window when its persist timer fires, one retransmission timeout after
+        # the window shut (RFC 9293 3.8.6.1; RFC 6298 2.4, at least 200 ms on Linux). A window
+        # its receiver reopens before that is a reader the sender waited on within its own
+        # patience: on a LAN a reader descheduled for a few milliseconds shuts the window for
+        # hundreds of microsecond round trips, every read cycle a little differently, and
+        # that is start/stop at the hosts' pace (window_oscillation), not a stopped
+        # application. The timeout is the sender's own, whatever the path: RTT plus four
+        # deviations, so on a satellite path of 600 ms the first probe still comes within a
+        # few round trips of a stall.
+        long &= probed > 0
+        if not long.any():
+            return None
+        starts, ends, probed = starts[long], ends[long], probed[long]
         durations = ends - starts
         rtt = float(phases.at(starts[int(np.argmax(durations))]))
         data = d.data
-        probe = kind_mask(d.segments, "window_probe")
-        probe_t = d.segments["t_s"].to_numpy()[probe]
-        # Probes inside any stall: each stall's [start, end] holds those between two searches.
-        probes = int(
-            (
-                np.searchsorted(probe_t, ends, side="right")
-                - np.searchsorted(probe_t, starts, side="left")
-            ).sum()
-        )
+        probes = int(probed.sum())
         longest = int(np.argmax(durations))
         name = DIRECTIONS[direction]
         total = float(durations.sum())
