@@ -187,6 +187,33 @@ def test_a_pause_is_a_stall_only_where_the_sender_fills_the_buffer_long_before_i
     assert "zero_window_stall" in unsure and "zero_window_stall" not in labels
 
 
+def test_a_window_holds_a_transfer_only_once_slow_start_has_reached_it() -> None:
+    # BBR at 31 Mbit/s over 405 ms behind a 148 kB buffer (a window of 133-222 kB, a seventh of
+    # the BDP) read 4 kB every 18.6 ms (220 kB/s, below the window's 329 kB/s a round trip). A
+    # 300 kB transfer is over after slow start's 4 rounds and one or two more: neither the
+    # window nor the reader is sure to have held it. A held-out run of it: the kernel counted
+    # no receive-window time at all.
+    short = Point(
+        rate_mbps=31,
+        rtt_ms=405,
+        buffer_bdp=0.19,
+        congestion="bbr",
+        rcvbuf=148_000,
+        reader=(4096, 18.6),
+        transfer_bytes=300_000,
+    )
+    labels, unsure = expected(short)
+    assert not {"window_limited", "window_oscillation"} & labels
+    assert {"window_limited", "window_oscillation"} <= unsure
+    # Ten times longer: the buffer fills (at 109 kB/s, in about 2 s) and the window holds.
+    labels, _ = expected(dataclasses.replace(short, transfer_bytes=3_000_000))
+    assert {"window_limited", "window_oscillation"} <= labels
+    # Without the reader, the window alone: the same.
+    alone = dataclasses.replace(short, reader=None)
+    assert "window_limited" in expected(alone)[1]
+    assert "window_limited" in expected(dataclasses.replace(alone, transfer_bytes=3_000_000))[0]
+
+
 def test_a_step_is_required_only_with_many_round_trips_on_each_side() -> None:
     # RTT 496 ms stepping to 198 ms 2 s in: 10 round trips of the least RTT before the step,
     # fewer than a floor is told from a queue in (16); 8 s in, 40: required.
