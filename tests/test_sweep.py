@@ -193,15 +193,8 @@ def test_a_window_holds_a_transfer_only_once_slow_start_has_reached_it() -> None
     # 300 kB transfer is over after slow start's 4 rounds and one or two more: neither the
     # window nor the reader is sure to have held it. A held-out run of it: the kernel counted
     # no receive-window time at all.
-    short = Point(
-        rate_mbps=31,
-        rtt_ms=405,
-        buffer_bdp=0.19,
-        congestion="bbr",
-        rcvbuf=148_000,
-        reader=(4096, 18.6),
-        transfer_bytes=300_000,
-    )
+    path = {"rate_mbps": 31, "rtt_ms": 405, "buffer_bdp": 0.19, "congestion": "bbr"}
+    short = Point(**path, rcvbuf=148_000, reader=(4096, 18.6), transfer_bytes=300_000)
     labels, unsure = expected(short)
     assert not {"window_limited", "window_oscillation"} & labels
     assert {"window_limited", "window_oscillation"} <= unsure
