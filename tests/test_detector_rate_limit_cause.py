@@ -1022,6 +1022,20 @@ def test_a_lossless_lan_transfer_is_held_by_its_host_not_a_congestion_window(nam
     assert "answered its ACKs within" in found["explanation"]
 
 
+@pytest.mark.parametrize("name", LAN_HOST_ROWS)
+def test_a_lan_flight_of_a_few_super_segments_is_no_send_buffer(name: str) -> None:
+    # With offloads on, the sender hands its capture 64 kB super-segments, three or four in
+    # flight: the flight sits near its highest level by granularity, and TSO's deferral drains
+    # it by a third before each send as a blocked writer's would. Where the kernel counted no
+    # time on a full send buffer, no phase is the send buffer's.
+    doc = json.loads((SWEEP_DIR / name / "truth.json").read_text())
+    if doc["kernel_limits"]["sndbuf_limited_share"] > 0:
+        pytest.skip("the kernel counted time on a full send buffer")
+    found = _sweep_verdict(name)
+    assert found["evidence"]["sender_buffer_fraction"] == 0
+    assert LABELS.index("sender_buffer") not in found["evidence"]["phase_cause_codes"]
+
+
 def test_the_lan_rows_cover_both_offloads() -> None:
     offloads = {
         json.loads((SWEEP_DIR / n / "truth.json").read_text())["scenario_config"]["offloads"]
@@ -1054,13 +1068,14 @@ def test_slow_start_on_a_lossless_lan_comes_only_when_the_kernel_grew_its_window
 
 
 @pytest.mark.parametrize(
-    "name", ["bbr_8m_4ms", "reader_16k_25ms_3ms", "lan_offloads_on", "lan_offloads_on_bbr"]
+    "name",
+    ["bbr_8m_4ms", "reader_16k_25ms_3ms", "lan_offloads_on_receiver_drops", "lan_offloads_on_bbr"],
 )
 def test_a_regime_that_cycles_is_one_phase_of_the_timeline(name: str) -> None:
     # BBR's gain cycle at 8 Mbit/s, a slow reader's window shutting and reopening under BBR's
-    # pacer, a LAN host's pace beside its send buffer or beside losses at the receiver's
-    # backlog: each half of the cycle lasts a few round trips, and the timeline gives the cycle
-    # once, both labels named, while the shares keep each label's own time.
+    # pacer, a LAN host's pace beside losses at the receiver's backlog: each half of the cycle
+    # lasts a few round trips, and the timeline gives the cycle once, both labels named, while
+    # the shares keep each label's own time.
     found = _sweep_verdict(name)
     e = found["evidence"]
     codes, others = e["phase_cause_codes"], e["phase_other_codes"]

@@ -57,6 +57,7 @@ from tracekit.detectors._limits import (
     state_seconds,
     timer_waits,
     turnaround_s,
+    wire_segment_bytes,
 )
 from tracekit.detectors._measure import (
     CAPTURE_END_SHARE,
@@ -377,6 +378,13 @@ class RateLimitCause(Detector):
         growing_factor: float = 1.1
         # Half the sends at the flight's cap, two segments below the window: a sender cap.
         min_pinned_fraction: float = 0.5
+        # A cap of at least this many of the sender's segments (as it hands them to the
+        # capture: super-segments under TSO). A flight of c segments takes c levels, and the
+        # band within a segment of its highest holds two of them: a LAN's three or four 64 kB
+        # super-segments in flight sit in it half their sends or more by granularity alone,
+        # held by nothing. From eight the band is a quarter of the levels or less, and only a
+        # flight held there fills half its sends with it, whatever the segment or the path.
+        min_cap_segments: float = 8.0
         # A writer blocked on a full send buffer sleeps until the ACKs free part of it: Linux
         # wakes it once the free space is half of what is queued (sk_stream_write_space,
         # sk_stream_min_wspace), when a third of the buffer has been acknowledged. The flight
@@ -760,9 +768,14 @@ class RateLimitCause(Detector):
         ready = (
             lossless and answered_share_at(d, cap - mss, turnaround_s(d)) >= cfg.min_pinned_fraction
         )
-        pinned = (at_cap >= cfg.min_pinned_fraction) & ready
-        # Or a writer that sleeps on the full buffer: deep drains, each ended by an ACK.
-        if lossless and known:
+        pinned = (at_cap >= cfg.min_pinned_fraction) & ready & (cap >= cfg.min_cap_segments * mss)
+        # Or a writer that sleeps on the full buffer: deep drains, each ended by an ACK. Not
+        # where the sender hands its capture super-segments (TSO, GSO): Linux then defers a
+        # send until a third of its congestion window fits (tcp_tso_should_defer,
+        # tcp_tso_win_divisor), and a drain by a third refilled at once is that deferral, as
+        # like a woken writer's (which wakes when a third of its buffer is acknowledged) as
+        # can be; the cap alone tells the buffer there.
+        if lossless and known and not _offloaded(d):
             refill_t, triggered = _buffer_refills(d, mss, cfg.refill_drain_fraction)
             w = np.clip(((warp(refill_t) - t0) / length).astype(np.int64), 0, n - 1)
             deep = np.bincount(w, minlength=n)
@@ -1135,6 +1148,14 @@ def _merge_short(
             label[lo:hi] = label[lo - 1]
         else:
             label[lo:hi] = label[hi]
+
+
+def _offloaded(d: Any) -> bool:
+    """Whether the sender handed its capture super-segments: a data segment longer than the
+    size it cuts its data at on the wire (`wire_segment_bytes`)."""
+    length = d.segments["len"].to_numpy()
+    wire = wire_segment_bytes(length, d.peer_mss)
+    return bool(wire > 0 and length.size and int(length.max()) > wire)
 
 
 def _buffer_refills(
