@@ -319,6 +319,22 @@ def test_a_receiver_that_drops_every_nth_segment_drops_only_where_n_reach_it() -
     assert "receiver_drops" in expected(often)[0]
 
 
+def test_a_first_round_that_may_lose_leaves_the_slow_start_overrun_open() -> None:
+    # Reno at 58 Mbit/s over 5.1 ms into a 0.18 BDP buffer (6.7 kB, four frames), the window
+    # 64 kB: slow start would double past BDP + buffer. But ten frames from a 145 Mbit/s NIC
+    # queue six (9.1 kB, eq. 1) at its nominal rate, over the buffer: the held-out run lost
+    # one packet in the first round and one in the second, and Reno left slow start with no
+    # block lost. Open.
+    path = {"rate_mbps": 58, "rtt_ms": 5.1, "buffer_bdp": 0.18, "congestion": "reno"}
+    point = Point(**path, rcvbuf=3_844_000, window_scaling=False)
+    labels, unsure = expected(point)
+    assert "slow_start_overrun" in unsure and "network_drops" in labels
+    # The same path with a buffer that holds the initial window's queue: the doubling
+    # overruns it, a block lost at once.
+    labels, _ = expected(dataclasses.replace(point, buffer_bdp=0.3))
+    assert "slow_start_overrun" in labels
+
+
 def test_a_first_train_overruns_for_certain_only_at_the_nics_least_rate() -> None:
     # Ten frames from a 207.5 Mbit/s NIC into 83 Mbit/s queue 6 of them (9.1 kB, eq. 1) at the
     # NIC's nominal rate, over a 6.4 kB buffer by 42%; but the NIC's tbf timer fires late, and
