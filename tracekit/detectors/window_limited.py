@@ -383,8 +383,9 @@ def _mean_flight_bytes(
     edge, if that came first: a wait on a shut window is the window's, one with room under it
     the sender's own (an application with nothing written, a congestion window). A wait of
     STALL_RTTS round trips (of the path phase it falls in) or more that outlasts the rhythm of
-    such waits is a stall, the receiving application's pause (zero_window_stall), and not
-    counted: a window of any size stays shut while its reader does not read. The flight is
+    such waits is the receiving application's pause, and not counted: a window of any size
+    stays shut while its reader does not read (zero_window_stall reports such a pause where
+    the sender's persist timer probed it). The flight is
     followed through every ACK and data segment, not only at the sends: a sender that waits
     on its window with nothing in flight sends nothing to sample it by.
     """
