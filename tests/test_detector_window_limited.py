@@ -179,6 +179,40 @@ def test_a_cap_whose_acks_are_answered_at_once_is_the_senders(tmp_path: Path) ->
     assert f.evidence["window_bytes"] == pytest.approx(20_000, abs=1000)
 
 
+def test_quiet_on_a_writer_whose_tail_waits_for_the_first_ack(tmp_path: Path) -> None:
+    # An application writes 20,500 bytes every 300 ms: 20 segments of 1000 bytes leave at once,
+    # and the last 500 wait for the first ACK (Nagle, RFC 896: a short segment waits until the
+    # data before it is acknowledged), which they answer 20 us after it comes. The flight holds
+    # at 20 segments, under a 50-segment BDP, and the first ACK at that level is answered at
+    # once each time, but by a write's tail with nothing behind it: the application, not a
+    # socket buffer, held the flight there.
+    c, srv = 1000, 5000
+    opts = [("MSS", 1000)]
+    pkts = [
+        tcp(0.00, CLIENT, SERVER, 40000, 80, "S", c, options=opts),
+        tcp(0.05, SERVER, CLIENT, 80, 40000, "SA", srv, c + 1, options=opts),
+        tcp(0.05, CLIENT, SERVER, 40000, 80, "A", c + 1, srv + 1),
+    ]
+    seq = c + 1
+    for w in range(12):
+        start = 0.06 + w * 0.3
+        for k in range(20):
+            pkts.append(tcp(start + k * 1e-4, CLIENT, SERVER, 40000, 80, "A", seq, srv + 1, 1000))
+            seq += 1000
+            if k % 2:
+                # Through the 8 Mbit/s bottleneck (1 ms a segment) and 50 ms of round trip.
+                at = start + 0.05 + (k + 1) * 1e-3 + 0.5e-3
+                pkts.append(tcp(at, SERVER, CLIENT, 80, 40000, "A", srv + 1, seq))
+                if k == 1:
+                    tail = at + 20e-6
+        pkts.append(tcp(tail, CLIENT, SERVER, 40000, 80, "A", seq, srv + 1, 500))
+        seq += 500
+        pkts.append(tcp(start + 0.0715, SERVER, CLIENT, 80, 40000, "A", srv + 1, seq))
+    pkts.sort(key=lambda p: p.time)
+    ctx = context(write(tmp_path / "writer.pcap", pkts))
+    assert run_detectors(ctx, [WindowLimited], {"window_limited": PATH_8M}) == []
+
+
 def test_quiet_on_a_pacer_whose_flight_is_as_constant(tmp_path: Path) -> None:
     # The same flight of 20 segments, each leaving on the pacer's timer 2 ms after an ACK that
     # came every 5 ms: no socket buffer held it.

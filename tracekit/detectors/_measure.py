@@ -1368,14 +1368,18 @@ def running_max_at(values: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -
     return out
 
 
-def answered_share_at(d: Direction, level: float, within_s: float = np.inf) -> float:
+def answered_share_at(d: Direction, level: float, within_s: float = np.inf, mss: int = 0) -> float:
     """Of the ACKs that arrive with at least `level` bytes in flight, the share the sender
-    answers with data before the next ACK (and within `within_s` of the ACK).
+    answers with data before the next ACK (and within `within_s` of the ACK), in a segment of
+    at least `mss` bytes.
 
     A sender held by its buffer has the next data ready: each ACK that frees room at the cap
-    is answered at once (RFC 5681 3: the ACK clocks out data). An application that wrote that
-    much and no more leaves the ACKs unanswered, and its flight drains: its cap is the size of
-    a write, not a window. 0 when no ACK arrives at that level.
+    is answered at once (RFC 5681 3: the ACK clocks out data), in full segments. An
+    application that wrote that much and no more leaves the ACKs unanswered, and its flight
+    drains: its cap is the size of a write, not a window. Its write's tail, shorter than a
+    segment, may wait for that ACK (Nagle, RFC 896: a short segment waits until the data
+    before it is acknowledged), and answers it with no next data behind it. 0 when no ACK
+    arrives at that level.
     """
     answers = ack_answers(d)
     if answers.line.size == 0:
@@ -1385,4 +1389,11 @@ def answered_share_at(d: Direction, level: float, within_s: float = np.inf) -> f
     if not at_level.any():
         return 0.0
     answered = answers.answered & (answers.delay_s <= within_s)
+    if mss > 0 and len(d.data):
+        # The first data segment after each ACK at the level: the one that answered it.
+        data = d.data
+        at = np.flatnonzero(at_level & answered)
+        after = np.searchsorted(data["frame"].to_numpy(), d.acks["frame"].to_numpy()[at])
+        length = data["len"].to_numpy()[np.minimum(after, len(data) - 1)]
+        answered[at] = (after < len(data)) & (length >= mss)
     return float(answered[at_level].mean())

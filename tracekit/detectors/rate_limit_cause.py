@@ -766,7 +766,8 @@ class RateLimitCause(Detector):
         # sender's turnaround (the next data is ready). An application's write leaves those
         # ACKs unanswered; a pacer answers them on its own timer, later.
         ready = (
-            lossless and answered_share_at(d, cap - mss, turnaround_s(d)) >= cfg.min_pinned_fraction
+            lossless
+            and answered_share_at(d, cap - mss, turnaround_s(d), mss) >= cfg.min_pinned_fraction
         )
         pinned = (at_cap >= cfg.min_pinned_fraction) & ready & (cap >= cfg.min_cap_segments * mss)
         # Or a writer that sleeps on the full buffer: deep drains, each ended by an ACK. Not

@@ -140,7 +140,7 @@ class WindowLimited(Detector):
         elif (
             lossless
             and at_cap.mean() >= cfg.min_pinned_fraction
-            and answered_share_at(d, cap - mss, _at_once_s(d)) >= cfg.min_pinned_fraction
+            and answered_share_at(d, cap - mss, _at_once_s(d), mss) >= cfg.min_pinned_fraction
         ):
             limited_by, pinned, window = "sender", at_cap, float(np.median(fl[at_cap]))
         else:
