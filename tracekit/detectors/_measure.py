@@ -1324,6 +1324,7 @@ class AckAnswers:
     delay_s: npt.NDArray[np.float64]  # from the ACK to the next data segment (inf: none)
     sent: npt.NDArray[np.int64]  # the highest byte sent before the ACK
     line: npt.NDArray[np.int64]  # the ACK line once it arrived (the highest ACK so far)
+    following: npt.NDArray[np.int64]  # the next data segment after it (the data's length: none)
 
 
 def ack_answers(d: Direction) -> AckAnswers:
@@ -1340,7 +1341,8 @@ def _ack_answers(d: Direction) -> AckAnswers:
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy().astype(np.int64))
     if data_frame.size == 0:
         none = np.zeros(ack_frame.size, bool)
-        return AckAnswers(none, np.full(ack_frame.size, np.inf), np.zeros_like(line), line)
+        nothing = np.zeros_like(line)
+        return AckAnswers(none, np.full(ack_frame.size, np.inf), nothing, line, nothing)
     following = np.searchsorted(data_frame, ack_frame)  # the first data segment after each ACK
     has = following < data_frame.size
     nxt = np.minimum(following, data_frame.size - 1)
@@ -1351,7 +1353,23 @@ def _ack_answers(d: Direction) -> AckAnswers:
     # never made whole (a column of the direction's length).
     sent = running_max_at(data["end_rel"].to_numpy(), np.maximum(following - 1, 0))
     sent_before = np.where(following > 0, sent, 0)
-    return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line)
+    return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line, following)
+
+
+def answer_bytes(d: Direction) -> npt.NDArray[np.int64]:
+    """Per ACK, the payload of the first data segment after it (0: none), as `ack_answers`
+    pairs them. Computed once per direction (the send-buffer tests of window_limited and
+    rate_limit_cause share it)."""
+
+    def compute() -> npt.NDArray[np.int64]:
+        following = ack_answers(d).following
+        length = d.data["len"].to_numpy()
+        if length.size == 0:
+            return np.zeros(following.size, dtype=np.int64)
+        has = following < length.size
+        return np.where(has, length[np.minimum(following, length.size - 1)], 0).astype(np.int64)
+
+    return d.memo("answer_bytes", compute)
 
 
 def running_max_at(values: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> np.ndarray:
@@ -1389,11 +1407,6 @@ def answered_share_at(d: Direction, level: float, within_s: float = np.inf, mss:
     if not at_level.any():
         return 0.0
     answered = answers.answered & (answers.delay_s <= within_s)
-    if mss > 0 and len(d.data):
-        # The first data segment after each ACK at the level: the one that answered it.
-        data = d.data
-        at = np.flatnonzero(at_level & answered)
-        after = np.searchsorted(data["frame"].to_numpy(), d.acks["frame"].to_numpy()[at])
-        length = data["len"].to_numpy()[np.minimum(after, len(data) - 1)]
-        answered[at] = (after < len(data)) & (length >= mss)
+    if mss > 0:
+        answered &= answer_bytes(d) >= mss
     return float(answered[at_level].mean())

@@ -65,6 +65,7 @@ from tracekit.detectors._measure import (
     Competition,
     RttPhases,
     ack_answers,
+    answer_bytes,
     answered_share_at,
     capture_splits,
     competition,
@@ -1202,10 +1203,8 @@ def _buffer_refills(
     deep = line[end] - before[first] >= drain_fraction * peak
     # The segment that answered: a woken writer's data leaves in full segments; a sub-MSS
     # tail released by the ACK (Nagle, RFC 896) is an old write's remainder, not a refill.
-    data = d.data
-    answer = np.searchsorted(data["frame"].to_numpy(), acks["frame"].to_numpy()[end])
-    full = data["len"].to_numpy()[np.minimum(answer, len(data) - 1)] >= mss
-    data_t = data["t_s"].to_numpy()
+    full = answer_bytes(d)[end] >= mss
+    data_t = d.data["t_s"].to_numpy()
     serialisation = serialisation_s(data_t) or 0.0
     soon = max(2 * serialisation, 0.25 * float(np.median(np.diff(t))))
     woke = (answers.delay_s[end] <= soon) & full
