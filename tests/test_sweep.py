@@ -245,11 +245,11 @@ def test_writes_faster_than_slow_start_carries_them_leave_drops_open() -> None:
     assert "network_drops" not in set().union(*expected(spaced))
 
 
-def test_a_writes_train_is_no_longer_than_twice_what_the_path_holds() -> None:
+def test_a_writes_sure_train_is_what_a_loss_leaves_of_the_paths_hold() -> None:
     # 96 kB every 140 ms, unpaced Reno on 11 Mbit/s at RTT 1.2 ms into a buffer of 0.95 BDP
-    # (the 3-frame least): the path holds 4.3 segments, so loss keeps the window near twice
-    # that, and a held-out run's writes left as trains of 8 (one of 12), which queue 7.1 at
-    # the bottleneck behind a 100 Mbit/s NIC: no sure line-rate train. Open.
+    # (the 3-frame least): the path holds 4.3 segments, two initial windows overrun it, and
+    # each loss halves the window: a held-out run's writes left as trains of 8 (one of 12),
+    # which queue 7.1 at the bottleneck behind a 100 Mbit/s NIC: no sure line-rate train.
     point = Point(
         rate_mbps=11,
         rtt_ms=1.2,
@@ -263,6 +263,20 @@ def test_a_writes_train_is_no_longer_than_twice_what_the_path_holds() -> None:
     # windows, 20 packets at least, and the label holds.
     wide = dataclasses.replace(point, rate_mbps=30, rtt_ms=50)
     assert "line_rate_bursts" in expected(wide)[0]
+    # CUBIC writes 96 kB every 48 ms on 64 Mbit/s at 1.2 ms into the 3-frame least: the path
+    # holds 9.8 segments, fewer than two initial windows, so the trains lose and each loss
+    # leaves 0.7 of the window: 6.8 segments, which queue 4.1 behind a 160 Mbit/s NIC. A
+    # held-out run's writes left as trains of 7 to 10 (54 lost), none queueing 8: open.
+    short = Point(
+        rate_mbps=64,
+        rtt_ms=1.2,
+        buffer_bdp=0.26,
+        congestion="cubic",
+        rcvbuf=4_000_000,
+        writes=(96_000, 48.0),
+    )
+    labels, unsure = expected(short)
+    assert "line_rate_bursts" in unsure and "line_rate_bursts" not in labels
 
 
 def test_bbrs_first_round_leaves_at_its_initial_windows_rate() -> None:
