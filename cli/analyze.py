@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+import numpy as np
 from tracekit.cli import common
 
 from tracekit import units
 from tracekit.connections import data_direction, ranked, records
 from tracekit.findings import Finding, Severity
-from tracekit.merge.clock import MAX_SKEW_PPM, PathPhase
+from tracekit.merge.clock import MAX_SKEW_PPM, PathPhase, joined_phases
 from tracekit.report.verdict import (
     ConnectionVerdict,
     at_least,
@@ -266,7 +267,19 @@ def _two_vantage(result: object) -> None:
                     f"(+-{c.offset_bound_s * 1e3:.3f} ms), skew {c.skew_ppm:+.2f} ppm "
                     f"(directions disagree by {apart:.2f} ppm{why})"
                 )
-                for before, after in itertools.pairwise(c.phases):
+                # The steps a direction ran across as its path's (`path_change`): the merge's
+                # others are the hosts' own time, smaller than a sender's answer to an ACK.
+                told = np.array(
+                    [
+                        t
+                        for f in getattr(result, "findings", ())
+                        if f.kind == "path_change"
+                        for t in np.atleast_1d(f.evidence.get("step_times_s", ()))
+                    ],
+                    dtype=np.float64,
+                )
+                kept = joined_phases(c.phases, lambda _, b: bool(np.isclose(told, b.start_s).any()))
+                for before, after in itertools.pairwise(kept):
                     click.echo(_path_change(before, after))
             else:
                 # One direction only (a UDP stream): offset and one-way delay cannot be told

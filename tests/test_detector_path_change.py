@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 
-from tests.helpers.exchange import stepped_path
+from tests.helpers.exchange import lan_stepped_path, stepped_path
 from tracekit.capture import read_capture
 from tracekit.detectors._rtt_steps import rtt_steps
 from tracekit.pipeline import analyze
@@ -145,3 +145,25 @@ def test_a_lone_segments_late_ack_is_no_evidence_of_the_paths_round_trip() -> No
     # Taken as owed at once, the lone sample reads as a longer path, and a fall is called.
     assert rtt_steps(*args, rate * 8, 0.0)
     assert rtt_steps(*args, rate * 8, 0.0, at_once) == ()
+
+
+@pytest.mark.parametrize(("step_s", "called"), [(10e-6, False), (200e-6, True)])
+def test_a_step_between_the_captures_smaller_than_the_senders_answer_is_the_hosts(
+    tmp_path: Path, step_s: float, called: bool
+) -> None:
+    # A LAN: 5 us each way between the two capture points, a sender that answers each ACK in
+    # 40 us. Both captures show the delays between them step by 10 us for the second half:
+    # the merge sees it, but the sender adds four times that to every round trip itself (a
+    # veth pair's floor stepped by 2.9 us for 190 ms under a host that answered in 39 us), and
+    # no window or rate of the transfer's moves with it. A step of 200 us, five turnarounds,
+    # is the path's, and analyze says so.
+    sender, receiver = lan_stepped_path(tmp_path, step_s=step_s, turnaround_s=40e-6)
+    result = analyze(read_capture(sender), read_capture(receiver))
+    assert result.merge is not None and result.merge.clock is not None
+    assert len(result.merge.clock.phases) == 2
+    steps = [f for f in result.findings if f.kind == "path_change"]
+    assert bool(steps) is called
+    (verdict,) = [f for f in result.findings if f.kind == "rate_limit_cause"]
+    assert ("then" in verdict.summary) is called
+    out = CliRunner().invoke(cli, ["analyze", str(sender), "--receiver", str(receiver)]).output
+    assert ("path change at" in out) is called

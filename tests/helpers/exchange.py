@@ -222,3 +222,61 @@ def stepped_path(
     wrpcap(str(tmp / "sender.pcap"), snd)
     wrpcap(str(tmp / "receiver.pcap"), rcv)
     return tmp / "sender.pcap", tmp / "receiver.pcap"
+
+
+def lan_stepped_path(
+    tmp: Path, *, step_s: float, turnaround_s: float = 40e-6, acks: int = 1200
+) -> tuple[Path, Path]:
+    """A crafted LAN bulk transfer between two hosts 5 us apart each way: eight segments in
+    flight, the receiver acknowledging every second one 5 us after it arrived, and the sender
+    answering each ACK with two more `turnaround_s` after it came (its host's own time); each
+    way adds up to a few us of the hosts' jitter. From the middle on, each way takes `step_s` /
+    2 longer. Both clocks are one."""
+    rng = np.random.default_rng(21)
+    one_way, answer = 5e-6, 5e-6
+    c, s, cp, sp = CLIENT, SERVER, 40000, 5001
+    snd = [
+        _tcp(0.0, c, s, cp, sp, "S", ISN_C, 0, 1),
+        _tcp(2 * one_way, s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
+        _tcp(2 * one_way, c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
+    ]
+    rcv = [
+        _tcp(one_way, c, s, cp, sp, "S", ISN_C, 0, 1),
+        _tcp(one_way, s, c, sp, cp, "SA", ISN_S, ISN_C + 1, 1),
+        _tcp(3 * one_way, c, s, cp, sp, "A", ISN_C + 1, ISN_S + 1, 2),
+    ]
+    size = 1000
+    # Each segment's departure; the first eight leave 1 us apart, then two per ACK.
+    sent = list(10e-6 + 1e-6 * np.arange(8))
+    arrivals: list[float] = []
+    k = 0  # next segment to acknowledge: segments k, k + 1 per ACK
+    ack_times: list[tuple[float, float, int]] = []  # (receiver send, sender arrival, ack)
+    middle = None
+    while len(ack_times) < acks:
+        # The receiver's ACK of segments k and k + 1, and the sender's two answers.
+        now = sent[k + 1]
+        if middle is None and len(ack_times) == acks // 2:
+            middle = now
+        delay = one_way + (step_s / 2 if middle is not None else 0.0)
+        jitter = rng.exponential(1e-6, 3)
+        arrived = max(sent[k] + delay + jitter[0], arrivals[-1] if arrivals else 0.0)
+        arrivals += [arrived, max(sent[k + 1] + delay + jitter[1], arrived)]
+        acked = arrivals[-1] + answer
+        back = acked + delay + jitter[2]
+        ack_times.append((acked, back, k + 2))
+        sent += [back + turnaround_s, back + turnaround_s + 1e-6]
+        k += 2
+    for j in range(k):
+        seq = ISN_C + 1 + size * j
+        ip_id = (10 + j) % 65536
+        snd.append(_tcp(sent[j], c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, size, sent=sent[j]))
+        rcv.append(_tcp(arrivals[j], c, s, cp, sp, "A", seq, ISN_S + 1, ip_id, size))
+    for j, (acked, back, upto) in enumerate(ack_times):
+        ack, ip_id = ISN_C + 1 + size * upto, (20_000 + j) % 65536
+        rcv.append(_tcp(acked, s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
+        snd.append(_tcp(back, s, c, sp, cp, "A", ISN_S + 1, ack, ip_id))
+    snd.sort(key=lambda p: float(p.time))
+    rcv.sort(key=lambda p: float(p.time))
+    wrpcap(str(tmp / "sender.pcap"), snd)
+    wrpcap(str(tmp / "receiver.pcap"), rcv)
+    return tmp / "sender.pcap", tmp / "receiver.pcap"

@@ -32,6 +32,7 @@ from tracekit.core.quantile import BLOCK_ROWS, percentile_in_blocks
 from tracekit.detectors._rtt_steps import RttStep, rtt_steps
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
+from tracekit.merge.clock import PathPhase, joined_phases
 from tracekit.schema import PROTO_TCP, TH_ACK, TH_RST, TH_SYN
 from tracekit.series import Direction, kind_mask
 
@@ -515,6 +516,22 @@ class RttPhases:
         return RttPhases(starts_s=self.starts_s, rtt_s=self.rtt_s, pad_s=pad)
 
 
+def path_phases(ctx: AnalysisContext, direction: Direction) -> tuple[PathPhase, ...]:
+    """The merge's path phases (`tracekit.merge.clock.path_steps`) as this direction ran on
+    them: a step of the round trip between the two capture points smaller than the sender's
+    turnaround (`turnaround_s`) is no step of its path. The hosts' own time, its interrupts,
+    softirqs and scheduling, moves the delays between two capture points on a LAN by a few
+    microseconds for milliseconds at a time (a veth pair's floor stepped by 2.9 us for 190 ms
+    under a sender that answers ACKs in 39 us), and such a step changes none of the transfer's
+    round trips by more than the sender itself adds to each. On a WAN path a step is
+    milliseconds, hundreds of turnarounds, and is kept. Empty without a clock fit."""
+    clock = ctx.merge.clock if ctx.merge is not None else None
+    if clock is None or not clock.phases:
+        return ()
+    host = turnaround_s(direction)
+    return joined_phases(clock.phases, lambda a, b: abs(b.rtt_s - a.rtt_s) >= host)
+
+
 def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
     """The direction's base RTT per path phase (None without an RTT sample).
 
@@ -526,11 +543,12 @@ def rtt_phases(ctx: AnalysisContext, direction: Direction) -> RttPhases | None:
         return None
     clock = ctx.merge.clock if ctx.merge is not None else None
     if clock is not None:
-        if len(clock.phases) < 2:
+        phases = path_phases(ctx, direction)
+        if len(phases) < 2:
             return RttPhases(starts_s=np.zeros(0), rtt_s=np.array([base]))
-        starts = np.array([p.start_s for p in clock.phases[1:]], dtype=np.float64)
+        starts = np.array([p.start_s for p in phases[1:]], dtype=np.float64)
         # A phase without a sample of its own takes the merge's round trip of the path there.
-        fallback = np.array([p.rtt_s for p in clock.phases], dtype=np.float64)
+        fallback = np.array([p.rtt_s for p in phases], dtype=np.float64)
     else:
         steps = rtt_steps_of(direction)
         if not steps:

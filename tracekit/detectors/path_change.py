@@ -24,7 +24,12 @@ from collections.abc import Iterator
 import numpy as np
 
 from tracekit import units
-from tracekit.detectors._measure import findings_per_direction, rtt_phases, rtt_steps_of
+from tracekit.detectors._measure import (
+    findings_per_direction,
+    path_phases,
+    rtt_phases,
+    rtt_steps_of,
+)
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import Direction
@@ -61,8 +66,9 @@ class PathChange(Detector):
         # Without a clock fit the phases come from this direction's own RTT floor: asking for
         # its steps first keeps directions without one from building their phases at all.
         two = ctx.merge is not None and ctx.merge.clock is not None
+        clock_phases = path_phases(ctx, d) if two else ()
         if two:
-            if len(ctx.merge.clock.phases) < 2:  # type: ignore[union-attr]
+            if len(clock_phases) < 2:
                 return None
         elif not rtt_steps_of(d):
             return None
@@ -82,8 +88,7 @@ class PathChange(Detector):
         # reverse one-way delay over the phase; the sender's samples can all sit above it by a
         # queue that stood for the whole phase (a window sized for a longer path, standing in
         # the buffer once the path shortened). From one capture, its RTT floor.
-        clock = ctx.merge.clock if ctx.merge is not None else None
-        base = np.array([p.rtt_s for p in clock.phases]) if clock else phases.rtt_s
+        base = np.array([p.rtt_s for p in clock_phases]) if two else phases.rtt_s
         # The phase before each step and after the last one kept.
         first = int(np.flatnonzero(inside)[0])
         rtts = np.r_[base[first], base[1:][inside]]

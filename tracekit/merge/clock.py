@@ -21,6 +21,7 @@ as the minimal round-trip time; that band is the offset's uncertainty.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,6 +213,29 @@ class PathPhase:
             "min_delay_fwd_s": self.min_delay_fwd_s,
             "min_delay_rev_s": self.min_delay_rev_s,
         }
+
+
+def joined_phases(
+    phases: tuple[PathPhase, ...], keep: Callable[[PathPhase, PathPhase], bool]
+) -> tuple[PathPhase, ...]:
+    """The phases with the steps `keep(before, after)` refuses taken out: the phase before such
+    a step runs on over the one after it, its minimal delays the least of both. Each step is
+    judged against the phase before it as joined so far."""
+    if not phases:
+        return phases
+    joined = [phases[0]]
+    for phase in phases[1:]:
+        last = joined[-1]
+        if keep(last, phase):
+            joined.append(phase)
+            continue
+        joined[-1] = PathPhase(
+            start_s=last.start_s,
+            end_s=phase.end_s,
+            min_delay_fwd_s=min(last.min_delay_fwd_s, phase.min_delay_fwd_s),
+            min_delay_rev_s=min(last.min_delay_rev_s, phase.min_delay_rev_s),
+        )
+    return tuple(joined)
 
 
 def windowed_min(values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
