@@ -14,7 +14,7 @@ script analyses each pair as `tracekit analyze --receiver` does and prints:
 3. the evidence errors: the slow-start buffer estimate against the configured bottleneck
    buffer (a ratio), and the drop counts against the counters.
 
-    python bench/accuracy.py [--sweep DIR] [--jobs 2] [--only PATTERN] [--json OUT]
+    python bench/accuracy.py [--sweep DIR ...] [--jobs 2] [--only PATTERN] [--json OUT]
 
 No root needed: the captures are stored. `python -m fixtures.lab sweep` remakes them (root).
 """
@@ -353,18 +353,28 @@ def _tolerance(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweep", type=Path, default=SWEEP)
+    parser.add_argument(
+        "--sweep",
+        type=Path,
+        action="append",
+        help="a sweep folder (default fixtures/sweep); given more than once, one table of all",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", default="*", help="scenario names matching this pattern")
     parser.add_argument("--json", type=Path, help="write every scenario's row here")
     args = parser.parse_args()
+    sweeps = args.sweep or [SWEEP]
     folders = sorted(
-        p
-        for p in args.sweep.iterdir()
-        if (p / "truth.json").exists() and fnmatch.fnmatch(p.name, args.only)
+        (
+            p
+            for sweep in sweeps
+            for p in sweep.iterdir()
+            if (p / "truth.json").exists() and fnmatch.fnmatch(p.name, args.only)
+        ),
+        key=lambda p: p.name,
     )
     if not folders:
-        sys.exit(f"accuracy: no scenarios under {args.sweep}")
+        sys.exit(f"accuracy: no scenarios under {', '.join(map(str, sweeps))}")
     with ProcessPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(score_one, folders))
     if args.json:
