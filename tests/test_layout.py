@@ -8,6 +8,7 @@ on a floor (`tracekit.core`, errors, schema, findings, units, physics) that impo
 from __future__ import annotations
 
 import ast
+import os
 import tomllib
 from pathlib import Path
 
@@ -164,7 +165,10 @@ def test_a_wheel_installs_the_cli_under_tracekit(tmp_path: Path) -> None:
             ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "_aot*")
         )
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "-w", str(tmp_path), str(src)], check=True, capture_output=True)
+    # The kernels' build is the one the install made of these sources, where its cache holds
+    # it (setup.py): the same module a build from them makes, in seconds, not minutes.
+    env = {**os.environ, "TRACEKIT_AOT_CACHE": str(ROOT / "build" / "aot-cache")}
+    subprocess.run([*pip, "-w", str(tmp_path), str(src)], check=True, capture_output=True, env=env)
     (wheel,) = tmp_path.glob("tracekit_tcp-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
