@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ sys.path[:0] = [str(ROOT / "bench")]
 
 import statistics  # noqa: E402
 
+from ingest import tracekit_command  # noqa: E402
 from report import spread, turns  # noqa: E402
 
 NS = "tkbench-conns"
@@ -101,7 +101,7 @@ def main() -> None:
         if os.geteuid() != 0:
             sys.exit("bench/connections.py: needs root to make a network namespace")
         record(capture, args.connections)
-    tracekit = shutil.which("tracekit") or "tracekit"
+    tracekit = tracekit_command()
     flows = subprocess.run(
         [tracekit, "flows", "--json", str(capture)], check=True, capture_output=True, text=True
     )

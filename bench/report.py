@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
 
-from ingest import record  # noqa: E402
+from ingest import record, tracekit_command  # noqa: E402
 
 from tests.helpers.browser import Browser, chromium_available  # noqa: E402
 
@@ -137,9 +137,9 @@ def main() -> None:
             record(capture, DEFAULT_PACKETS)
     packets = packets_in(capture)
     out = DATA / "bench-report.html"
-    if shutil.which("tracekit") is None:
+    if shutil.which(tracekit_command()) is None:
         sys.exit("bench/report.py: install tracekit first (make install)")
-    tracekit = ["tracekit", "report", str(capture), "-o", str(out)]
+    tracekit = [tracekit_command(), "report", str(capture), "-o", str(out)]
     commands = {"ours": tracekit, "tcptrace": ["tcptrace", "-n", "-G", str(capture)]}
     if args.base is not None:
         base_out = DATA / "bench-report-base.html"

@@ -41,6 +41,7 @@ from ingest import (
     namespaces,
     spread,
     timed,
+    tracekit_command,
 )
 
 DATA = Path(__file__).resolve().parent / "data" / "scale"
@@ -104,13 +105,14 @@ def commands(size: str, out: Path) -> dict[str, tuple[list[str], int]]:
     sender, receiver = DATA / f"{size}-sender.pcap", DATA / f"{size}-receiver.pcap"
     n_send, n_recv = frames(sender), frames(receiver)
     pair = ["--receiver", str(receiver)]
+    tk = tracekit_command()
     return {
-        "ingest": (["tracekit", "ingest", str(sender), "-o", str(out / "t.parquet")], n_send),
-        "analyze": (["tracekit", "analyze", str(sender), "--json"], n_send),
-        "report": (["tracekit", "report", str(sender), "-o", str(out / "r.html")], n_send),
-        "analyze pair": (["tracekit", "analyze", str(sender), *pair, "--json"], n_send + n_recv),
+        "ingest": ([tk, "ingest", str(sender), "-o", str(out / "t.parquet")], n_send),
+        "analyze": ([tk, "analyze", str(sender), "--json"], n_send),
+        "report": ([tk, "report", str(sender), "-o", str(out / "r.html")], n_send),
+        "analyze pair": ([tk, "analyze", str(sender), *pair, "--json"], n_send + n_recv),
         "report pair": (
-            ["tracekit", "report", str(sender), *pair, "-o", str(out / "rp.html")],
+            [tk, "report", str(sender), *pair, "-o", str(out / "rp.html")],
             n_send + n_recv,
         ),
     }
@@ -129,7 +131,7 @@ def baseline_mib() -> float:
     """Peak RSS of analysing a one-connection capture: the interpreter and its libraries."""
     tiny = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "clean" / "sender.pcap"
     return statistics.median(
-        timed(["tracekit", "analyze", str(tiny), "--json"])[1] for _ in range(3)
+        timed([tracekit_command(), "analyze", str(tiny), "--json"])[1] for _ in range(3)
     )
 
 
