@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE))
 AOT_MODULE = "tracekit.core._aot"
 # Builds kept: a few source trees back (a branch switched to and back), 1.6 MB each.
 CACHE_KEPT = 4
+DIGEST_CHARS = 32
 # What numba.pycc's extension says of how to compile and link it.
 BUILD_FIELDS = (
     "sources",
@@ -60,7 +61,17 @@ def build_digest() -> str:
     toolchain = [sys.version, platform.machine(), sysconfig.get_config_var("EXT_SUFFIX") or ""]
     toolchain += [_version(name) for name in ("numba", "llvmlite", "numpy")]
     h.update("\0".join(toolchain).encode())
-    return h.hexdigest()[:32]
+    return h.hexdigest()[:DIGEST_CHARS]
+
+
+def _is_entry(path: Path) -> bool:
+    name = path.name
+    return (
+        path.is_dir()
+        and len(name) == DIGEST_CHARS
+        and all(c in "0123456789abcdef" for c in name)
+        and all(p.name.startswith("_aot") for p in path.iterdir())
+    )
 
 
 def cache_root() -> Path:
@@ -105,9 +116,15 @@ class CachedBuildExt(build_ext):
             part = cached.with_name(cached.name + f".{os.getpid()}.part")
             shutil.copy(built, part)
             part.replace(cached)
-            entries = sorted(cache_root().iterdir(), key=lambda p: p.stat().st_mtime)
+            # Only the cache's own entries (a digest's folder holding a module) are let go:
+            # TRACEKIT_AOT_CACHE may name a folder that holds other things too.
+            entries = sorted(
+                (p for p in cache_root().iterdir() if _is_entry(p)), key=lambda p: p.stat().st_mtime
+            )
             for old in entries[:-CACHE_KEPT]:
-                shutil.rmtree(old, ignore_errors=True)
+                for module in old.glob("_aot*"):
+                    module.unlink()
+                old.rmdir()
         except OSError as exc:  # a cache that cannot be written costs the next build its time
             print(f"tracekit: ahead-of-time build not cached: {exc}", file=sys.stderr)
 
