@@ -636,6 +636,22 @@ def test_a_pacer_is_what_held_the_sender_only_where_its_rate_bound() -> None:
     assert held > 0.8 * busy
 
 
+def test_a_partial_segment_waiting_behind_data_in_flight_is_nagles_not_the_pacers() -> None:
+    # RFC 896: a segment shorter than the MSS waits while data is unacknowledged (Linux keeps
+    # Nagle on unless TCP_NODELAY, and the lab's sockets leave it on); with nothing in flight
+    # it goes at once. So of three busy samples with room under both windows, a write's
+    # 216-byte tail behind 10 segments in flight is not a pacer's hold; three segments
+    # waiting there are; and the same tail with nothing in flight waits on a timer.
+    fields = ["t_ms", "unacked", "notsent_bytes", "snd_cwnd", "snd_wnd"]
+    roomy = 100 * 1448
+    rows = [
+        [0, 10, 216, 20, roomy],
+        [50, 10, 3 * 1448, 20, roomy],
+        [100, 0, 216, 20, roomy],
+    ]
+    assert pacer_held({"tcp_info_samples": {"fields": fields, "rows": rows}}) == (2, 3)
+
+
 def test_samples_at_the_writers_period_see_one_point_of_its_cycle() -> None:
     # 64 kB written every 50 ms and paced at 3 MB/s: each write drains in 21 ms, so data waits
     # to be sent in less than half of each cycle. Samples spread over the cycle would find
