@@ -1337,12 +1337,11 @@ def _paced_windows(
     # only where its interval is more than twice the host's turnaround. Where the round trip is
     # longer, the turnaround is no host's pace (a pacer's waits after ACKs are in it).
     hosts_pace = turnaround > least_rtt
+    intervals = between[known]
     regular = (
-        int(known.sum()) >= PACED_MIN_STARTS
-        and float(np.subtract(*np.percentile(between[known], [75, 25]))) <= 2 * line
-        and not (
-            hosts_pace and float(np.median(between[known])) <= HOST_PACE_TURNAROUNDS * turnaround
-        )
+        intervals.size >= PACED_MIN_STARTS
+        and float(np.subtract(*np.percentile(intervals, [75, 25]))) <= 2 * line
+        and not (hosts_pace and float(np.median(intervals)) <= HOST_PACE_TURNAROUNDS * turnaround)
     )
     if (float(np.median(delay)) >= spacing or hosts_pace) and not regular:
         return untold
