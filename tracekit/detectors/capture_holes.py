@@ -33,6 +33,7 @@ from tracekit import units
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.schema import PROTO_TCP, TH_ACK, TH_SYN
+from tracekit.series import kind_mask
 
 # A capture is at one end when that end's wait in the handshake is at least this share of the
 # round trip (SYN to SYN-ACK at the client, SYN-ACK to the third packet at the server): the
@@ -72,7 +73,7 @@ class CaptureHoles(Detector):
         seg = ctx.series.segments
         if seg.empty:
             return
-        hole = (seg["kind"] == "out_of_order").to_numpy()
+        hole = kind_mask(seg, "out_of_order")
         if not hole.any():
             return
         keys = pd.DataFrame(
@@ -93,10 +94,9 @@ class CaptureHoles(Detector):
     ) -> Finding | None:
         d = ctx.series.of(conn, direction)
         data = d.data
-        kind = data["kind"].to_numpy()
         t = data["t_s"].to_numpy()
         seq = data["seq_rel"].to_numpy()
-        hole = kind == "out_of_order"
+        hole = kind_mask(data, "out_of_order")
         n = int(hole.sum())
         if n == 0:
             return None
@@ -247,31 +247,38 @@ def _handshake_places(ctx: AnalysisContext, conns: np.ndarray) -> dict[int, tupl
     pk = ctx.packets
     conn = pk.column("conn").to_numpy()
     mine = np.isin(conn, conns) & (pk.column("proto").to_numpy() == PROTO_TCP)
-    frame = pd.DataFrame(
-        {
-            "conn": conn[mine],
-            "dir": pk.column("dir").to_numpy()[mine],
-            "t": pk.column("ts_ns").to_numpy()[mine],
-            "flags": pk.column("tcp_flags").to_numpy()[mine],
-        }
-    )
-    syn = (frame["flags"] & TH_SYN) != 0
-    ack = (frame["flags"] & TH_ACK) != 0
-    first_syn = frame[syn & ~ack & (frame["dir"] == 0)].groupby("conn")["t"].min()
-    first_synack = frame[syn & ack & (frame["dir"] == 1)].groupby("conn")["t"].min()
-    both = pd.concat([first_syn.rename("syn"), first_synack.rename("synack")], axis=1).dropna()
-    both = both[both["synack"] > both["syn"]]
-    if both.empty:
-        return {}
+    conn = conn[mine]
+    dirs = pk.column("dir").to_numpy()[mine]
+    t = pk.column("ts_ns").to_numpy()[mine]
+    flags = pk.column("tcp_flags").to_numpy()[mine]
+    del mine
+    syn = (flags & TH_SYN) != 0
+    ack = (flags & TH_ACK) != 0
+    # Column arrays throughout, not a frame of every packet: a connection of millions of
+    # packets has a handful of handshake packets, and the third is one comparison a packet.
+    keys = np.unique(conn)
+    first_syn = _first_time(keys, conn, t, syn & ~ack & (dirs == 0))
+    first_synack = _first_time(keys, conn, t, syn & ack & (dirs == 1))
     # The client's first packet after the SYN-ACK: the handshake's third.
-    later = frame[(frame["dir"] == 0) & ~syn].merge(
-        both["synack"], left_on="conn", right_index=True
-    )
-    third = later[later["t"] > later["synack"]].groupby("conn")["t"].min()
-    both = both.join(third.rename("third"), how="inner")
+    at = np.searchsorted(keys, conn)
+    after = (dirs == 0) & ~syn & (t > first_synack[at])
+    third = _first_time(keys, conn, t, after)
     out: dict[int, tuple[float, float]] = {}
-    for c, row in both.iterrows():
-        rtt_ns = float(row["third"] - row["syn"])
+    for k in np.flatnonzero((first_synack > first_syn) & (third < _NEVER)):
+        rtt_ns = float(third[k] - first_syn[k])
         if rtt_ns > 0:
-            out[int(c)] = (rtt_ns / 1e9, float(row["synack"] - row["syn"]) / rtt_ns)
+            share = float(first_synack[k] - first_syn[k]) / rtt_ns
+            out[int(keys[k])] = (rtt_ns / 1e9, share)
     return out
+
+
+# A time no packet has: where a connection has no packet of the kind asked for.
+_NEVER = np.iinfo(np.int64).max
+
+
+def _first_time(keys: np.ndarray, conn: np.ndarray, t: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per connection of `keys` (sorted), the earliest time of its rows `rows` marks
+    (_NEVER where it has none)."""
+    first = np.full(keys.size, _NEVER, dtype=np.int64)
+    np.minimum.at(first, np.searchsorted(keys, conn[rows]), t[rows].astype(np.int64))
+    return first

@@ -39,6 +39,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.series import kind_mask
 
 
 class WindowLimited(Detector):
@@ -116,7 +117,7 @@ class WindowLimited(Detector):
             return None
         # After a loss the congestion window, not a buffer, caps the flight: a sender-side cap
         # is only claimed for a direction without retransmissions.
-        lossless = not d.segments["kind"].isin(["retransmission", "partial_retransmission"]).any()
+        lossless = not kind_mask(d.segments, "retransmission", "partial_retransmission").any()
         mss = segment_size_bytes(d.segments)
         phases = rtt_phases(ctx, d)
         if mss == 0 or phases is None:
