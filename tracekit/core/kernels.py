@@ -100,6 +100,13 @@ SOURCES = (
 # writes this table from the calls of reports of captures of each kind.
 Spec = str | tuple[str, ...]
 LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
+    "tracekit.core.search": {
+        "_walk": (
+            ("f8[:]r", "f8[:]r", "b1"),
+            ("i8[:]r", "i8[:]r", "b1"),
+            ("u4[:]r", "u4[:]r", "b1"),
+        ),
+    },
     "tracekit.detectors._limits": {
         "_all_acknowledged": (("u4[:]r", "i8[:]r", "u4[:]r", "i8[:]r"),),
         "_bursts": (

@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import quantile_in_blocks
+from tracekit.core.search import search_sorted
 from tracekit.detectors._measure import running_max_at, turnaround_s
 from tracekit.series import Direction, kind_mask
 
@@ -303,7 +304,7 @@ def _rank(data_t: npt.NDArray[np.float64], at_s: npt.NDArray[np.float64], side: 
         block = np.maximum.accumulate(data_t[at : at + _BLOCK_ROWS])
         np.maximum(block, high, out=block)
         high = block[-1]
-        rank += np.searchsorted(block, at_s, side)  # type: ignore[call-overload]
+        rank += search_sorted(block, at_s, side)
     return rank
 
 
@@ -746,12 +747,12 @@ def _longest_holds(direction: Direction, bursts: Bursts, rtt_s: float) -> npt.ND
     line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
 
     def acked_by(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        k = np.searchsorted(ack_t, t, side="right") - 1
+        k = search_sorted(ack_t, t, side="right") - 1
         return np.where(k >= 0, line[np.maximum(k, 0)], 0).astype(np.float64)
 
     # Over the round trip before the burst, or back to its RATE_ACKS-th ACK before where a
     # round trip holds fewer (a path of a few ms carries a few ACKs per round trip).
-    k = np.searchsorted(ack_t, bursts.start, side="right") - 1
+    k = search_sorted(ack_t, bursts.start, side="right") - 1
     since = np.minimum(bursts.start - rtt_s, ack_t[np.clip(k - RATE_ACKS, 0, None)])
     span = bursts.start - since
     delivered = acked_by(bursts.start) - acked_by(since)

@@ -29,6 +29,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import BLOCK_ROWS, percentile_in_blocks
+from tracekit.core.search import search_sorted
 from tracekit.detectors._rtt_steps import RttStep, rtt_steps
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
@@ -750,7 +751,7 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
             return ()
         # The bytes in flight just after each sampled segment left (the flight table has a row
         # per data segment; a departure before the first is the first's).
-        at = np.searchsorted(flight["t_s"].to_numpy(), departure, side="right") - 1
+        at = search_sorted(flight["t_s"].to_numpy(), departure, side="right") - 1
         in_flight = flight["flight_bytes"].to_numpy()[np.maximum(at, 0)]
         # Whether each sample's ACK was owed at once: one that acknowledged two full segments
         # or more (RFC 1122 4.2.3.2, RFC 5681 4.2). A lone segment's ACK may wait for the
@@ -763,7 +764,7 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
             line = ack_answers(direction).line.astype(np.float64)
             # The bytes each ACK newly acknowledged (the first's are not known: owed).
             newly = np.diff(line, prepend=-np.inf)
-            k = np.searchsorted(acks["t_s"].to_numpy(), t, side="left")
+            k = search_sorted(acks["t_s"].to_numpy(), t, side="left")
             owed = newly[np.clip(k, 0, len(acks) - 1)] >= 2 * mss
         return rtt_steps(
             departure, rtt, in_flight, path_rate_bps(direction), turnaround_s(direction), owed
@@ -958,7 +959,7 @@ def _first_copy_sent(
         # The lines this block's ends reach and the blocks before did not.
         hi = int(np.searchsorted(lines, block_end[-1], side="right"))
         if hi > lo:
-            j = np.searchsorted(block_end, lines[lo:hi])
+            j = search_sorted(block_end, lines[lo:hi])
             hit = block_end[j] == lines[lo:hi]
             acks = order[lo:hi]
             found[acks] = hit
@@ -989,7 +990,7 @@ def sustained_delivery_bps(direction: Direction, rtts: float = SUSTAINED_RTTS) -
     span = rtts * rtt
     # For each ACK, the first ACK at least `span` later; the stretch between them is clean
     # when no troubled ACK lies in it.
-    j = np.searchsorted(t, t + span, side="left")
+    j = search_sorted(t, t + span, side="left")
     ok = j < t.size
     i = np.flatnonzero(ok)
     j = j[ok]
@@ -1012,7 +1013,7 @@ def _sacked(ack_t: npt.NDArray[np.float64], direction: Direction) -> npt.NDArray
     blocks = np.sort(direction.sacks["t_s"].to_numpy())
     if blocks.size == 0:
         return np.zeros(ack_t.size, dtype=bool)
-    at = np.minimum(np.searchsorted(blocks, ack_t), blocks.size - 1)
+    at = np.minimum(search_sorted(blocks, ack_t), blocks.size - 1)
     found: npt.NDArray[np.bool_] = blocks[at] == ack_t
     return found
 
@@ -1361,7 +1362,7 @@ def _ack_answers(d: Direction) -> AckAnswers:
         none = np.zeros(ack_frame.size, bool)
         nothing = np.zeros_like(line)
         return AckAnswers(none, np.full(ack_frame.size, np.inf), nothing, line, nothing)
-    following = np.searchsorted(data_frame, ack_frame)  # the first data segment after each ACK
+    following = search_sorted(data_frame, ack_frame)  # the first data segment after each ACK
     has = following < data_frame.size
     nxt = np.minimum(following, data_frame.size - 1)
     next_ack = np.append(ack_frame[1:], np.iinfo(np.int64).max)

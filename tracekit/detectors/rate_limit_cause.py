@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 from tracekit import units
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import percentile
+from tracekit.core.search import search_sorted
 from tracekit.detectors._limits import (
     APPLICATION,
     BURST_S,
@@ -1443,7 +1444,7 @@ def _opened_by_ack(
         return np.zeros(at.size, dtype=bool)
     end, edge = edges
     # The ACK that came last before the start, and the edge the ACKs before it had offered.
-    k = np.searchsorted(ack_t, t[at], side="right") - 2
+    k = search_sorted(ack_t, t[at], side="right") - 2
     before = np.where(k >= 0, edge[np.maximum(k, 0)], np.iinfo(np.int64).max)
     return np.asarray(end[at] > before)
 
@@ -1475,7 +1476,7 @@ def _burst_starts(
     for at in range(0, t.size, _BLOCK_ROWS):
         block = t[at : at + _BLOCK_ROWS]
         before = t[at - 1 : at - 1 + block.size] if at else np.r_[-np.inf, block[:-1]]
-        k = np.searchsorted(ack_t, block, side="right")
+        k = search_sorted(ack_t, block, side="right")
         k -= 1
         acked = k >= 0
         last_ack = ack_t[np.maximum(k, 0, out=k)]

@@ -23,6 +23,7 @@ import numpy as np
 from tracekit import physics, units
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import percentile
+from tracekit.core.search import search_sorted
 from tracekit.detectors._measure import (
     STALL_RTTS,
     RttPhases,
@@ -337,7 +338,7 @@ def _per_round_trip(reached: np.ndarray, trips: _RoundTrips) -> np.ndarray:
     if hit.size == 0:
         return pinned
     for block, trip in trips.blocks():
-        found = np.searchsorted(hit, trip)
+        found = search_sorted(hit, trip)
         np.take(hit, found, out=found, mode="clip")
         pinned[block] = found == trip
     return pinned

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.core.kernels import jit
+from tracekit.core.search import search_sorted
 from tracekit.schema import RATE_COLUMNS, ROUND_COLUMNS, TRAIN_COLUMNS, empty_frame, frame
 
 
@@ -77,7 +78,7 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
     sent = np.zeros(shown.size)
     for block, b in bins(seg_t):
         weights = length[block].astype(np.float64)
-        sent += np.bincount(np.searchsorted(shown, b), weights=weights, minlength=shown.size)
+        sent += np.bincount(search_sorted(shown, b), weights=weights, minlength=shown.size)
     line = acks["ack_rel"].to_numpy()
     acked = np.zeros(shown.size)
     top = line[0] if line.size else 0  # the ACK line before each block: the first ACK's
@@ -86,7 +87,7 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
         np.maximum(reached, top, out=reached)
         gain = np.diff(reached, prepend=top).astype(np.float64)
         top = reached[-1]
-        acked += np.bincount(np.searchsorted(shown, b), weights=gain, minlength=shown.size)
+        acked += np.bincount(search_sorted(shown, b), weights=gain, minlength=shown.size)
     return frame(
         RATE_COLUMNS,
         {
