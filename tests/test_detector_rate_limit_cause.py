@@ -1110,3 +1110,26 @@ def test_a_regime_that_cycles_is_one_phase_of_the_timeline(name: str) -> None:
             f"{own.replace('_', ' ')} taking turns with {other.replace('_', ' ')}"
             in (found["explanation"])
         )
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_the_spread_within_each_window_is_numpys_interquartile_range(in_order: bool) -> None:
+    # Windows in time order are sorted run by run, others as a whole: either way each window's
+    # spread is np.percentile's 75th less its 25th, NaN below two values.
+    from tracekit.detectors.rate_limit_cause import _window_iqr
+
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        n_windows = int(rng.integers(1, 12))
+        w = rng.integers(0, n_windows, int(rng.integers(0, 120)))
+        if in_order:
+            w = np.sort(w)
+        # Ties too: intervals of whole microseconds.
+        x = np.round(rng.exponential(1e-3, w.size), 6)
+        expected = np.full(n_windows, np.nan)
+        for k in range(n_windows):
+            if np.count_nonzero(w == k) >= 2:
+                mine = x[w == k]
+                expected[k] = np.percentile(mine, 75) - np.percentile(mine, 25)
+        got = _window_iqr(w.astype(np.int64), x, n_windows)
+        assert np.allclose(got, expected, equal_nan=True, rtol=1e-12, atol=0)

@@ -179,6 +179,9 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_length_counts": (("u4[:]r",),),
         "_warp": (("f8[:]", "f8[:]", "f8[:]", "f8[:]"), ("f8[:]r", "f8[:]", "f8[:]", "f8[:]")),
     },
+    "tracekit.detectors.capture_holes": {
+        "_handshake_times": (("i4[:]r", "u1[:]r", "i8[:]r", "u1[:]r", "u1[:]r", "b1[:]"),),
+    },
     "tracekit.detectors.capture_gaps": {
         "_jumps_and_fills": (("i8[:]r", "i8[:]r", "b1", "i8[:,:]", "i8[:,:]"),),
         "_uncovered": (("i8[:,:]", "i8[:,:]", "i8[:,:]", "b1"),),
@@ -194,6 +197,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
             ("f8[:]r", "b1[:]r", "f8[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
             ("f8[:]", "b1[:]r", "f8[:]r", "i8[:]r", "f8", "f8", "i8", "i8", "f8", "b1"),
         ),
+        "_sorted_in_runs": (("i8[:]r", "f8[:]r"),),
         "_window_sums": (
             ("f8[:]r", "b1[:]", "f8", "f8", "i8"),
             ("f8[:]", "i8[:]", "f8", "f8", "i8"),

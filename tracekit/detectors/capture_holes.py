@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import units
+from tracekit.core.kernels import jit
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.schema import PROTO_TCP, TH_ACK, TH_SYN
@@ -245,30 +246,19 @@ def _handshake_places(ctx: AnalysisContext, conns: np.ndarray) -> dict[int, tupl
     a's (dir 0), the SYN-ACK b's (dir 1), and the third packet a's first after the SYN-ACK.
     """
     pk = ctx.packets
-    conn = pk.column("conn").to_numpy()
-    mine = np.isin(conn, conns) & (pk.column("proto").to_numpy() == PROTO_TCP)
-    conn = conn[mine]
-    dirs = pk.column("dir").to_numpy()[mine]
-    t = pk.column("ts_ns").to_numpy()[mine]
-    flags = pk.column("tcp_flags").to_numpy()[mine]
-    del mine
-    syn = (flags & TH_SYN) != 0
-    ack = (flags & TH_ACK) != 0
-    # Column arrays throughout, not a frame of every packet: a connection of millions of
-    # packets has a handful of handshake packets, and the third is one comparison a packet.
-    keys = np.unique(conn)
-    first_syn = _first_time(keys, conn, t, syn & ~ack & (dirs == 0))
-    first_synack = _first_time(keys, conn, t, syn & ack & (dirs == 1))
-    # The client's first packet after the SYN-ACK: the handshake's third.
-    at = np.searchsorted(keys, conn)
-    after = (dirs == 0) & ~syn & (t > first_synack[at])
-    third = _first_time(keys, conn, t, after)
+    wanted = np.zeros(int(conns.max()) + 1 if conns.size else 0, dtype=np.bool_)
+    wanted[conns] = True
+    # One compiled pass over the columns, not a frame of every packet: a connection of
+    # millions of packets has a handful of handshake packets.
+    syn, synack, third = _handshake_times(
+        *(pk.column(name).to_numpy() for name in ("conn", "dir", "ts_ns", "tcp_flags", "proto")),
+        wanted,
+    )
     out: dict[int, tuple[float, float]] = {}
-    for k in np.flatnonzero((first_synack > first_syn) & (third < _NEVER)):
-        rtt_ns = float(third[k] - first_syn[k])
+    for c in np.flatnonzero((synack > syn) & (third < _NEVER)):
+        rtt_ns = float(third[c] - syn[c])
         if rtt_ns > 0:
-            share = float(first_synack[k] - first_syn[k]) / rtt_ns
-            out[int(keys[k])] = (rtt_ns / 1e9, share)
+            out[int(c)] = (rtt_ns / 1e9, float(synack[c] - syn[c]) / rtt_ns)
     return out
 
 
@@ -276,9 +266,34 @@ def _handshake_places(ctx: AnalysisContext, conns: np.ndarray) -> dict[int, tupl
 _NEVER = np.iinfo(np.int64).max
 
 
-def _first_time(keys: np.ndarray, conn: np.ndarray, t: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Per connection of `keys` (sorted), the earliest time of its rows `rows` marks
-    (_NEVER where it has none)."""
-    first = np.full(keys.size, _NEVER, dtype=np.int64)
-    np.minimum.at(first, np.searchsorted(keys, conn[rows]), t[rows].astype(np.int64))
-    return first
+@jit
+def _handshake_times(
+    conn: np.ndarray,
+    dirs: np.ndarray,
+    t: np.ndarray,
+    flags: np.ndarray,
+    proto: np.ndarray,
+    wanted: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per connection row (those `wanted` marks), the times of its first SYN from a, its first
+    SYN-ACK from b, and a's first packet without SYN after that SYN-ACK (_NEVER: none)."""
+    k = wanted.size
+    syn = np.full(k, _NEVER, dtype=np.int64)
+    synack = np.full(k, _NEVER, dtype=np.int64)
+    third = np.full(k, _NEVER, dtype=np.int64)
+    for i in range(conn.size):
+        c = conn[i]
+        if c < 0 or c >= k or not wanted[c] or proto[i] != PROTO_TCP or not flags[i] & TH_SYN:
+            continue
+        if flags[i] & TH_ACK:
+            if dirs[i] == 1 and t[i] < synack[c]:
+                synack[c] = t[i]
+        elif dirs[i] == 0 and t[i] < syn[c]:
+            syn[c] = t[i]
+    for i in range(conn.size):
+        c = conn[i]
+        if c < 0 or c >= k or not wanted[c] or proto[i] != PROTO_TCP or dirs[i] != 0:
+            continue
+        if not flags[i] & TH_SYN and synack[c] < t[i] < third[c]:
+            third[c] = t[i]
+    return syn, synack, third

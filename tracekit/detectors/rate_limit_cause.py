@@ -1520,6 +1520,20 @@ def _pooled(count: npt.NDArray[np.int64], least: int) -> npt.NDArray[np.int64]:
     return group
 
 
+@jit
+def _sorted_in_runs(w: np.ndarray, x: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """x with each run of equal `w` sorted (NaN last, as np.sort and np.lexsort place it)."""
+    out = x.copy()
+    i = 0
+    while i < w.size:
+        j = i + 1
+        while j < w.size and w[j] == w[i]:
+            j += 1
+        out[i:j] = np.sort(x[i:j])
+        i = j
+    return out
+
+
 def _window_iqr(
     w: npt.NDArray[np.int64], x: npt.NDArray[np.float64], n: int
 ) -> npt.NDArray[np.float64]:
@@ -1530,8 +1544,10 @@ def _window_iqr(
     have = count >= 2
     if not have.any():
         return out
-    order = np.lexsort((x, w))
-    ordered = x[order]
+    # Windows come in time order: each window's values are sorted where they lie, not the
+    # whole column by window and value (a lexsort of every value).
+    in_order = bool(np.all(w[1:] >= w[:-1]))
+    ordered = _sorted_in_runs(w, x) if in_order else x[np.lexsort((x, w))]
     first = np.r_[0, np.cumsum(count)[:-1]]
 
     def quantile(q: float) -> npt.NDArray[np.float64]:
