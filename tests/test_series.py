@@ -26,7 +26,7 @@ from tests.helpers.independent import LINKTYPE_LINUX_SLL2, real_captures, tcptra
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections, records
 from tracekit.series import Direction, build_series, rate, resent, rounds, trains
-from tracekit.series.measures import _bin_of
+from tracekit.series.measures import _bin_of, _distinct
 from tracekit.series.stage import packet_columns_read, walk_series
 
 
@@ -376,3 +376,15 @@ def test_each_row_names_its_own_packet_where_frames_hold_several(tmp_path: Path)
     acked = ack[(ack["frame"] == 4) & (ack["conn"] == 0)]
     assert acked["ack_rel"].tolist() == [1001, 2001]
     assert pk.column("tsecr").to_numpy()[acked["row"].to_numpy()].tolist() == [5, 6]
+
+
+def test_a_rates_windows_are_numpys_unique_values() -> None:
+    # Windows come in sorted runs (blocks of packets in time order, seg then ACK blocks), with
+    # a few out of order where a clock stepped back: each window once, sorted, as np.unique.
+    rng = np.random.default_rng(4)
+    for k in range(500):
+        runs = [np.sort(rng.integers(-3, 60, int(rng.integers(0, 80)))) for _ in range(3)]
+        b = np.concatenate(runs).astype(np.int64)
+        if k % 5 == 0 and b.size:
+            rng.shuffle(b)
+        assert np.array_equal(_distinct(b), np.unique(b))

@@ -67,10 +67,10 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
             yield block, _bin_of(t[block], lo, window_s, last)
 
     none = [np.zeros(0, dtype=np.int64)]
-    held = np.unique(
+    held = _distinct(
         np.concatenate(none + [_distinct(b) for t in (seg_t, ack_t) for _, b in bins(t)])
     )
-    shown = np.unique(np.concatenate([held - 1, held, held + 1]))
+    shown = _distinct(np.concatenate([held - 1, held, held + 1]))
     shown = shown[(shown >= 0) & (shown <= last)]
     # Bytes are whole numbers: summed a block at a time as floats, they come out exact, the
     # same as summed at once, below 2**53 bytes in a window (any transfer's).
@@ -99,14 +99,18 @@ def rate(segments: pd.DataFrame, acks: pd.DataFrame, window_s: float) -> pd.Data
 
 
 def _distinct(b: np.ndarray) -> np.ndarray:
-    """b's values, sorted, each once. Packets come in time order but for a few, and a window
-    holds many of them: the first of each run of equal values leaves a few rows to sort."""
+    """np.unique(b) of whole numbers that come in a few sorted runs (windows of packets in
+    time order, blocks of them one after another): a stable sort merges the runs (timsort, a
+    pass each), and the first of each run of equal values is kept. numpy's unique hashes every
+    value instead, and sorts what is left: a LAN's millions of windows of one packet each."""
     if b.size == 0:
         return b
     first = np.empty(b.size, dtype=np.bool_)
     first[0] = True
     np.not_equal(b[1:], b[:-1], out=first[1:])
-    return np.unique(b[first])
+    heads = np.sort(b[first], kind="stable")
+    np.not_equal(heads[1:], heads[:-1], out=first[1 : heads.size])
+    return heads[first[: heads.size]]
 
 
 # Rows whose windows are found at once: a few megabytes, however long the table.
