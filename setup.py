@@ -53,7 +53,10 @@ def _version(name: str) -> str:
 
 def build_digest() -> str:
     """What the module is made from: every module of the package (the kernels read constants
-    from any of them), this file, and the versions of what compiles and links it."""
+    from any of them), this file, and the versions of what compiles and links it.
+
+    Not tracekit.core.kernels' digests: importing that module loads the built module in place,
+    the file this build may then overwrite."""
     h = hashlib.sha256()
     for path in sorted((HERE / "tracekit").rglob("*.py")):
         h.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes())

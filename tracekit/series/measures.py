@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from tracekit.core.groups import segment_starts
 from tracekit.core.kernels import jit
 from tracekit.core.search import search_sorted
 from tracekit.schema import RATE_COLUMNS, ROUND_COLUMNS, TRAIN_COLUMNS, empty_frame, frame
@@ -103,14 +104,8 @@ def _distinct(b: np.ndarray) -> np.ndarray:
     time order, blocks of them one after another): a stable sort merges the runs (timsort, a
     pass each), and the first of each run of equal values is kept. numpy's unique hashes every
     value instead, and sorts what is left: a LAN's millions of windows of one packet each."""
-    if b.size == 0:
-        return b
-    first = np.empty(b.size, dtype=np.bool_)
-    first[0] = True
-    np.not_equal(b[1:], b[:-1], out=first[1:])
-    heads = np.sort(b[first], kind="stable")
-    np.not_equal(heads[1:], heads[:-1], out=first[1 : heads.size])
-    return heads[first[: heads.size]]
+    heads = np.sort(b[segment_starts(b)], kind="stable")
+    return heads[segment_starts(heads)]
 
 
 # Rows whose windows are found at once: a few megabytes, however long the table.
