@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,6 +42,15 @@ def rule(
     return kinds, resent
 
 
+def unzip(packets: list[tuple[int, ...]], width: int) -> list[list[int]]:
+    """The packets' fields, one list per field."""
+    return [[p[k] for p in packets] for k in range(width)]
+
+
+# The stream's column types: connection, direction, sequence number, payload, protocol.
+DTYPES = (np.int32, np.uint8, np.int64, np.uint32, np.uint8)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
@@ -54,11 +65,8 @@ def rule(
     )
 )
 def test_classify_follows_the_rule(packets: list[tuple[int, int, int, int, int]]) -> None:
-    conn = [p[0] for p in packets]
-    pdir = [p[1] for p in packets]
-    seq = [100 * p[2] for p in packets]
-    pay = [p[3] for p in packets]
-    proto = [p[4] for p in packets]
+    conn, pdir, seq, pay, proto = unzip(packets, 5)
+    seq = [100 * s for s in seq]
     kinds, resent = classify_data(
         np.array(conn, np.int32),
         np.array(pdir, np.uint8),
@@ -93,3 +101,86 @@ def test_a_resend_into_an_early_hole_after_many_later_ones() -> None:
         KIND_CODE["out_of_order"],
     ]
     assert resent.tolist()[:1] == [1]
+
+
+def stream_resent(
+    conn: np.ndarray,
+    pdir: np.ndarray,
+    seq: np.ndarray,
+    pay: np.ndarray,
+    proto: np.ndarray,
+    cuts: list[int],
+) -> np.ndarray:
+    """The resent counts of `tracekit ingest`'s stream, the packets handed over in chunks
+    split at `cuts`, with the connections numbered so far growing as they come."""
+    from tracekit.connections.stream import _DataSegments
+
+    kept = _DataSegments()
+    bounds = [0, *sorted(c for c in cuts if 0 < c < conn.size), conn.size]
+    for a, b in itertools.pairwise(bounds):
+        chunk = {
+            "conn": conn[a:b],
+            "dir": pdir[a:b],
+            "proto": proto[a:b],
+            "seq_rel": seq[a:b],
+            "payload_bytes": pay[a:b],
+        }
+        n_conn = int(conn[:b].max()) + 1 if b else 0
+        tcp = kept.add(chunk, n_conn)
+        assert tcp == int(np.count_nonzero(proto[a:b] == PROTO_TCP))
+    return kept.resent()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.integers(0, 1),
+            st.integers(0, 40),
+            st.sampled_from([0, 50, 100, 100, 100, 250]),
+            st.sampled_from([PROTO_TCP, PROTO_TCP, PROTO_TCP, 17]),
+        ),
+        max_size=120,
+    ),
+    st.lists(st.integers(0, 120), max_size=5),
+)
+def test_a_stream_read_in_chunks_counts_resends_by_the_rule(
+    packets: list[tuple[int, int, int, int, int]], cuts: list[int]
+) -> None:
+    """Each chunk keeps only the segments below the high and the holes: a hole filled chunks
+    after it opened, or a copy resent in a later chunk, counts as in one pass."""
+    conn, pdir, seq, pay, proto = unzip(packets, 5)
+    seq = [100 * s for s in seq]
+    columns = (np.array(c, t) for c, t in zip((conn, pdir, seq, pay, proto), DTYPES, strict=True))
+    resent = stream_resent(*columns, cuts)
+    got = {g: int(n) for g, n in enumerate(resent) if n}
+    assert got == rule(conn, pdir, seq, pay, proto)[1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.integers(0, 1),
+            # Sequence numbers a hostile capture may give: below zero, and past the 2**41 band
+            # that keys (group, offset), where groups' keys meet.
+            st.sampled_from([-300, -100, 0, 100, 200, 400, 1 << 41, (1 << 41) + 100, 1 << 62]),
+            st.sampled_from([0, 100, 100, 300]),
+        ),
+        max_size=80,
+    ),
+    st.lists(st.integers(0, 80), max_size=3),
+)
+def test_a_stream_counts_what_one_pass_counts_on_any_sequence_numbers(
+    packets: list[tuple[int, int, int, int]], cuts: list[int]
+) -> None:
+    conn, pdir, seq, pay = (np.array(c, t) for c, t in zip(unzip(packets, 4), DTYPES, strict=False))
+    proto = np.full(conn.size, PROTO_TCP, np.uint8)
+    whole = classify_data(conn, pdir, seq, pay, proto)[1]
+    streamed = stream_resent(conn, pdir, seq, pay, proto, cuts)
+    n = max(whole.size, streamed.size)
+    assert np.array_equal(
+        np.pad(whole, (0, n - whole.size)), np.pad(streamed, (0, n - streamed.size))
+    )

@@ -41,22 +41,32 @@ def classify_data(
     return _classify(conn, pdir, seq, pay, proto, 2 * int(conn.max()) + 2)
 
 
-def collect_data(
+def track_data(
     conn: np.ndarray,
     pdir: np.ndarray,
     proto: np.ndarray,
     seq: np.ndarray,
     pay: np.ndarray,
-    out_conn: np.ndarray,
-    out_dir: np.ndarray,
-    out_seq: np.ndarray,
-    out_pay: np.ndarray,
-    start: int,
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    """Append the data segments (TCP with payload) of a chunk to the `out_` arrays from row
-    `start`, which must have room for the whole chunk; returns the rows after them and the
-    chunk's TCP packet count. What classify_data needs of a capture read as a stream."""
-    row = np.uint64(start)
+    high: np.ndarray,
+    below_group: np.ndarray,
+    below_seq: np.ndarray,
+    hole_group: np.ndarray,
+    hole_lo: np.ndarray,
+    hole_hi: np.ndarray,
+    n_below: int,
+    n_holes: int,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
+    """classify_data's pass over a stream, one chunk at a time, keeping only what the resent
+    counts still need once the stream is read (`resent_of`): the segments that start below
+    their group's highest byte so far, and the holes the sequence jumped over.
+
+    `high` is each group's highest byte so far (-1 before its first segment), carried from
+    chunk to chunk. The `below_` and `hole_` arrays need room for the whole chunk from rows
+    `n_below` and `n_holes`. Returns the rows after each and the chunk's TCP packet count, or
+    -1 rows if a segment's group lies past `high` (nothing is written for it or after it).
+    """
+    nb = np.uint64(n_below)
+    nh = np.uint64(n_holes)
     tcp = 0
     for i in range(conn.size):
         if proto[i] != PROTO_TCP:
@@ -64,13 +74,67 @@ def collect_data(
         tcp += 1
         if pay[i] == 0:
             continue
-        out_conn[row] = conn[i]
-        out_dir[row] = pdir[i]
-        out_seq[row] = seq[i]
-        out_pay[row] = pay[i]
-        row += np.uint64(1)
-    # Compiled, the int64 reaches Python as an int; mypy reads the uncompiled body.
-    return np.int64(row), tcp  # type: ignore[return-value]
+        g = _group(conn[i], pdir[i])
+        if g >= np.uint64(high.size):
+            return np.int64(-1), np.int64(-1), tcp  # type: ignore[return-value]
+        hb = high[g]
+        s = np.int64(seq[i])
+        end = s + np.int64(pay[i])
+        if s >= hb:
+            if hb >= 0 and s > hb:
+                hole_group[nh] = np.int64(g)
+                hole_lo[nh] = hb
+                hole_hi[nh] = s
+                nh += np.uint64(1)
+        else:
+            below_group[nb] = np.int64(g)
+            below_seq[nb] = s
+            nb += np.uint64(1)
+        if end > hb:
+            high[g] = end
+    # Compiled, the int64s reach Python as ints; mypy reads the uncompiled body.
+    return np.int64(nb), np.int64(nh), tcp  # type: ignore[return-value]
+
+
+def resent_of(
+    below_group: np.ndarray,
+    below_seq: np.ndarray,
+    hole_start: np.ndarray,
+    hole_lo: np.ndarray,
+    hole_hi: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Resent segments per group, as classify_data counts them, from what `track_data` kept:
+    the segments below their group's high, in capture order, and each group's holes, group g's
+    in rows hole_start[g] to hole_start[g + 1] in the order they came (so sorted and disjoint).
+    A hole opens above the high, so a later hole never holds an earlier segment: a segment's
+    hole is the same whenever it is looked up."""
+    n_groups = hole_start.size - 1
+    resent = np.zeros(n_groups, dtype=np.int64)
+    filled = Dict.empty(key_type=types.int64, value_type=types.boolean)
+    for i in range(below_group.size):
+        g = np.uint64(below_group[i])
+        s = below_seq[i]
+        if _in_hole(hole_lo, hole_hi, hole_start[g], hole_start[g + np.uint64(1)], s):
+            k = np.int64(g) * BAND + s
+            if k not in filled:
+                filled[k] = True  # the first copy to fill a hole: out of order, not resent
+                continue
+        resent[g] += 1
+    return resent
+
+
+def _in_hole(hole_lo: Any, hole_hi: Any, first: Any, end: Any, s: Any) -> Any:
+    """Whether offset `s` lies in one of the holes in rows `first` to `end`, which are sorted
+    and disjoint: the last hole that starts at or below `s` (a binary search) holds it or none
+    does."""
+    lo, hi = first, end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if hole_lo[mid] <= s:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo > first and s < hole_hi[lo - 1]
 
 
 def _group(conn: Any, pdir: Any) -> Any:
@@ -144,15 +208,7 @@ def _classify(
                 used[g] += 1
         else:
             kind[i] = PARTIAL if end > hb else RETRANSMISSION
-            # The last hole of the group starting at or below s.
-            lo, hi = start[g], start[g] + used[g]
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if hole_lo[mid] <= s:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo > start[g] and s < hole_hi[lo - 1]:
+            if _in_hole(hole_lo, hole_hi, start[g], start[g] + used[g], s):
                 k = np.int64(g) * BAND + s
                 if k not in filled:
                     filled[k] = True
@@ -166,7 +222,7 @@ def _classify(
 
 bind(
     globals(),
-    ("_classify", "collect_data"),
-    helpers=("_group", "_count_holes"),
+    ("_classify", "track_data", "resent_of"),
+    helpers=("_group", "_in_hole", "_count_holes"),
     numba_names={"Dict": "typed.Dict", "types": "types"},
 )

@@ -5,8 +5,9 @@ reader hands over chunks of packets and, on a second thread, the connections rul
 (`ConnectionState`) adds their connection columns. `ingest_capture` writes the packet table as
 `write_packet_table` would, a third thread encoding each chunk as a row group;
 `connections_table` keeps only what the connections table needs. The compiled loops and
-pyarrow's encoder release the GIL, so the three share the cores. Memory is a few chunks and
-the data segments' numbers (17 bytes each), not the packet table (about 60 bytes a packet).
+pyarrow's encoder release the GIL, so the three share the cores. Memory is a few chunks, the
+connections' state and the data segments that start below their direction's highest byte (16
+bytes each: resent or out of order), not the packet table (about 60 bytes a packet).
 
 When an ISN the stream already used changes with a later chunk (a capture that starts with
 one side's ACKs and meets that side's first segment only much later), the stream is dropped
@@ -25,15 +26,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracekit import schema
 from tracekit.capture import Capture, read_capture, require_tcp
 from tracekit.capture.reader import (
-    MAX_RESERVED_ROWS,
     no_tcp_error,
     read_chunks,
 )
 from tracekit.connections import BaseChanged, ConnectionState, build_connections, packet_schema
-from tracekit.connections.segments import classify_data, collect_data
+from tracekit.connections.segments import resent_of, track_data
 from tracekit.connections.table_io import (
     ROW_GROUP_ROWS,
     ParquetStream,
@@ -45,13 +44,11 @@ from tracekit.connections.table_io import (
 from tracekit.core.columns import ColumnBuffer, to_arrow
 from tracekit.errors import CaptureError
 
-# The data segments' columns (_DataSegments).
-_SEGMENT_DTYPES: dict[str, np.dtype[Any]] = {
-    "conn": np.dtype(np.int32),
-    "dir": np.dtype(np.uint8),
-    "seq_rel": np.dtype(np.int64),
-    "payload_bytes": np.dtype(np.uint32),
-}
+# What _DataSegments keeps: the segments below their direction's highest byte, and the holes.
+_BELOW_DTYPES = {"group": np.dtype(np.int64), "seq": np.dtype(np.int64)}
+_HOLE_DTYPES = {"group": np.dtype(np.int64), "lo": np.dtype(np.int64), "hi": np.dtype(np.int64)}
+# Room reserved up front for each (address space only until written; a chunk reserves its own).
+_KEPT_ROWS = 1 << 16
 # Records per chunk of the stream: one row group each. Every chunk costs each of the three
 # threads some Python and a hand-over; 5 M packets took 0.57-0.69 s in chunks of 2**18, against
 # 0.73-0.76 s in the reader's own 2**16 (which suits read_capture's one thread best).
@@ -164,19 +161,13 @@ def _scan(
     release the GIL, so the two run on two cores.
     """
     state = ConnectionState()
-    # A record takes 16 bytes or more: an uncompressed file holds at most size / 16 segments
-    # (a compressed one may hold more, and its columns grow). No file: the reader says so.
-    try:
-        size = Path(path).stat().st_size
-    except OSError:
-        size = 0
-    segments = _DataSegments(min(size // 16 + 1, MAX_RESERVED_ROWS))
+    segments = _DataSegments()
     tcp = [0]
 
     def number(item: tuple[dict[str, np.ndarray], int]) -> None:
         chunk, n_flows = item
         columns = chunk | state.add(chunk, n_flows)
-        tcp[0] += segments.add(columns)
+        tcp[0] += segments.add(columns, state.n_conn)
         if on_chunk is not None:
             on_chunk(columns)
 
@@ -196,36 +187,60 @@ def _scan(
 
 
 class _DataSegments:
-    """The data segments' connection, direction, sequence number and length, from every chunk:
-    the resent counts of the connections table need them all (classify_data skips every other
-    packet, so it sees the same sequence per direction)."""
+    """What the connections table's resent counts need of a stream, kept chunk by chunk
+    (`track_data`): each direction's highest byte so far, the segments that start below it and
+    the holes the sequence jumped over. A clean transfer keeps next to nothing; `resent` then
+    counts as classify_data would over every data segment."""
 
-    def __init__(self, capacity: int) -> None:
-        self.columns = ColumnBuffer(_SEGMENT_DTYPES, capacity)
+    def __init__(self) -> None:
+        self.high = np.full(0, -1, dtype=np.int64)
+        self.below = ColumnBuffer(_BELOW_DTYPES, _KEPT_ROWS)
+        self.holes = ColumnBuffer(_HOLE_DTYPES, _KEPT_ROWS)
 
-    def add(self, chunk: dict[str, np.ndarray]) -> int:
-        """Keep the data segments of a chunk's packet columns; returns its TCP packet count."""
-        self.columns.reserve(chunk["proto"].size)
-        out = self.columns.arrays
-        self.columns.rows, tcp = collect_data(
+    def add(self, chunk: dict[str, np.ndarray], n_conn: int) -> int:
+        """Take in a chunk's packet columns, whose connections are numbered below `n_conn`;
+        returns its TCP packet count."""
+        if 2 * n_conn > self.high.size:
+            grown = np.full(max(2 * n_conn, 2 * self.high.size), -1, dtype=np.int64)
+            grown[: self.high.size] = self.high
+            self.high = grown
+        n = chunk["proto"].size
+        self.below.reserve(n)
+        self.holes.reserve(n)
+        below, holes = self.below.arrays, self.holes.arrays
+        n_below, n_holes, tcp = track_data(
             chunk["conn"],
             chunk["dir"],
             chunk["proto"],
             chunk["seq_rel"],
             chunk["payload_bytes"],
-            out["conn"],
-            out["dir"],
-            out["seq_rel"],
-            out["payload_bytes"],
-            self.columns.rows,
+            self.high,
+            below["group"],
+            below["seq"],
+            holes["group"],
+            holes["lo"],
+            holes["hi"],
+            self.below.rows,
+            self.holes.rows,
         )
+        if n_below < 0:
+            raise RuntimeError("a data segment's connection lies past the connections numbered")
+        self.below.rows, self.holes.rows = n_below, n_holes
         return int(tcp)
 
     def resent(self) -> np.ndarray:
         """Resent segments per direction (2 conn + dir)."""
-        c = {name: self.columns.column(name) for name in _SEGMENT_DTYPES}
-        proto = np.full(self.columns.rows, schema.PROTO_TCP, np.uint8)
-        return classify_data(c["conn"], c["dir"], c["seq_rel"], c["payload_bytes"], proto)[1]
+        group = self.holes.column("group")
+        order = np.argsort(group, kind="stable")
+        start = np.zeros(self.high.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(group, minlength=self.high.size), out=start[1:])
+        return resent_of(
+            self.below.column("group"),
+            self.below.column("seq"),
+            start,
+            self.holes.column("lo")[order],
+            self.holes.column("hi")[order],
+        )
 
 
 def _ingest_whole(
