@@ -110,17 +110,44 @@ def resent_of(
     hole is the same whenever it is looked up."""
     n_groups = hole_start.size - 1
     resent = np.zeros(n_groups, dtype=np.int64)
-    filled = Dict.empty(key_type=types.int64, value_type=types.boolean)
+    in_holes = 0
+    for i in range(below_group.size):
+        g = np.uint64(below_group[i])
+        if _in_hole(hole_lo, hole_hi, hole_start[g], hole_start[g + np.uint64(1)], below_seq[i]):
+            in_holes += 1
+    # The (group, offset) keys already filled inside a hole, in an open-addressed set with
+    # room for twice the segments that fall in one (each adds at most a key): probes stay
+    # short, and its size comes from that count, not from the capture's claims.
+    bits = 1
+    while (1 << bits) < 2 * in_holes:
+        bits += 1
+    keys = np.empty(1 << bits, dtype=np.int64)
+    used = np.zeros(1 << bits, dtype=np.bool_)
     for i in range(below_group.size):
         g = np.uint64(below_group[i])
         s = below_seq[i]
-        if _in_hole(hole_lo, hole_hi, hole_start[g], hole_start[g + np.uint64(1)], s):
-            k = np.int64(g) * BAND + s
-            if k not in filled:
-                filled[k] = True  # the first copy to fill a hole: out of order, not resent
-                continue
-        resent[g] += 1
+        # The first copy to fill a hole is out of order, not resent.
+        if not (
+            _in_hole(hole_lo, hole_hi, hole_start[g], hole_start[g + np.uint64(1)], s)
+            and _first_time(keys, used, bits, np.int64(g) * BAND + s)
+        ):
+            resent[g] += 1
     return resent
+
+
+def _first_time(keys: Any, used: Any, bits: Any, key: Any) -> Any:
+    """Add `key` to the open-addressed set (`keys` where `used`, 2**bits slots, never full);
+    whether it was not there before. Fibonacci hashing: the key times 2**64 over the golden
+    ratio, its top bits, spreads keys that differ in any bit."""
+    mask = np.uint64((1 << bits) - 1)
+    h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)
+    while used[h]:
+        if keys[h] == key:
+            return False
+        h = (h + np.uint64(1)) & mask
+    used[h] = True
+    keys[h] = key
+    return True
 
 
 def _in_hole(hole_lo: Any, hole_hi: Any, first: Any, end: Any, s: Any) -> Any:
@@ -223,6 +250,6 @@ def _classify(
 bind(
     globals(),
     ("_classify", "track_data", "resent_of"),
-    helpers=("_group", "_in_hole", "_count_holes"),
+    helpers=("_group", "_in_hole", "_first_time", "_count_holes"),
     numba_names={"Dict": "typed.Dict", "types": "types"},
 )
