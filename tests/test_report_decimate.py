@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.report.decimate import decimate
+from tracekit.report.decimate import choose_among, decimate, keep_chosen
 
 
 def test_short_series_comes_back_whole() -> None:
@@ -126,7 +126,7 @@ def test_unsorted_x_chooses_what_a_stable_sort_first_would(
     with_end=st.booleans(),
     share=st.floats(0.0, 1.0),
 )
-def test_masked_rows_choose_what_those_rows_alone_would(
+def test_masked_rows_and_positions_choose_what_those_rows_alone_would(
     n: int, target: int, seed: int, with_end: bool, share: float
 ) -> None:
     # A mask of rows (a trace's `rows`) decimates as the rows copied out would, and names them
@@ -142,3 +142,18 @@ def test_masked_rows_choose_what_those_rows_alone_would(
     at = np.flatnonzero(rows)
     alone = decimate(x[rows], y[rows], target, keep[rows], None if y_end is None else y_end[rows])
     assert decimate(x, y, target, keep, y_end, rows).tolist() == at[alone].tolist()
+    # The same rows as positions in x order, ties in row order (as decimate gives them): the
+    # choice among them is decimate's of those points copied out in that order.
+    at = at[np.argsort(x[at], kind="stable")]
+    alone = decimate(x[at], y[at], target, keep[at], None if y_end is None else y_end[at])
+    chosen = choose_among(x, y, target, at, keep, y_end)
+    assert (at if chosen is None else at[chosen]).tolist() == at[alone].tolist()
+
+
+def test_the_chosen_positions_move_to_the_front_of_their_own_array() -> None:
+    at = np.array([3, 8, 9, 15, 20, 21], dtype=np.int64)
+    chosen = np.array([True, False, True, False, False, True])
+    kept = keep_chosen(at, chosen)
+    assert kept.tolist() == [3, 9, 21]
+    assert np.shares_memory(kept, at)  # no second array as long as the positions
+    assert keep_chosen(at, None) is at

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.report import html as report_html
-from tracekit.report.decimate import never_back
+from tracekit.report.decimate import decimate, never_back
 from tracekit.report.html import DRAW_COST, PLOTLY_JS, Budget, render, write
 from tracekit.report.model import (
     ConnectionView,
@@ -335,6 +335,34 @@ def test_over_the_size_limit_big_traces_are_carried_thinned_keeping_marks() -> N
     assert set(seq[keep].tolist()) <= drawn  # every kept point is still there
     assert "carried thinned" in page and "data" in page.split("carried thinned")[1]
     assert DRAW_COST[Kind.SEGMENTS] == 10
+
+
+def test_each_halving_is_m4_of_the_one_before() -> None:
+    # A trace thinned several times carries, at its last count, M4's choice among the points
+    # of the count before, and so on up to M4's of every point: decimate, run on copies of
+    # each halving's points, gives the same points.
+    rng = np.random.default_rng(5)
+    n = 200_000
+    t = np.sort(rng.uniform(0, 100, n))
+    seq = np.cumsum(rng.integers(1, 3000, n))
+    noisy = seq + rng.integers(-40_000, 40_000, n)  # extremes that move between halvings
+    keep = np.zeros(n, bool)
+    keep[::4_999] = True
+    trace = Trace("data", Kind.SEGMENTS, t, noisy, y_end=noisy + 1, keep=keep)
+    view = ConnectionView("c", (), (Plot("p", "time (s)", "seq", (trace,)),))
+    report = Report("r", Table((), ()), Table((), ()), (view,), (), "0")
+    plot = embedded_data(render(report, Budget(max_bytes=60_000)))["plots"][0]
+    out = plot["traces"][0]
+    carried = arrays(plot, out)
+    at, target, chain = np.arange(n), n // 2, {}
+    while target > report_html.FEWEST_THINNED // 2:
+        at = at[decimate(t[at], noisy[at], max(target, 4), keep[at], noisy[at] + 1)]
+        chain[len(at)] = at
+        target //= 2
+    assert out["n"] < n // 8  # thinned three times or more
+    assert out["n"] in chain
+    assert carried["x"].tolist() == pytest.approx(t[chain[out["n"]]].tolist(), abs=1e-6)
+    assert carried["y"].astype(np.int64).tolist() == noisy[chain[out["n"]]].tolist()
 
 
 def test_after_plot_is_called_once_each_plot_is_encoded() -> None:

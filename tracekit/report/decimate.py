@@ -7,6 +7,8 @@ and highest point. Drawn at one bucket per pixel column, the lines match those o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tracekit.core.kernels import jit
@@ -48,22 +50,63 @@ def decimate(
     # would: no sorted copies of millions of points, only the chosen few are sorted.
     in_order = never_back(x, rows)
     tops = y if y_end is None else y_end
+    selected = _finest(lambda buckets: _m4(x, y, tops, buckets, in_order, mask), n, target)
+    if keep is not None:
+        selected |= keep if rows is None else keep & rows
+    chosen = np.flatnonzero(selected)
+    return chosen if in_order else chosen[np.argsort(x[chosen], kind="stable")]
+
+
+def choose_among(
+    x: np.ndarray,
+    y: np.ndarray,
+    target: int,
+    at: np.ndarray,
+    keep: np.ndarray | None = None,
+    y_end: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """decimate's choice among the points at positions `at`, as a mask over `at` (None: every
+    one of them), read through the positions with no copy of their columns.
+
+    `at` must be in x order, ties in row order, as decimate returns its indices: the choice is
+    then decimate's of those rows alone. Thinning again what decimate chose costs the chosen
+    points, not every point: a trace halved a dozen times is read once whole.
+    """
+    n = len(at)
+    if target < POINTS_PER_BUCKET:
+        raise ValueError(f"target must be at least {POINTS_PER_BUCKET} points, not {target}")
+    if n <= target:
+        return None
+    tops = y if y_end is None else y_end
+    selected = _finest(lambda buckets: _m4_at(x, y, tops, buckets, at), n, target)
+    if keep is not None:
+        selected |= keep[at]
+    return selected
+
+
+def keep_chosen(at: np.ndarray, chosen: np.ndarray | None) -> np.ndarray:
+    """The positions `at` that the mask `chosen` (over `at`; None: all) marks, in their order,
+    moved to the front of `at` itself: its first rows, as a view. The rows after them are
+    overwritten; no array as long as `at` is made."""
+    return at if chosen is None else at[: _compact(at, chosen)]
+
+
+def _finest(m4: Callable[[int], np.ndarray], n: int, target: int) -> np.ndarray:
+    """M4's mask of n points at target // 4 buckets (`m4(buckets)`), or at finer buckets where
+    that fills less than half the target."""
     n_buckets = target // POINTS_PER_BUCKET
-    selected = _m4(x, y, tops, n_buckets, in_order, mask)
+    selected = m4(n_buckets)
     # A monotone series gives two points a bucket (its first is its lowest, its last its
     # highest), and clustered times leave buckets empty: use the budget with finer buckets.
     for _ in range(3):
         finer = n_buckets * max(2, target // max(int(selected.sum()), 1))
         if 2 * selected.sum() > target or finer > n:
             break
-        candidate = _m4(x, y, tops, finer, in_order, mask)
+        candidate = m4(finer)
         if candidate.sum() > target:
             break
         selected, n_buckets = candidate, finer
-    if keep is not None:
-        selected |= keep if rows is None else keep & rows
-    chosen = np.flatnonzero(selected)
-    return chosen if in_order else chosen[np.argsort(x[chosen], kind="stable")]
+    return selected
 
 
 def never_back(x: np.ndarray, rows: np.ndarray | None = None) -> bool:
@@ -257,3 +300,56 @@ def _m4_pass(
     if top_at >= 0:
         selected[top_at] = True
     return selected
+
+
+@jit
+def _m4_at(
+    xs: np.ndarray, lows: np.ndarray, tops: np.ndarray, n_buckets: int, at: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    # `_m4_pass` over the points at positions `at`, which are in x order: a mask over `at`.
+    # Kept apart from `_m4_pass`, as `_m4_pass_rows` is: reading a position per point would
+    # slow the pass over every point of most traces.
+    n = at.size
+    selected = np.zeros(n, dtype=np.bool_)
+    x0 = xs[at[0]]
+    span = float(xs[at[n - 1]]) - float(x0)
+    scale = n_buckets / span if span > 0 else 0.0
+    current: int | np.int64 = -1
+    low_at = top_at = -1
+    low = top = 0.0
+    for i in range(n):
+        j = at[i]
+        bucket = min(np.int64((xs[j] - x0) * scale), np.int64(n_buckets - 1)) if span > 0 else 0
+        if bucket != current:
+            if current >= 0:
+                selected[i - 1] = True
+                if low_at >= 0:
+                    selected[low_at] = True
+                if top_at >= 0:
+                    selected[top_at] = True
+            selected[i] = True
+            current = bucket
+            low_at = top_at = -1
+        v = lows[j]
+        if v == v and (low_at < 0 or v < low):  # NaN is never a bucket's extreme
+            low_at, low = i, v
+        v = tops[j]
+        if v == v and (top_at < 0 or v > top):
+            top_at, top = i, v
+    selected[n - 1] = True
+    if low_at >= 0:
+        selected[low_at] = True
+    if top_at >= 0:
+        selected[top_at] = True
+    return selected
+
+
+@jit
+def _compact(at: np.ndarray, chosen: np.ndarray) -> int:  # pragma: no cover - compiled
+    """Move the positions `chosen` marks to the front of `at`, in order; returns their count."""
+    kept = 0
+    for i in range(at.size):
+        if chosen[i]:
+            at[kept] = at[i]
+            kept += 1
+    return kept

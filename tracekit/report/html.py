@@ -28,7 +28,7 @@ import numpy as np
 
 from tracekit.core.atomic import replacing
 from tracekit.core.kernels import jit
-from tracekit.report.decimate import decimate, never_back
+from tracekit.report.decimate import choose_among, decimate, keep_chosen, never_back
 from tracekit.report.model import (
     Cause,
     Cell,
@@ -350,8 +350,21 @@ def _thinned(
     halvings = [first]
     while halvings[-1] > FEWEST_THINNED:
         halvings.append(halvings[-1] // 2)
-    encodings = _encode_traces([trace] * len(halvings), halvings, budget, deflater, withhold)
-    return dict(zip(halvings, encodings, strict=True))
+    # Each halving is M4's choice among the last one's points, not among every point: the
+    # trace is read whole once, and each later halving costs its own points, so a trace of n
+    # points is thinned in time linear in n, not n log n. The positions are compacted in
+    # place, each count's encoding done (its columns deflated) before the next overwrites them.
+    x = np.asarray(trace.x, dtype=np.float64)
+    at: np.ndarray | None = None
+    encodings = {}
+    for target in halvings:
+        if at is None:
+            at = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end, trace.rows)
+        else:
+            chosen = choose_among(x, trace.y, max(target, 4), at, trace.keep, trace.y_end)
+            at = keep_chosen(at, chosen)
+        encodings[target] = _encode_traces([trace], [target], budget, deflater, withhold, [at])[0]
+    return encodings
 
 
 def encode(
@@ -394,10 +407,12 @@ def _encode_traces(
     budget: Budget,
     deflater: _Deflater,
     withhold: bool = False,
+    thinned: list[np.ndarray] | None = None,
 ) -> list[_Encoded]:
     """Each trace's entry and its columns, each column marked `opening` when an opening view
     reads it (a level's, or a trace's without one); `_combined` makes them a plot's. With
-    `withhold`, the text of an encoding the page can never carry is withheld (`_withheld`)."""
+    `withhold`, the text of an encoding the page can never carry is withheld (`_withheld`).
+    `thinned` gives each trace's points at its target, as decimate chose them, where known."""
     named: list[dict[str, Any]] = []
 
     def column(enc: dict[str, Any], opening: bool) -> int:
@@ -406,18 +421,23 @@ def _encode_traces(
         return len(named) - 1
 
     out = []
-    for trace, target in zip(traces, targets, strict=True):
+    for k, (trace, target) in enumerate(zip(traces, targets, strict=True)):
         n = len(trace)
         x = np.asarray(trace.x, dtype=np.float64)
         rows = trace.rows
         # Millions of points are read through their positions a piece at a time: no gathered
-        # copy of a column. Positions in row order (a mask's, a thinning's in time order) are
-        # read as a mask over each piece's span of rows, which is faster than gathering.
+        # copy of a column. Positions in row order (a mask's, a thinning's in time order) that
+        # mark a good part of the rows are read as a mask over each piece's span of rows, which
+        # is faster than gathering them; sparser ones are gathered, which reads only them.
         idx: np.ndarray | None
         span_mask: np.ndarray | None = None
         if target < n:
-            idx = decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end, rows)
-            if len(idx) > PIECE:
+            idx = (
+                decimate(x, trace.y, max(target, 4), trace.keep, trace.y_end, rows)
+                if thinned is None
+                else thinned[k]
+            )
+            if len(idx) > PIECE and len(idx) * _DENSE_ENOUGH >= n:
                 span_mask = _mask_if_rising(idx, len(x))
         elif n > 1 and not never_back(x, rows):
             # Sorted by time, the page finds a view's points by binary search.
@@ -457,19 +477,19 @@ def _encode_traces(
             # so its level need not hold them all. The carried points are in time order (ties
             # in row order): thinned as the rows they came from, the same points are chosen
             # in the same order, with no copy of the carried columns.
-            carried = rows
-            if idx is not None:
-                carried = np.zeros(len(x), dtype=np.bool_)
-                carried[idx] = True
-            chosen = decimate(
-                x,
-                trace.y,
-                level_n,
-                None if marks or trace.keep is None else trace.keep,
-                trace.y_end,
-                carried,
-            )
-            del carried
+            level_keep = None if marks or trace.keep is None else trace.keep
+            if target < n:
+                # Among the thinned points, which are in x order: M4 reads those alone.
+                assert idx is not None
+                among = choose_among(x, trace.y, level_n, idx, level_keep, trace.y_end)
+                chosen = idx if among is None else idx[among]
+            else:
+                carried = rows
+                if idx is not None:
+                    carried = np.zeros(len(x), dtype=np.bool_)
+                    carried[idx] = True
+                chosen = decimate(x, trace.y, level_n, level_keep, trace.y_end, carried)
+                del carried
 
             def at(a: np.ndarray | None, chosen: np.ndarray = chosen) -> np.ndarray | None:
                 return None if a is None else np.asarray(a)[chosen]
@@ -638,6 +658,12 @@ def _piece_starts(mask: np.ndarray) -> np.ndarray:
         starts.append(at[first::PIECE] + lo)
         seen += len(at)
     return np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+
+
+# Positions that mark at least a quarter of a trace's rows are read through a mask of its rows
+# (`_mask_if_rising`); sparser ones are gathered. Filtering a span reads every row of it, and
+# gathering only the positions but each at a few times the cost of a row read in turn.
+_DENSE_ENOUGH = 4
 
 
 def _mask_if_rising(at: np.ndarray, n: int) -> np.ndarray | None:
