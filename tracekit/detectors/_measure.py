@@ -1343,7 +1343,6 @@ class AckAnswers:
     delay_s: npt.NDArray[np.float64]  # from the ACK to the next data segment (inf: none)
     sent: npt.NDArray[np.int64]  # the highest byte sent before the ACK
     line: npt.NDArray[np.int64]  # the ACK line once it arrived (the highest ACK so far)
-    following: npt.NDArray[np.int64]  # the next data segment after it (the data's length: none)
 
 
 def ack_answers(d: Direction) -> AckAnswers:
@@ -1361,7 +1360,7 @@ def _ack_answers(d: Direction) -> AckAnswers:
     if data_frame.size == 0:
         none = np.zeros(ack_frame.size, bool)
         nothing = np.zeros_like(line)
-        return AckAnswers(none, np.full(ack_frame.size, np.inf), nothing, line, nothing)
+        return AckAnswers(none, np.full(ack_frame.size, np.inf), nothing, line)
     following = search_sorted(data_frame, ack_frame)  # the first data segment after each ACK
     has = following < data_frame.size
     nxt = np.minimum(following, data_frame.size - 1)
@@ -1372,21 +1371,23 @@ def _ack_answers(d: Direction) -> AckAnswers:
     # never made whole (a column of the direction's length).
     sent = running_max_at(data["end_rel"].to_numpy(), np.maximum(following - 1, 0))
     sent_before = np.where(following > 0, sent, 0)
-    return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line, following)
+    return AckAnswers(answered, np.maximum(delay, 0.0), sent_before, line)
 
 
-def answer_bytes(d: Direction) -> npt.NDArray[np.int64]:
+def answer_bytes(d: Direction) -> npt.NDArray[np.uint32]:
     """Per ACK, the payload of the first data segment after it (0: none), as `ack_answers`
     pairs them. Computed once per direction (the send-buffer tests of window_limited and
-    rate_limit_cause share it)."""
+    rate_limit_cause share it), in the payload's own four bytes."""
 
-    def compute() -> npt.NDArray[np.int64]:
-        following = ack_answers(d).following
+    def compute() -> npt.NDArray[np.uint32]:
+        ack_frame = d.acks["frame"].to_numpy()
         length = d.data["len"].to_numpy()
         if length.size == 0:
-            return np.zeros(following.size, dtype=np.int64)
+            return np.zeros(ack_frame.size, dtype=np.uint32)
+        following = search_sorted(d.data["frame"].to_numpy(), ack_frame)
         has = following < length.size
-        return np.where(has, length[np.minimum(following, length.size - 1)], 0).astype(np.int64)
+        first = length[np.minimum(following, length.size - 1)]
+        return np.where(has, first, 0).astype(np.uint32, copy=False)
 
     return d.memo("answer_bytes", compute)
 

@@ -669,6 +669,9 @@ class RateLimitCause(Detector):
         dt = warp(data["t_s"].to_numpy())
         resent = kind_mask(data, "retransmission", "partial_retransmission")
         sent, retrans = _window_sums(dt, resent, t0, length, n)
+        # A byte a segment, let go before the flight levels are made beside it.
+        lossless = not resent.any()
+        del resent
         any_loss_before = np.cumsum(retrans) - retrans > 0
         top, rwnd, has_rwnd = flight_levels(d)
         # Not a copy of the column to partition: only its largest twentieth is held.
@@ -738,7 +741,6 @@ class RateLimitCause(Detector):
         judged |= held
         # Those windows are the timer's but for the time a window held the sender.
         held_share[timed | held] = np.nan
-        lossless = not resent.any()
         # A sending host whose answer to an ACK (`turnaround_s`) outlasts the round trip set
         # the rate itself: the ACKs come back sooner than it sends on, so the flight is what
         # it gets through, and a congestion window that no loss cut is never filled (Linux
