@@ -33,7 +33,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tracekit.detectors._measure import data_directions, min_rtt_s, resend_counts
+from tracekit.detectors._measure import (
+    data_directions,
+    min_rtt_s,
+    resend_counts,
+    running_max_at,
+)
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
 from tracekit.series import kind_mask
@@ -115,9 +120,11 @@ def classify(
     kk = np.maximum(k, 0)
     has_ack = k >= 0
     line_at = np.where(has_ack, line[kk] if len(acks) else 0, -1)
-    # The highest byte sent before each retransmission, and the previous segment's time.
-    high = np.maximum.accumulate(seg["end_rel"].to_numpy().astype(np.int64, copy=False))
-    prev_high = np.where(idx > 0, high[np.maximum(idx - 1, 0)], 0)
+    # The highest byte sent before each retransmission (the running maximum read where they
+    # fall, never made whole: a column of the direction's length), and the previous segment's
+    # time.
+    end = seg["end_rel"].to_numpy().astype(np.int64, copy=False)
+    prev_high = np.where(idx > 0, running_max_at(end, np.maximum(idx - 1, 0)), 0)
     seg_t = seg["t_s"].to_numpy()
     prev_seg_t = np.where(idx > 0, seg_t[np.maximum(idx - 1, 0)], -np.inf)
     prev_ack_t = np.where(has_ack, ack_t[kk] if len(acks) else 0.0, -np.inf)
