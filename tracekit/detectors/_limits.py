@@ -331,15 +331,15 @@ def _last_new(data_end: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> n
 
 def after_short_tail(
     data_end: npt.NDArray[np.int64], length: npt.NDArray[np.integer], segment: int
-) -> npt.NDArray[np.bool_]:
+) -> npt.NDArray[np.uint8]:
     """Per data segment, whether the new data sent last before it ended short of a whole
     `segment` (`wire_segment_bytes`): the sender's queue had emptied there (RFC 9293 3.7.4,
     Nagle; Linux pushes a write's partial tail, tcp_push), so what it sends next came from
     the application, not from a queue a timer held. Retransmissions below the highest byte
-    sent are not new data. A block at a time: no column as long as the transfer but the
-    answer."""
+    sent are not new data. A bit a segment (`bit_at`), a block at a time: no column as long
+    as the transfer but the answer, an eighth of a byte a segment."""
     n = data_end.size
-    out = np.zeros(n, dtype=bool)
+    out = np.zeros(_bit_bytes(n), dtype=np.uint8)
     if n < 2 or segment <= 0:
         return out
     high = None
@@ -356,20 +356,32 @@ def after_short_tail(
         last = np.where(new, np.arange(block.size), -1)
         np.maximum.accumulate(last, out=last)
         state = np.where(last >= 0, short[np.maximum(last, 0)], last_short)
-        out[at] = last_short if at else False
-        out[at + 1 : at + block.size] = state[:-1]
+        flags = np.empty(block.size, dtype=bool)
+        flags[0] = last_short if at else False
+        flags[1:] = state[:-1]
+        # Blocks start on whole bytes of bits (_BLOCK_ROWS is a multiple of 8).
+        out[at >> 3 : (at + block.size + 7) >> 3] = np.packbits(flags, bitorder="little")
         last_short = bool(state[-1])
     return out
 
 
-def from_empty_queue(direction: Direction) -> npt.NDArray[np.bool_]:
+def _bit_bytes(n: int) -> int:
+    return (n + 7) >> 3
+
+
+def bit_at(bits: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """The flags of `rows` from flags kept a bit a row, in `np.packbits`' little bit order."""
+    return ((bits[rows >> 3] >> (rows & 7).astype(np.uint8)) & 1).astype(bool)
+
+
+def from_empty_queue(direction: Direction) -> npt.NDArray[np.uint8]:
     """Per data segment, whether the sender sent it from an empty queue: the new data before
     it ended short of a segment (`after_short_tail`: nothing more was queued) and every byte
     sent was acknowledged when it left (`_all_acknowledged`: nothing in flight). The kernel's
     busy clock had stopped (tcp_chrono_stop), and the application's next write released it,
-    neither a pacer's timer nor an ACK. Once per direction."""
+    neither a pacer's timer nor an ACK. A bit a segment (`bit_at`); once per direction."""
 
-    def compute() -> npt.NDArray[np.bool_]:
+    def compute() -> npt.NDArray[np.uint8]:
         data, acks = direction.data, direction.acks
         data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
         length = data["len"].to_numpy()
@@ -390,9 +402,9 @@ def _all_acknowledged(
     ack_frame: np.ndarray, ack_line: np.ndarray, data_frame: np.ndarray, data_end: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
     """Per data segment, whether every byte sent before it was acknowledged by then (ACKs and
-    data merged in capture order by frame number). As long as the data segments."""
+    data merged in capture order by frame number). A bit a segment (`bit_at`)."""
     n_ack, n_data = ack_frame.size, data_frame.size
-    out = np.zeros(n_data, dtype=np.bool_)
+    out = np.zeros((n_data + 7) >> 3, dtype=np.uint8)
     una = np.int64(-1)
     nxt = np.int64(-1)
     i = 0
@@ -400,7 +412,8 @@ def _all_acknowledged(
         while i < n_ack and ack_frame[i] < data_frame[j]:
             una = max(una, ack_line[i])
             i += 1
-        out[j] = nxt <= una
+        if nxt <= una:
+            out[j >> 3] |= np.uint8(1 << (j & 7))
         nxt = max(nxt, data_end[j])
     return out
 
@@ -676,7 +689,7 @@ def _bursts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """The sender's bursts in capture order: (start, bytes, flags), where `_starts_burst`
     starts one (the segment before ended at the `line` rate); `_limit_runs` groups them by the
-    same rule. A burst whose first segment is `emptied` (`from_empty_queue`) is EMPTIED; one
+    same rule. A burst whose first segment is `emptied` (`from_empty_queue`'s bits) is EMPTIED; one
     whose first segment is `resent` with no ACK since the burst before is RESENT.
     Counted first, then filled: the arrays are as long as the bursts."""
     n_ack, n_data = ack_frame.size, data_frame.size
@@ -711,7 +724,7 @@ def _bursts(
             start[b] = t
             if after_ack:
                 flags[b] = AFTER_ACK | (ANSWERED if t - last_ack <= release else 0)
-            if emptied[j]:
+            if (emptied[j >> 3] >> (j & 7)) & 1:
                 flags[b] |= EMPTIED
             if resent[j] and not after_ack:
                 flags[b] |= RESENT

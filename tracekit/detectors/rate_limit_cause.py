@@ -50,6 +50,7 @@ from tracekit.detectors._limits import (
     BURST_S,
     NETWORK,
     RECEIVE_WINDOW,
+    bit_at,
     from_empty_queue,
     least_shift,
     limit_states,
@@ -1230,7 +1231,7 @@ def _paced_windows(
     rtts: tuple[float, float],
     turnaround: float,
     fraction: float,
-    emptied: npt.NDArray[np.bool_] | None = None,
+    emptied: npt.NDArray[np.uint8] | None = None,
     pace: tuple[npt.NDArray[np.float64], float] | None = None,
     edges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
 ) -> tuple[
@@ -1320,9 +1321,10 @@ def _paced_windows(
     soon = max(2 * line, 0.25 * spacing)
     # A burst starts where a segment does not follow the one before back to back (a gap of
     # more than two serialisation times: one for the NIC's queue ahead of the capture). The
-    # first segment has none before it (a time of -inf).
+    # first segment has none before it (a time of -inf). `after_ack`: the indices of the
+    # segments that start a burst after an ACK.
     after_ack, delay, between = _burst_starts(t, ack_t, 2 * line)
-    if not after_ack.any():
+    if after_ack.size == 0:
         return untold
     known = np.isfinite(between)
     opened = _opened_by_ack(t, ack_t, after_ack, edges)
@@ -1351,9 +1353,8 @@ def _paced_windows(
     if emptied is not None:
         # A burst sent from an empty queue (`from_empty_queue`): the application's write
         # released it, neither a pacer's timer nor the ACK.
-        keep = ~emptied[after_ack]
-        after_ack[np.flatnonzero(after_ack)[~keep]] = False
-        delay, between = delay[keep], between[keep]
+        keep = ~bit_at(emptied, after_ack)
+        after_ack, delay, between = after_ack[keep], delay[keep], between[keep]
         known, opened = known[keep], opened[keep]
     # In place: each step a column as long as the bursts, made once.
     w_s = t[after_ack]
@@ -1371,8 +1372,8 @@ def _paced_windows(
         writer = known & (delay > soon) & (between > wait_most[w])
         if writer.any():
             keep = ~writer
-            after_ack[np.flatnonzero(after_ack)[writer]] = False
-            delay, between, known, w = delay[keep], between[keep], known[keep], w[keep]
+            after_ack, delay, between = after_ack[keep], delay[keep], between[keep]
+            known, w = known[keep], w[keep]
             opened = opened[keep]
     # The part of each start's wait the pacer can have held it (see `edges` above), and per
     # window the time it cannot have: before an ACK that opened a full window, and past the
@@ -1436,12 +1437,12 @@ def _window_edges(
 def _opened_by_ack(
     t: npt.NDArray[np.float64],
     ack_t: npt.NDArray[np.float64],
-    after_ack: npt.NDArray[np.bool_],
+    at: npt.NDArray[np.int64],
     edges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
 ) -> npt.NDArray[np.bool_]:
-    """Per burst start after an ACK (`after_ack`), whether its segment ended past every
-    receive-window edge offered before that ACK: the ACK opened the window it left in."""
-    at = np.flatnonzero(after_ack)
+    """Per burst start after an ACK (`at`, the starts' segments), whether its segment ended
+    past every receive-window edge offered before that ACK: the ACK opened the window it left
+    in."""
     if edges is None or at.size == 0:
         return np.zeros(at.size, dtype=bool)
     end, edge = edges
@@ -1458,19 +1459,20 @@ _BLOCK_ROWS = 1 << 18
 
 def _burst_starts(
     t: npt.NDArray[np.float64], ack_t: npt.NDArray[np.float64], gap: float
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Per segment, whether it starts a burst (more than `gap` after the segment before it;
-    the first, after none, does) that follows an ACK come since the segment before it; and,
-    for those starts, the time since that ACK and the time since the burst start before it
-    (NaN for the first start). A block of segments at a time: the last ACK before each, and
-    the starts' times, are never held for the whole transfer."""
-    after_ack = np.empty(t.size, dtype=bool)
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The segments (their indices, in order) that start a burst (more than `gap` after the
+    segment before it; the first, after none, does) that follows an ACK come since the segment
+    before it; and, for those starts, the time since that ACK and the time since the burst
+    start before it (NaN for the first start). A block of segments at a time: the last ACK
+    before each, and the starts' times, are never held for the whole transfer, nor a flag per
+    segment."""
     # A start counts only with an ACK later than the segment before it and no later than
     # itself: in time order those spans never overlap, so no ACK counts twice, and there are
     # at most as many such starts as ACKs (a few per round trip on a bulk transfer, not one per
     # segment). Times that run backwards (a capture's clock stepped) can break the bound: then
     # the columns grow to one row per segment, the most there can be.
     room = min(t.size, ack_t.size)
+    where = np.empty(room, dtype=np.int64)
     delay = np.empty(room)
     between = np.empty(room)
     count = 0
@@ -1484,24 +1486,25 @@ def _burst_starts(
         last_ack = ack_t[np.maximum(k, 0, out=k)]
         del k
         starts = np.flatnonzero(block - before > gap)
-        answers = after_ack[at : at + block.size]
-        answers[:] = False
+        answers = np.zeros(block.size, dtype=bool)
         answers[starts] = True
         answers &= acked
         answers &= last_ack > before
-        took = block[answers] - last_ack[answers]
-        if count + took.size > delay.size:
+        found = np.flatnonzero(answers)
+        if count + found.size > delay.size:
+            where = np.resize(where, t.size)
             delay, between = np.resize(delay, t.size), np.resize(between, t.size)
-        delay[count : count + took.size] = took
+        where[count : count + found.size] = found + at
+        delay[count : count + found.size] = block[found] - last_ack[found]
         start_t = block[starts]
         since = np.empty(start_t.size)
         if start_t.size:
             since[0] = start_t[0] - previous
             np.subtract(start_t[1:], start_t[:-1], out=since[1:])
             previous = start_t[-1]
-        between[count : count + took.size] = since[answers[starts]]
-        count += took.size
-    return after_ack, delay[:count], between[:count]
+        between[count : count + found.size] = since[answers[starts]]
+        count += found.size
+    return where[:count], delay[:count], between[:count]
 
 
 def _pooled(count: npt.NDArray[np.int64], least: int) -> npt.NDArray[np.int64]:
