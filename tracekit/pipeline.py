@@ -215,9 +215,13 @@ def analyze(
         SERIES_COLUMNS | PACKET_COLUMN_NAMES | merged_columns
     )
     done()
+    # Of the receiver's series, only the tables asked for are made, and of its packets only
+    # the columns those and the merge read are kept: the RTT table's own columns (options and
+    # echoed timestamps, 5 bytes a packet) go before the merge's working memory is added.
+    wanted = None if isinstance(receiver_series, bool) else receiver_series
     rcv_conns = (
         connections(cast(Capture, captures.pop()), udp_layout).keeping(
-            merged_columns | (SERIES_COLUMNS if receiver_series else frozenset())
+            merged_columns | (packet_columns_read(wanted) if receiver_series else frozenset())
         )
         if pair
         else None
@@ -246,7 +250,6 @@ def analyze(
         # Only the tables asked for: the flight table (16 bytes a data segment, and its
         # working memory) and the RTT samples are not made where the report's receiver TSG is
         # all that reads them, nor the packet columns only those read kept.
-        wanted = None if isinstance(receiver_series, bool) else receiver_series
         rcv_conns = rcv_conns.keeping(
             packet_columns_read(wanted) if receiver_series else frozenset()
         )
