@@ -132,6 +132,13 @@ def record(path: Path, packets: int, at_sender: bool = False) -> None:
 
 def timed(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB, from GNU time) of one command, output discarded."""
+    run = measured(cmd)
+    return run["seconds"], run["peak_rss_mib"]
+
+
+def measured(cmd: list[str]) -> dict[str, float]:
+    """One command's wall seconds, peak RSS (MiB) and MiB read from the disk rather than the
+    page cache (GNU time's file system inputs, 512-byte blocks), output discarded."""
     start = time.perf_counter()
     proc = subprocess.run(
         ["/usr/bin/time", "-v", *cmd],
@@ -143,10 +150,14 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed: {proc.stderr[-500:]}")
-    for line in proc.stderr.splitlines():
-        if "Maximum resident set size" in line:
-            return seconds, int(line.split(":")[1]) / 1024
-    raise RuntimeError("no peak RSS in /usr/bin/time output")
+    said = dict(line.strip().rsplit(": ", 1) for line in proc.stderr.splitlines() if ": " in line)
+    if "Maximum resident set size (kbytes)" not in said:
+        raise RuntimeError("no peak RSS in /usr/bin/time output")
+    return {
+        "seconds": seconds,
+        "peak_rss_mib": int(said["Maximum resident set size (kbytes)"]) / 1024,
+        "disk_read_mib": int(said.get("File system inputs", "0")) * 512 / 2**20,
+    }
 
 
 def turns(cmds: dict[str, list[str]], count: int) -> dict[str, list[tuple[float, float]]]:

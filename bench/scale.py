@@ -7,7 +7,9 @@
 2. Runs, in a fresh process each, `tracekit ingest`, `analyze --json` and `report` of the sender
    capture, and `analyze --json` and `report` of the pair, turn after turn (the commands take
    turns, so that a drift in the machine's speed falls on all of them alike), and records the
-   wall time and the peak RSS (GNU time) of each.
+   wall time, the peak RSS and the MiB read from the disk rather than the page cache (GNU time)
+   of each: a pair's captures and its analysis may not all fit in memory at once, and the time
+   of a run that reads from the disk is partly the disk's.
 3. Prints, per size and command, the median and the range of the turns, the peak RSS against
    the budget (100 bytes per packet plus 300 MB, the packets of both captures for a pair), and
    per command the slope of time and of memory against packets (a least-squares line over the
@@ -38,6 +40,7 @@ from ingest import (
     NS_SEND,
     SNAPLEN,
     compile_installed_sources,
+    measured,
     namespaces,
     spread,
     timed,
@@ -165,20 +168,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             cmds = commands(size, Path(tmp))
-            runs: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
             load = os.getloadavg()[0]
             for _ in range(args.turns):
                 for name, (cmd, _) in cmds.items():
-                    runs[name].append(timed(cmd))
+                    runs[name].append(measured(cmd))
             for name, (_, packets) in cmds.items():
-                rss = spread([r[1] for r in runs[name]])
+                rss = spread([r["peak_rss_mib"] for r in runs[name]])
                 budget = BUDGET_FIXED_MB * 1e6 / 2**20 + packets * BUDGET_BYTES_PER_PACKET / 2**20
                 results[f"{size} {name}"] = {
                     "size": size,
                     "command": name,
                     "packets": packets,
-                    "seconds": spread([r[0] for r in runs[name]]),
+                    "seconds": spread([r["seconds"] for r in runs[name]]),
                     "peak_rss_mib": rss,
+                    "disk_read_mib": spread([r["disk_read_mib"] for r in runs[name]]),
                     "budget_mib": budget,
                     "bytes_per_packet": (rss["median"] - base) * 2**20 / packets,
                     "load_average_before": load,
@@ -204,14 +208,15 @@ def main() -> None:
     print(f"baseline (analyze of a one-connection capture): {base:.0f} MiB peak RSS")
     print(f"median (lowest-highest) of {args.turns} turns; budget 100 B/packet + 300 MB")
     header = ("size", "command", "packets", "seconds", "peak RSS MiB", "budget", "within")
-    print("{:>5} {:13} {:>11} {:>26} {:>24} {:>7} {:>6}".format(*header))
+    print("{:>5} {:13} {:>11} {:>26} {:>24} {:>7} {:>6} {:>20}".format(*header, "disk read MiB"))
     for r in results.values():
-        s, m = r["seconds"], r["peak_rss_mib"]
+        s, m, d = r["seconds"], r["peak_rss_mib"], r["disk_read_mib"]
         print(
             f"{r['size']:>5} {r['command']:13} {r['packets']:>11,} "
             f"{s['median']:8.1f} ({s['low']:.1f}-{s['high']:.1f}) "  # type: ignore[index]
             f"{m['median']:10,.0f} ({m['low']:,.0f}-{m['high']:,.0f}) "  # type: ignore[index]
-            f"{r['budget_mib']:7,.0f} {'yes' if m['median'] <= r['budget_mib'] else 'no':>6}"  # type: ignore[index]
+            f"{r['budget_mib']:7,.0f} {'yes' if m['median'] <= r['budget_mib'] else 'no':>6} "  # type: ignore[index]
+            f"{d['median']:8,.0f} ({d['low']:,.0f}-{d['high']:,.0f})"  # type: ignore[index]
         )
     print(f"slopes over the sizes (this machine: {total_mib:,.0f} MiB)")
     for name, sl in slopes.items():
