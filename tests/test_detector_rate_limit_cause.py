@@ -1021,6 +1021,39 @@ def test_a_writers_clock_is_not_a_pacers(tmp_path: Path) -> None:
     assert found.evidence["cause"] != "pacing"
 
 
+def test_a_host_slower_than_a_quarter_of_its_acks_spacing_is_no_pacer(tmp_path: Path) -> None:
+    # An ACK-clocked sender on a fast path: an ACK of two segments every 90 us, each answered
+    # with the next two, back to back, after the host's own 40-75 us (interrupt, socket lock,
+    # scheduling). No answer comes within a quarter of the ACKs' spacing, yet every one comes
+    # as soon as this host answers anything: its ACKs, not a timer, release the data.
+    from tests.helpers.crafting import OPTS, c2s, s2c
+
+    rng = np.random.default_rng(3)
+    size, rtt, spacing, serial = 1000, 0.0018, 90e-6, 12e-6
+    packets = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C, 0, 0, OPTS),
+        tcp(0.1, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, 0, OPTS),
+        c2s(0.1001, "A", 1),
+    ]
+    first = 40  # the flight the ACKs keep, in segments: a round trip of them
+    for i in range(first):
+        packets.append(c2s(0.2 + serial * i, "A", 1 + size * i, size))
+    sent = first
+    for k in range(600):
+        at = 0.2 + rtt + spacing * k
+        packets.append(s2c(at, 1 + size * 2 * (k + 1)))
+        answer = at + rng.uniform(40e-6, 75e-6)
+        for i in range(2):
+            packets.append(c2s(answer + serial * i, "A", 1 + size * sent, size))
+            sent += 1
+    packets.sort(key=lambda p: float(p.time))  # type: ignore[attr-defined]
+    ctx = context(write(tmp_path / "acked.pcap", packets))
+    (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
+    assert found.evidence["paced_untold_fraction"] < 0.5
+    assert found.evidence["paced_departures_fraction"] < 0.5
+    assert found.evidence["cause"] != "pacing"
+
+
 def _lan_hosts_set_the_rate(name: str) -> bool:
     """Whether the lab's truth says a veth pair's hosts set the rate: a direct veth (no
     bottleneck, no delay), no retransmission (the kernel's counter), no pacer configured, and

@@ -1220,6 +1220,12 @@ def _buffer_refills(
 PACED_MIN_STARTS = 8
 # How many of the host's turnarounds a timer's regular interval must pass (`_paced_windows`).
 HOST_PACE_TURNAROUNDS = 2.0
+# The host's least answer to an ACK, read as this quantile of the delays of the starts after
+# an ACK: the floor of an ACK clock's answers, past a stray early start or two.
+HOST_FLOOR_QUANTILE = 0.1
+# An answer as late as this many of the host's floor is still the host's at once: its own path
+# through the stack, then as long again waiting its turn (`_paced_windows`).
+ANSWER_SPREAD = 2.0
 
 
 def _paced_windows(
@@ -1356,6 +1362,22 @@ def _paced_windows(
         keep = ~bit_at(emptied, after_ack)
         after_ack, delay, between = after_ack[keep], delay[keep], between[keep]
         known, opened = known[keep], opened[keep]
+    if delay.size >= PACED_MIN_STARTS:
+        # At once is also as soon as this host answers. An ACK-clocked start waits the host's
+        # own answer time (interrupt, socket lock, scheduling: microseconds to hundreds, on any
+        # path), never less than its floor, which the fastest tenth of the starts reads, and
+        # its turn behind other work stretches that by as much again. A pacer's starts fall
+        # at random against the ACKs, their delays spread from nothing to the ACKs' spacing:
+        # twice their tenth percentile is a fifth of the spacing, under the quarter above, and
+        # the bound stays where it was. Where the host's floor is near the ACKs' spacing (a
+        # fast path's ACKs, tens of microseconds apart), a quarter of the spacing would call
+        # every answer of the host late, and the host a pacer. A host that keeps up answers
+        # each ACK before the next one comes: a floor as long as the ACKs' spacing is no
+        # host's answer but another clock's (an application's writes, a pacer locked to its
+        # ACKs' phase), and at once stays within the spacing.
+        floor = float(np.quantile(delay, HOST_FLOOR_QUANTILE))
+        if floor < spacing:
+            soon = max(soon, min(ANSWER_SPREAD * floor, spacing))
     # In place: each step a column as long as the bursts, made once.
     w_s = t[after_ack]
     w_s -= t0
