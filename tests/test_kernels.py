@@ -88,6 +88,30 @@ def test_importing_the_later_stages_imports_no_numba() -> None:
     assert _run(code).stdout.split() == ["False"]
 
 
+@pytest.mark.parametrize("name", ["clean", "paced_sender", "bursty_sender", "receiver_drops"])
+def test_a_report_of_a_lab_pair_runs_without_numba(name: str, tmp_path: Path) -> None:
+    # The later stages' loops are built ahead of time for the argument types a report passes
+    # them (LATER_SPECS); a loop whose types changed without its spec would quietly go to
+    # numba, which then compiles it in every run: seconds and a hundred MiB more.
+    if not kernels.later_ahead_of_time():
+        pytest.skip("the later stages' loops are not built ahead of time in this tree")
+    folder = ROOT / "fixtures" / "captures" / name
+    sender = next(folder.glob("sender.pcap*"))
+    receiver = next(folder.glob("receiver.pcap*"))
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tracekit.cli.main import cli\n"
+        "out = sys.argv[3]\n"
+        "result = CliRunner().invoke(cli, ['report', sys.argv[1], '--receiver', sys.argv[2],"
+        " '-o', out])\n"
+        "assert result.exit_code in (0, 1), result.output\n"
+        "print('numba' in sys.modules)\n"
+    )
+    ran = _run(code, str(sender), str(receiver), str(tmp_path / "r.html"))
+    assert ran.stdout.split()[-1:] == ["False"]
+
+
 @kernels.jit
 def _double(x: int) -> int:  # pragma: no cover - compiled
     return 2 * x

@@ -111,7 +111,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
     "tracekit.detectors._limits": {
         "_all_acknowledged": (("u4[:]r", "i8[:]r", "u4[:]r", "i8[:]r"),),
         "_bursts": (
-            ("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "b1[:]", "b1[:]", "f8", "f8"),
+            ("u4[:]r", "u4[:]r", "f8[:]r", "f8[:]r", "u4[:]r", "u1[:]", "b1[:]", "f8", "f8"),
         ),
         "_limit_runs": (
             (
