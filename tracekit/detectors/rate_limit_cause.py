@@ -1374,7 +1374,9 @@ def _paced_windows(
         # every answer of the host late, and the host a pacer. A host that keeps up answers
         # each ACK before the next one comes: a floor as long as the ACKs' spacing is no
         # host's answer but another clock's (an application's writes, a pacer locked to its
-        # ACKs' phase), and at once stays within the spacing.
+        # ACKs' phase), and at once stays within the spacing. A pacer locked to its ACKs'
+        # phase at a delay under their spacing reads as answering them at once here; the
+        # second way below tells it, its starts keeping their spacing better than their delays.
         floor = float(np.quantile(delay, HOST_FLOOR_QUANTILE))
         if floor < spacing:
             soon = max(soon, min(ANSWER_SPREAD * floor, spacing))
