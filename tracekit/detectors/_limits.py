@@ -339,7 +339,7 @@ def after_short_tail(
     sent are not new data. A bit a segment (`bit_at`), a block at a time: no column as long
     as the transfer but the answer, an eighth of a byte a segment."""
     n = data_end.size
-    out = np.zeros(_bit_bytes(n), dtype=np.uint8)
+    out = np.zeros((n + 7) >> 3, dtype=np.uint8)
     if n < 2 or segment <= 0:
         return out
     high = None
@@ -363,10 +363,6 @@ def after_short_tail(
         out[at >> 3 : (at + block.size + 7) >> 3] = np.packbits(flags, bitorder="little")
         last_short = bool(state[-1])
     return out
-
-
-def _bit_bytes(n: int) -> int:
-    return (n + 7) >> 3
 
 
 def bit_at(bits: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
