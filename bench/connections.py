@@ -106,7 +106,7 @@ def main() -> None:
         [tracekit, "flows", "--json", str(capture)], check=True, capture_output=True, text=True
     )
     n = len(json.loads(flows.stdout))
-    seconds = turns(
+    seconds, _cpu = turns(
         {
             "tracekit analyze": [tracekit, "analyze", str(capture)],
             "tracekit report": [tracekit, "report", str(capture), "-o", "report.html"],

@@ -17,7 +17,7 @@ from tracekit.cli.main import cli
 
 from tests.helpers.exchange import lan_stepped_path, stepped_path
 from tracekit.capture import read_capture
-from tracekit.detectors._rtt_steps import rtt_steps
+from tracekit.detectors._rtt_steps import rtt_steps, too_short
 from tracekit.pipeline import analyze
 
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
@@ -112,13 +112,9 @@ def test_a_path_that_shortened_under_a_standing_window_quotes_the_path_s_rtts(
     assert "path change at" in out
 
 
-def test_a_lone_segments_late_ack_is_no_evidence_of_the_paths_round_trip() -> None:
-    # A standing queue at 24 Mbit/s: every sample's RTT is its flight over the rate (no
-    # sample is queue-free), its flight climbing 20 to 25 kB, cut to 15 kB by a loss. The one
-    # sample just before the loss is a lone segment's ACK that waited (the segment after it
-    # was lost, or the delayed-ACK timer ran): 12% over its flight's drain time, the only
-    # sample of its bin. Taken as the path's round trip it makes the fall of the floor to the
-    # cut window's queue a path change; an ACK not owed at once is no such evidence.
+def _lone_late_ack() -> tuple[list[np.ndarray], np.ndarray]:
+    """A standing queue at 24 Mbit/s with one lone segment's late ACK (below): the samples'
+    departures, RTTs and flights, and whether each one's ACK was owed at once."""
     rate = 3e6  # bytes per second
     departure, rtt, flight, owed = [], [], [], []
     for i in range(20):  # the first round: one segment in flight, queue-free at 1 ms
@@ -140,11 +136,38 @@ def test_a_lone_segments_late_ack_is_no_evidence_of_the_paths_round_trip() -> No
     flight.append(24_616)
     owed.append(False)
     order = np.argsort(departure)
-    args = [np.asarray(x)[order] for x in (departure, rtt, flight)]
-    at_once = np.asarray(owed)[order]
+    return [np.asarray(x)[order] for x in (departure, rtt, flight)], np.asarray(owed)[order]
+
+
+def test_a_lone_segments_late_ack_is_no_evidence_of_the_paths_round_trip() -> None:
+    # A standing queue at 24 Mbit/s: every sample's RTT is its flight over the rate (no
+    # sample is queue-free), its flight climbing 20 to 25 kB, cut to 15 kB by a loss. The one
+    # sample just before the loss is a lone segment's ACK that waited (the segment after it
+    # was lost, or the delayed-ACK timer ran): 12% over its flight's drain time, the only
+    # sample of its bin. Taken as the path's round trip it makes the fall of the floor to the
+    # cut window's queue a path change; an ACK not owed at once is no such evidence.
+    args, at_once = _lone_late_ack()
+    rate = 3e6
     # Taken as owed at once, the lone sample reads as a longer path, and a fall is called.
     assert rtt_steps(*args, rate * 8, 0.0)
     assert rtt_steps(*args, rate * 8, 0.0, at_once) == ()
+
+
+def test_samples_too_few_for_a_step_each_side_are_told_before_the_path_is_measured() -> None:
+    # `too_short` lets a direction skip measuring its path's rate and its host's time (a load
+    # test's thousands of short connections): it must say so only where no step can be found
+    # whatever those are. The samples above hold a step (taken as all owed at once); every
+    # prefix of them too short for a span of bins each side of a step finds none, at any rate.
+    (departure, rtt, flight), _ = _lone_late_ack()
+    assert not too_short(departure, rtt)
+    assert rtt_steps(departure, rtt, flight, 3e6 * 8, 0.0)
+    short = 0
+    for n in range(0, departure.size, 7):
+        if too_short(departure[:n], rtt[:n]):
+            short += 1
+            for bps in (1e5, 2.4e7, 1e10):
+                assert rtt_steps(departure[:n], rtt[:n], flight[:n], bps, 0.0) == ()
+    assert short > 5
 
 
 @pytest.mark.parametrize(("step_s", "called"), [(10e-6, False), (200e-6, True)])

@@ -30,7 +30,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import BLOCK_ROWS, percentile_in_blocks
 from tracekit.core.search import search_sorted
-from tracekit.detectors._rtt_steps import RttStep, rtt_steps
+from tracekit.detectors._rtt_steps import RttStep, rtt_steps, too_short
 from tracekit.detectors.base import AnalysisContext
 from tracekit.findings import Finding
 from tracekit.merge.clock import PathPhase, joined_phases
@@ -747,7 +747,7 @@ def rtt_steps_of(direction: Direction) -> tuple[RttStep, ...]:
         rtt = direction.rtt["rtt_s"].to_numpy()
         departure = t - rtt
         flight = direction.flight
-        if flight.empty:
+        if flight.empty or too_short(departure, rtt):
             return ()
         # The bytes in flight just after each sampled segment left (the flight table has a row
         # per data segment; a departure before the first is the first's).

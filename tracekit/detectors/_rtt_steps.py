@@ -96,6 +96,36 @@ def _bin_floors(
     return out
 
 
+def too_short(departure_s: npt.NDArray[np.float64], rtt_s: npt.NDArray[np.float64]) -> bool:
+    """Whether the samples span too few bins for a step to be told on either side of it: then
+    `rtt_steps` finds none, whatever the flight, the path's rate and the host's time, and those
+    need not be measured (a load test's thousands of short connections)."""
+    ok = _usable(departure_s, rtt_s)
+    return _bins(departure_s[ok], rtt_s[ok]) is None
+
+
+def _usable(
+    departure_s: npt.NDArray[np.float64], rtt_s: npt.NDArray[np.float64]
+) -> npt.NDArray[np.bool_]:
+    return np.asarray(np.isfinite(departure_s) & np.isfinite(rtt_s) & (rtt_s > 0))
+
+
+def _bins(
+    t: npt.NDArray[np.float64], rtt: npt.NDArray[np.float64]
+) -> tuple[float, float, int] | None:
+    """The first bin's start, the bins' width and their count over usable samples; None where
+    they are too few for a span of bins on each side of a step."""
+    if t.size < 2:
+        return None
+    lo, span = float(t.min()), float(t.max() - t.min())
+    if span <= 0:
+        return None
+    base = float(rtt.min())
+    width = max(STEP_BIN_RTTS * base, span * STEP_BIN_PACKETS / t.size, span / MAX_STEP_BINS)
+    n = int(span / width) + 1
+    return None if n < 2 * STEP_SPAN_BINS else (lo, width, n)
+
+
 def rtt_steps(
     departure_s: npt.NDArray[np.float64],
     rtt_s: npt.NDArray[np.float64],
@@ -120,19 +150,15 @@ def rtt_steps(
     many turnarounds, and the rule never applies. `owed` says per sample whether its ACK was
     owed at once (None: every one was); only those are evidence of the path's round trip.
     """
-    ok = np.isfinite(departure_s) & np.isfinite(rtt_s) & (rtt_s > 0)
+    ok = _usable(departure_s, rtt_s)
     t, rtt, flight = departure_s[ok], rtt_s[ok], flight_bytes[ok]
     at_once = np.ones(t.size, dtype=bool) if owed is None else owed[ok]
-    if path_bps is None or not path_bps > 0 or t.size < 2:
+    if path_bps is None or not path_bps > 0:
         return ()
-    lo, span = float(t.min()), float(t.max() - t.min())
-    if span <= 0 or float(rtt.min()) < host_s:
+    bins = _bins(t, rtt)
+    if bins is None or float(rtt.min()) < host_s:
         return ()
-    base = float(rtt.min())
-    width = max(STEP_BIN_RTTS * base, span * STEP_BIN_PACKETS / t.size, span / MAX_STEP_BINS)
-    n = int(span / width) + 1
-    if n < 2 * STEP_SPAN_BINS:
-        return ()
+    lo, width, n = bins
     at = _bin_floors(t, rtt, lo, width, n)
     filled = at >= 0
     floor = np.where(filled, rtt[np.maximum(at, 0)], np.inf)
