@@ -1021,6 +1021,48 @@ def test_a_writers_clock_is_not_a_pacers(tmp_path: Path) -> None:
     assert found.evidence["cause"] != "pacing"
 
 
+def test_a_pacer_holds_nothing_while_its_application_has_written_nothing(
+    tmp_path: Path,
+) -> None:
+    # A paced sender (BBR's, say) whose application writes 40.5 segments every 400 ms on a
+    # 20 ms path: the pacer lets each write out two segments at a time, 2 ms apart, keeping
+    # its interval while the ACKs of the first pairs come back. The sender is busy (the
+    # kernel's clock: data unacknowledged) from the write until its last ACK, 60 ms, and the
+    # pacer held the write's later pairs back for 40 of them. From the write's short tail on
+    # nothing is queued, and the round trip its last ACKs take is no pacer's: the kernel's
+    # samples find nothing waiting then.
+    from tests.helpers.crafting import OPTS, c2s, s2c
+
+    mss, rtt, interval, period = 1000, 0.02, 0.002, 0.4
+    per_write = 40_500
+    packets = [
+        tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C, 0, 0, OPTS),
+        tcp(rtt, SERVER, CLIENT, 80, 40000, "SA", S, C + 1, 0, OPTS),
+        c2s(rtt + 0.0001, "A", 1),
+    ]
+    rng = np.random.default_rng(7)
+    held = busy = 0.0
+    rel = 1
+    for k in range(20):
+        start = 0.1 + period * k
+        sizes = [mss] * (per_write // mss) + [per_write % mss]
+        at = start
+        for i in range(0, len(sizes), 2):
+            if i:
+                at += interval
+                held += interval
+            for j, size in enumerate(sizes[i : i + 2]):
+                packets.append(c2s(at + 12e-6 * j, "A", rel, size))
+                rel += size
+            packets.append(s2c(at + rtt + rng.uniform(0.0, 100e-6), rel))
+        busy += at + rtt - start
+    packets.sort(key=lambda p: float(p.time))  # type: ignore[attr-defined]
+    ctx = context(write(tmp_path / "paced-writes.pcap", packets))
+    (found,) = [f for f in run_detectors(ctx, [RateLimitCause]) if f.direction == "a2b"]
+    assert held / busy == pytest.approx(2 / 3, abs=0.01)
+    assert found.evidence["paced_departures_fraction"] == pytest.approx(held / busy, abs=0.05)
+
+
 def test_a_host_slower_than_a_quarter_of_its_acks_spacing_is_no_pacer(tmp_path: Path) -> None:
     # An ACK-clocked sender on a fast path: an ACK of two segments every 90 us, each answered
     # with the next two, back to back, after the host's own 40-75 us (interrupt, socket lock,

@@ -1356,10 +1356,12 @@ def _paced_windows(
     )
     if (float(np.median(delay)) >= spacing or hosts_pace) and not regular:
         return untold
+    idle = np.zeros(0, dtype=np.int64)
     if emptied is not None:
         # A burst sent from an empty queue (`from_empty_queue`): the application's write
         # released it, neither a pacer's timer nor the ACK.
         keep = ~bit_at(emptied, after_ack)
+        idle = after_ack[~keep & (after_ack > 0)]
         after_ack, delay, between = after_ack[keep], delay[keep], between[keep]
         known, opened = known[keep], opened[keep]
     if delay.size >= PACED_MIN_STARTS:
@@ -1407,13 +1409,24 @@ def _paced_windows(
     # opened it; a pause longer than a pacer's wait came after the pacer's part.
     start_t = t[after_ack]
     other = known & (between > timer_part)
+    # Before a burst from an empty queue nothing waited from the segment before it (the end of
+    # what the application had written) until the application's next write. A pacer holds
+    # that write at most until its next release, its longest wait after the segment before:
+    # a burst that left later than that left when the write came, and nothing waited for a
+    # timer in all the gap. A shorter gap may hold a pacer's wait, and is left to the rules
+    # above.
+    wi = np.clip(((t[idle] - t0) / length).astype(np.int64), 0, n - 1)
+    idle = idle[t[idle] - t[idle - 1] > wait_most[wi]]
+    idle_lo, idle_hi = t[idle - 1], t[idle]
     before = (start_t - between)[other]
+    lo = np.r_[np.where(opened[other], before, before + timer_part[other]), idle_lo]
+    hi = np.r_[np.where(opened[other], start_t[other] - timer_part[other], start_t[other]), idle_hi]
+    full = np.r_[opened[other], np.zeros(idle_lo.size, dtype=bool)]
+    # In time order: each gap lies between its start and the burst start before it.
+    order = np.argsort(lo, kind="stable")
     last = float(t.max())
-    not_timer = (
-        np.r_[np.where(opened[other], before, before + timer_part[other]), last],
-        np.r_[np.where(opened[other], start_t[other] - timer_part[other], start_t[other]), np.inf],
-        np.r_[opened[other], True],
-    )
+    not_timer = (np.r_[lo[order], last], np.r_[hi[order], np.inf], np.r_[full[order], True])
+    del lo, hi, full, order
     # Eight starts at least: a share and the quartiles rest on a few of each. Where a window
     # of a few round trips holds fewer (a path of a few segments per round trip, as a slow
     # link's or a LAN's), it is judged with the windows after it until eight have started:
