@@ -448,6 +448,24 @@ def test_the_initial_trains_overflow_is_one_block_across_the_rounds(tmp_path: Pa
     assert 6 * WIRE / 1.5 <= f.evidence["buffer_estimate_bytes"] <= 6 * WIRE * 1.5
 
 
+def test_an_initial_window_longer_than_the_round_trip_is_one_train(tmp_path: Path) -> None:
+    # An initial window of 40 packets leaving at 127 Mbit/s takes 3.8 ms, three round trips of
+    # a 1.2 ms path: its first ACKs come back while it is still leaving, and what they release
+    # follows it without a pause. Into 51 Mbit/s with room for 14 waiting, the window alone
+    # queues 24 (eq. 1, N_b (f - s) / f) and overflows at its own 25th packet, after the first
+    # ACK: the initial train's overrun, however the capture's first ACK divides its rounds.
+    pkts, dropped, round_of = simulate(
+        s_bps=51e6, f_bps=127e6, buffer_packets=14, rtt_s=1.2e-3, iw=40, max_segments=400
+    )
+    by_round = lost_by_round(dropped, round_of)
+    assert by_round[0] >= SlowStartOverrun.Config().min_lost_packets
+    (f,) = detect(pkts, tmp_path / "train.pcap")
+    assert f.evidence["round"] == 0
+    assert f.evidence["overrun_round_packets"] >= 40
+    assert f.evidence["lost_packets"] >= by_round[0]
+    assert 15 * WIRE / 1.5 <= f.evidence["buffer_estimate_bytes"] <= 15 * WIRE * 1.5
+
+
 def test_a_first_round_overrun_in_the_sweep_is_the_initial_windows() -> None:
     # Eq. 1 with the configured rates and buffer: the initial window of 10 frames leaving at
     # the sender's NIC rate queues more than the tbf holds, so its own tail overflows, and the

@@ -56,6 +56,8 @@ class _Round:
     spurious: int
     lost_total: int
     block_end_s: float  # the block's losses are those sent from start_s to here
+    # Round 0 only: the initial train ran on past the first ACK without a pause.
+    past_first_ack: bool = False
 
 
 @jit
@@ -84,6 +86,45 @@ def _round_flights(
                 flights[w] += 1
                 lost_per_round[w] += lost[i]
     return first_again, flights, lost_per_round
+
+
+# A train pauses where a segment follows the one before by more than this many times the
+# train's own spacing: the line's pace with its device's jitter (a shaper's tokens, an
+# interrupt's batch) stays within it, and a pause for an ACK or the application is longer,
+# at any line rate.
+TRAIN_GAP_FACTOR = 2.0
+
+
+# First copies looked at a block at a time for the train's first pause: a train is a few
+# windows long, and no column as long as the transfer is made for it.
+_TRAIN_BLOCK_ROWS = 1 << 14
+
+
+def _initial_train_end(t: np.ndarray, first_copy: np.ndarray, starts: np.ndarray) -> float:
+    """When the train that starts with the first data segment ends: the last of the first
+    copies that follow one another within TRAIN_GAP_FACTOR times the train's spacing (the
+    median gap of the first round's segments). -inf where the first round holds fewer than
+    three segments, two gaps, to time."""
+    if starts.size < 2:
+        return -np.inf
+    in_round = t[: int(np.searchsorted(t, starts[1]))]
+    in_round = in_round[first_copy[: in_round.size]]
+    if in_round.size < 3:
+        return -np.inf
+    spacing = float(np.median(np.diff(in_round)))
+    if spacing <= 0:
+        return -np.inf
+    last = -np.inf
+    for at in range(0, t.size, _TRAIN_BLOCK_ROWS):
+        block = t[at : at + _TRAIN_BLOCK_ROWS][first_copy[at : at + _TRAIN_BLOCK_ROWS]]
+        if block.size == 0:
+            continue
+        gaps = np.diff(np.r_[last if np.isfinite(last) else block[0], block])
+        pauses = np.flatnonzero(gaps > TRAIN_GAP_FACTOR * spacing)
+        if pauses.size:
+            return float(last if pauses[0] == 0 else block[pauses[0] - 1])
+        last = float(block[-1])
+    return last
 
 
 class SlowStartOverrun(Detector):
@@ -208,13 +249,25 @@ class SlowStartOverrun(Detector):
         # round trip): one overflow, the initial train's, however the rounds divide it. It is
         # a block when that episode is, and the round that overran is the initial window.
         episode_end = float(first_again.min())
-        if lost_per_round[0] > 0 and np.isfinite(episode_end):
+        # Where the first ACK comes back while the initial window is still leaving (a round
+        # trip shorter than the window's train at the line rate), the wire does not pause at
+        # the round's edge: the segments behind it were released with it, and what the first
+        # ACKs add joins the same queue. The initial train is then the segments that follow
+        # the first at the train's own spacing, up to its first pause.
+        train_end = _initial_train_end(t, first_copy, starts)
+        if (lost_per_round[0] > 0 or train_end >= starts[1]) and np.isfinite(episode_end):
             unknown = first_copy & (t < episode_end)
+            if lost_per_round[0] == 0:
+                unknown &= t <= train_end
             if int(lost[unknown].sum()) >= self.config.min_lost_packets:
                 block = np.r_[0, block]
+        else:
+            train_end = -np.inf
         if block.size == 0:
             return None
         r = int(block[0])
+        if r > 0 or lost_per_round[0] > 0:
+            train_end = -np.inf
         # Growth over the largest flight before, not just the last: a round the application
         # left short (it had nothing to send) says nothing about the window. Round 0 is the
         # initial window, sent as one train before any ACK: when it alone overflows the buffer
@@ -236,6 +289,11 @@ class SlowStartOverrun(Detector):
             if not still_slow or acked <= 0 or sent < growth * acked:
                 return None
         members = first_copy & (t >= starts[r]) & (t < next_start) & (t < first_again[r])
+        flights = flights[: r + 1].copy()
+        if np.isfinite(train_end):
+            # The initial train overran past the first round's edge: it is eq. 1's burst.
+            members = first_copy & (t <= train_end) & (t < episode_end)
+            flights[0] = int(members.sum())
         before = (
             first_copy & (t >= starts[r - 1]) & (t < starts[r]) & (t < first_again[r - 1])
             if r > 0
@@ -243,7 +301,7 @@ class SlowStartOverrun(Detector):
         )
         return _Round(
             index=r,
-            flights=flights[: r + 1],
+            flights=flights,
             start_s=float(starts[r]),
             end_s=float(rnd["end_s"].iloc[r]),
             flight_t=t[members],
@@ -259,6 +317,7 @@ class SlowStartOverrun(Detector):
                 if r == 0 and lost_per_round[0] < self.config.min_lost_packets
                 else float(rnd["end_s"].iloc[r])
             ),
+            past_first_ack=bool(np.isfinite(train_end)),
         )
 
     @staticmethod
@@ -390,12 +449,22 @@ class SlowStartOverrun(Detector):
             )
         else:
             head = f"The initial window of {n_round} packets lost {rnd.lost}"
+            first_flight = (
+                f"The sender's first flight, {n_round} packets sent before any ACK came back"
+            )
+            if rnd.past_first_ack:
+                head = f"The initial train of {n_round} packets lost {rnd.lost}"
+                first_flight = (
+                    f"The sender's first train, {n_round} packets that left without a pause "
+                    "(the initial window was still leaving when the first ACKs came back, "
+                    "and what they released joined the same queue)"
+                )
             explanation = (
-                f"The sender's first flight, {n_round} packets sent before any ACK came back, "
-                f"no longer fitted the bottleneck: {rnd.lost} of them had to be sent again (not "
-                "spurious: no D-SACK reported them received). A large initial window (ip route "
-                "... initcwnd) leaves as one train, and a queue smaller than its excess over "
-                "the bottleneck's rate overflows in the first round, as eq. 1 has it. "
+                f"{first_flight}, no longer fitted the bottleneck: {rnd.lost} of them had to be "
+                "sent again (not spurious: no D-SACK reported them received). A large initial "
+                "window (ip route ... initcwnd) leaves as one train, and a queue smaller than its "
+                "excess over the bottleneck's rate overflows in the first round, as eq. 1 has "
+                "it. "
             )
         measured = np.isfinite(f) and np.isfinite(s) and np.isfinite(base_rtt) and f > s
         if measured:
