@@ -66,6 +66,7 @@ def analyze(
     maps: tuple[str, ...],
     udp_seq_offset: int,
     udp_seq_width: int,
+    jobs: int,
     config_file: Path | None,
     conn: int | None,
     from_s: float | None,
@@ -97,6 +98,7 @@ def analyze(
         selection=selection,
         receiver_series=False,
         merge_delay=False,
+        jobs=jobs,
     )
     common.require_merge(result, capture, receiver)
     if as_json:

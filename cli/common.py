@@ -163,7 +163,8 @@ def detector_configs(config_file: Path | None) -> DetectorConfigs:
 
 
 def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that analyses a capture: receiver, NAT map, UDP numbering."""
+    """The options of every command that analyses a capture: receiver, NAT map, UDP numbering,
+    the detectors' processes."""
     options = (
         receiver_option("The receiver's capture of the same transfer: the two are merged."),
         map_option,
@@ -180,6 +181,15 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
             default=4,
             show_default=True,
             help="Width in bytes of that big-endian number (UDPmon: 4).",
+        ),
+        click.option(
+            "-j",
+            "--jobs",
+            type=click.IntRange(min=0),
+            default=0,
+            metavar="N",
+            help="Processes the detectors may use, each judging a share of the connections "
+            "[default: one per core].",
         ),
     )
     for option in reversed(options):
@@ -243,15 +253,18 @@ def run_analysis(
     receiver_series: bool | Collection[str] = True,
     merge_delay: bool = True,
     early: Early | None = None,
+    jobs: int = 0,
 ) -> Analysis:
     """Read the captures and run the whole pipeline on them, with a bar and warnings;
     `configs` tune the detectors (`detector_configs`); `selection` limits it to one connection
     or a time window; `receiver_series` False skips the receiver's series, for a command that
     draws nothing of the receiver's capture, and names of series tables keep those alone;
     `merge_delay` False skips the merge's delay table, which only a view draws; `early` draws
-    from tables no detector reads as soon as they are made (`analyze_files`)."""
+    from tables no detector reads as soon as they are made (`analyze_files`); the detectors
+    use up to `jobs` processes (0: one per core)."""
     from tracekit.cli.memory import give_back
 
+    from tracekit.core.fork import usable_cores
     from tracekit.merge.udpstream import Layout
     from tracekit.pipeline import analyze_files
 
@@ -268,6 +281,7 @@ def run_analysis(
         merge_delay=merge_delay,
         early=early,
         after_stage=give_back,
+        jobs=jobs or usable_cores(),
     )
 
 

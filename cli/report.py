@@ -82,6 +82,7 @@ def report(
     maps: tuple[str, ...],
     udp_seq_offset: int,
     udp_seq_width: int,
+    jobs: int,
     config_file: Path | None,
     conn: int | None,
     from_s: float | None,
@@ -139,6 +140,7 @@ def report(
             config,
             output,
             folders,
+            jobs,
         )
     finally:
         if loading is not None:
@@ -156,6 +158,7 @@ def _report(
     config: ReportConfig,
     output: Path | None,
     folders: dict[str, Path],
+    jobs: int,
 ) -> None:
     """Analyse the captures and write the page, the images, or both."""
     # The page's plots of the receiver's series and of the merge's delay table are encoded as
@@ -176,6 +179,7 @@ def _report(
         selection=selection,
         receiver_series=RECEIVER_TABLES,
         early=early,
+        jobs=jobs,
     )
     common.require_merge(analysis, capture, receiver)
     # As the page names them: a file name may hold bytes no UTF-8 page can.

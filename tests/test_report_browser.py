@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -15,6 +14,7 @@ from click.testing import CliRunner
 from tracekit.cli.main import cli
 
 from tests.helpers.browser import Browser, Page, PageResult, png_pixels
+from tests.helpers.lab_captures import side_by_side
 from tests.helpers.simulated_capture import write_pcap
 from tests.helpers.simulated_series import Scenario, simulate, simulated_report, view
 from tests.test_report_html import HOSTILE, small_report
@@ -718,25 +718,10 @@ WARNED = (
 )
 
 
-def _side_by_side(captures: list[Path], out: Path) -> Path:
-    """One capture of several transfers at once: each shifted (editcap) to start 10 ms after
-    the one before, then merged in time order (mergecap), as parallel streams would be."""
-    shifted = []
-    for i, capture in enumerate(captures):
-        # A classic little-endian microsecond pcap (tcpdump's): the first record's time.
-        seconds, micros = struct.unpack_from("<II", capture.read_bytes(), 24)
-        shift = 1_000_000_000.0 + 0.01 * i - (seconds + micros * 1e-6)
-        moved = out.parent / f"{i}.pcap"
-        subprocess.run(["editcap", "-t", f"{shift:.6f}", str(capture), str(moved)], check=True)
-        shifted.append(str(moved))
-    subprocess.run(["mergecap", "-F", "pcap", "-w", str(out), *shifted], check=True)
-    return out
-
-
 def _warned_report(tmp_path: Path, *options: str) -> tuple[Path, dict[str, Any]]:
     """The WARNED transfers side by side (tmp_path / "m.pcap"): `tracekit report` of them with
     `options`, and `tracekit analyze --json` of them."""
-    capture = _side_by_side([LAB / name / "sender.pcap" for name in WARNED], tmp_path / "m.pcap")
+    capture = side_by_side([LAB / name / "sender.pcap" for name in WARNED], tmp_path / "m.pcap")
     out = tmp_path / "r.html"
     runner = CliRunner()
     made = runner.invoke(cli, ["report", str(capture), *options, "-o", str(out)])

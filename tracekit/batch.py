@@ -23,7 +23,6 @@ run out of it while one is writing there.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import hashlib
 import json
@@ -31,8 +30,6 @@ import multiprocessing
 import os
 import re
 import signal
-import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -46,6 +43,7 @@ import pyarrow.parquet as pq
 
 from tracekit import schema
 from tracekit.connections.table_io import write_parquet_atomic
+from tracekit.core.fork import die_with
 from tracekit.errors import TracekitError
 from tracekit.findings import Finding
 from tracekit.inputs import CaptureInput, analyze_input, find_inputs
@@ -63,8 +61,6 @@ TABLES = ("captures", "connections", "findings")
 # In the output folder: held (flock) by the run writing there. Dot-named, so that readers of
 # the dataset skip it as they skip the temporaries.
 LOCK_NAME = ".tracekit-batch.lock"
-# linux/prctl.h
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -364,7 +360,7 @@ def _work(
     """
     if lock is not None:
         os.close(lock)
-    if not _die_with(parent):
+    if not die_with(parent):
         return  # the run is gone already: nobody wants this input's files
     try:
         outcome = run_job(job, after_stage)
@@ -376,32 +372,6 @@ def _work(
         os._exit(1)
     sending.send(outcome)
     sending.close()
-
-
-def _die_with(parent: int) -> bool:
-    """Have the kernel kill this process when its parent dies (a run killed by a CI timeout
-    must not leave workers writing into the output folder); False when the parent is gone.
-
-    Linux's PR_SET_PDEATHSIG fires when the thread that forked this process ends: the run's
-    thread, as long as the run lasts. Elsewhere a thread watches the parent's pid instead.
-    """
-    armed = False
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    # The parent may have died before the line above: this process is then someone else's.
-    if os.getppid() != parent:
-        return False
-    if not armed:
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    return True
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _warm_worker() -> int:

@@ -82,6 +82,25 @@ class Finding:
     explanation: str
     advice: str
 
+    def __reduce__(self) -> tuple[type[Finding], tuple[object, ...]]:
+        # Pickled as its fields (the evidence a plain dict: a read-only view does not pickle),
+        # and checked again as it is made: a forked share's findings come back so.
+        return (
+            Finding,
+            (
+                self.kind,
+                self.severity,
+                self.conn,
+                self.direction,
+                self.start_s,
+                self.end_s,
+                dict(self.evidence),
+                self.summary,
+                self.explanation,
+                self.advice,
+            ),
+        )
+
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not SNAKE_CASE.fullmatch(self.kind):
             raise ValueError(f"kind must be snake_case, got {self.kind!r}")

@@ -137,6 +137,21 @@ def _refuse_unless_room(
     )
 
 
+def detector_jobs(jobs: int, packets: int, room: int | None = None) -> int:
+    """How many of `jobs` processes the detectors may use: each one past the first works on
+    its own share of the connections, and may take up to that share of what the analysis
+    takes per packet (ANALYSIS_BYTES_PER_PACKET) beside this process; as many as the memory
+    left (`core.memory.available_bytes`, or `room`) has room for, and at least one."""
+    if jobs <= 1:
+        return 1
+    if room is None:
+        room = available_bytes()
+    if room is None:
+        return jobs
+    share = packets * ANALYSIS_BYTES_PER_PACKET / jobs
+    return max(1, min(jobs, 1 + int(room // share) if share > 0 else jobs))
+
+
 def select(conns: Connections, selection: Selection) -> Connections:
     """The packets of one connection and of a time window, before the series and detectors.
 
@@ -178,6 +193,7 @@ def analyze(
     merge_delay: bool = True,
     early: Early | None = None,
     after_stage: Callable[[], None] | None = None,
+    jobs: int = 1,
 ) -> Analysis:
     """Run every stage and every detector on the sender capture (and the receiver's, if any).
 
@@ -200,6 +216,8 @@ def analyze(
     `Analysis.receiver` hold them empty): a view that has drawn what it needs of them.
     `after_stage` is called after each stage, and between the series' walk and its last tables,
     once working memory is let go (a command returns it to the system there: `cli/memory.py`).
+    The detectors work on up to `jobs` cores (`tracekit.detectors.run_detectors`), as many
+    as the memory left has room for (`detector_jobs`).
     """
     done = after_stage or _nothing
     # Each capture is handed on and dropped here, so its replaced columns can be freed.
@@ -295,7 +313,8 @@ def analyze(
         merge=merged,
         udp=streams,
     )
-    findings = run_detectors(ctx, configs=configs, after_each=after_stage)
+    jobs = detector_jobs(jobs, snd.connections.packets.num_rows)
+    findings = run_detectors(ctx, configs=configs, after_each=after_stage, jobs=jobs)
     done()
     if not selection.everything:
         # The receiver's capture is whole: what the merge found in it alone (ACKs lost before
@@ -338,6 +357,7 @@ def analyze_files(
     merge_delay: bool = True,
     early: Early | None = None,
     after_stage: Callable[[], None] | None = None,
+    jobs: int = 1,
 ) -> Analysis:
     """Read the captures and run `analyze`: the one way from files to an Analysis, for the
     commands, check, batch and the tests alike.
@@ -349,8 +369,8 @@ def analyze_files(
     `selection` limits the analysis to one connection or a time window,
     `receiver_series` False leaves the receiver's series unbuilt (names of tables: only those
     are kept), `merge_delay` False leaves the merge's delay table unmade, `early` draws from
-    tables no detector reads as soon as they are made, and `after_stage` is called after each
-    stage (`analyze`).
+    tables no detector reads as soon as they are made, `after_stage` is called after each
+    stage, and the detectors work on up to `jobs` cores (`analyze`).
     """
     paths = [Path(p) for p in (sender, receiver) if p is not None]
     for path in paths:
@@ -371,6 +391,7 @@ def analyze_files(
         merge_delay=merge_delay,
         early=early,
         after_stage=after_stage,
+        jobs=jobs,
     )
 
 

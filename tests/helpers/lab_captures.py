@@ -9,6 +9,8 @@ shared: read it, do not change it. Crafted captures go through `context`, which 
 from __future__ import annotations
 
 import json
+import struct
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,3 +78,18 @@ def lab_frames(name: str, side: str) -> Frames:
 def lab_kind(name: str, kind: str) -> list[Finding]:
     """The findings of one kind in the two-sided analysis of a lab capture."""
     return [f for f in lab_analysis(name).findings if f.kind == kind]
+
+
+def side_by_side(captures: list[Path], out: Path) -> Path:
+    """One capture of several transfers at once: each shifted (editcap) to start 10 ms after
+    the one before, then merged in time order (mergecap), as parallel streams would be."""
+    shifted = []
+    for i, capture in enumerate(captures):
+        # A classic little-endian microsecond pcap (tcpdump's): the first record's time.
+        seconds, micros = struct.unpack_from("<II", capture.read_bytes(), 24)
+        shift = 1_000_000_000.0 + 0.01 * i - (seconds + micros * 1e-6)
+        moved = out.parent / f"{i}.pcap"
+        subprocess.run(["editcap", "-t", f"{shift:.6f}", str(capture), str(moved)], check=True)
+        shifted.append(str(moved))
+    subprocess.run(["mergecap", "-F", "pcap", "-w", str(out), *shifted], check=True)
+    return out

@@ -8,7 +8,12 @@ import inspect
 import pkgutil
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
+import numpy as np
+import numpy.typing as npt
+
+from tracekit.core.fork import can_fork, fork
 from tracekit.detectors.base import AnalysisContext, Detector, DetectorError, check_detector
 from tracekit.errors import TracekitError
 from tracekit.findings import Finding
@@ -18,6 +23,7 @@ __all__ = [
     "Detector",
     "DetectorError",
     "all_detectors",
+    "connection_shares",
     "discover",
     "run_detectors",
 ]
@@ -89,6 +95,7 @@ def run_detectors(
     detectors: Iterable[type[Detector]] | None = None,
     configs: Mapping[str, object] | None = None,
     after_each: Callable[[], None] | None = None,
+    jobs: int = 1,
 ) -> list[Finding]:
     """Run detectors (all by default) on ctx; findings sorted by connection, time and severity.
 
@@ -96,6 +103,13 @@ def run_detectors(
     from the user). A finding of another kind than its detector's is a DetectorError.
     `after_each` is called after each detector, once the measures no later one reads are let
     go (a command returns their memory to the system there, as between stages).
+
+    With `jobs` above one, the detectors that judge each connection apart (`per_connection`)
+    work on up to that many shares of the connections at once, each share but the first in a
+    forked copy of this process (`tracekit.core.fork`), where fork may be used and the
+    capture's work is worth it (`connection_shares`). The findings are the same: each
+    connection is judged by the same code on the same rows, in one process or another; a
+    copy that fails leaves its share to this process.
     """
     classes = tuple(all_detectors() if detectors is None else detectors)
     configs = configs or {}
@@ -106,6 +120,40 @@ def run_detectors(
     # read), so that each measure is held from its first reader to its last with no other
     # detector's working memory beside it. The findings are sorted below, whatever the order.
     classes = tuple(sorted(classes, key=lambda cls: sorted(cls.measures)))
+    apart = tuple(cls for cls in classes if cls.per_connection)
+    shares = connection_shares(ctx, jobs) if apart and jobs > 1 and can_fork() else []
+    if len(shares) < 2:
+        findings = _run(ctx, classes, configs, after_each)
+    else:
+        views = [replace(ctx, series=ctx.series.share(share)) for share in shares]
+        copies = [
+            (view, fork(functools.partial(_run, view, apart, configs, after_each)))
+            for view in views[1:]
+        ]
+        try:
+            findings = _run(views[0], apart, configs, after_each)
+            rest = tuple(cls for cls in classes if not cls.per_connection)
+            findings += _run(ctx, rest, configs, after_each)
+            for view, copy in copies:
+                found = copy.result() if copy is not None else None
+                if found is None:
+                    found = _run(view, apart, configs, after_each)
+                findings += found
+        finally:
+            for _, copy in copies:
+                if copy is not None:
+                    copy.stop()
+    findings.sort(key=lambda f: (f.conn, f.start_s, -f.severity.rank, f.kind))
+    return findings
+
+
+def _run(
+    ctx: AnalysisContext,
+    classes: tuple[type[Detector], ...],
+    configs: Mapping[str, object],
+    after_each: Callable[[], None] | None,
+) -> list[Finding]:
+    """The findings of `classes` on ctx, run in their order."""
     findings: list[Finding] = []
     for i, cls in enumerate(classes):
         detector = cls(configs.get(cls.kind))
@@ -120,5 +168,37 @@ def run_detectors(
         ctx.series.forget(frozenset().union(*(later.measures for later in classes[i + 1 :])))
         if after_each is not None:
             after_each()
-    findings.sort(key=lambda f: (f.conn, f.start_s, -f.severity.rank, f.kind))
     return findings
+
+
+# A direction costs the detectors about as much before its first segment is read (slicing its
+# tables, a few dozen numpy calls: about a millisecond) as this many data segments do in their
+# compiled passes (about half a microsecond each): the weight a direction adds to its share
+# beside its segments. It balances the shares' times; it changes no finding.
+DIRECTION_COST_SEGMENTS = 2000
+# A share is forked only where its work outweighs the fork: copying the process's page
+# tables and pickling its findings back take milliseconds, as much as this many segments.
+LEAST_SHARE_SEGMENTS = 50_000
+
+
+def connection_shares(ctx: AnalysisContext, jobs: int) -> list[npt.NDArray[np.int64]]:
+    """The connections with data, in up to `jobs` shares of about equal work (each
+    direction's data segments and DIRECTION_COST_SEGMENTS), the largest connections placed
+    first, each in the share with least work so far; shares lighter than LEAST_SHARE_SEGMENTS
+    are folded into the others. One share or none: no fork is worth it."""
+    keys, sent = ctx.series.data_counts()
+    if keys.size == 0 or jobs < 2:
+        return []
+    conns, at = np.unique(keys // 2, return_inverse=True)
+    work = np.bincount(at, weights=sent + DIRECTION_COST_SEGMENTS)
+    count = int(min(jobs, max(work.sum() // LEAST_SHARE_SEGMENTS, 1), conns.size))
+    if count < 2:
+        return []
+    load = np.zeros(count)
+    share = np.empty(conns.size, dtype=np.int64)
+    for i in np.argsort(-work, kind="stable"):
+        share[i] = int(np.argmin(load))
+        load[share[i]] += work[i]
+    if load.min() < LEAST_SHARE_SEGMENTS:
+        return []
+    return [conns[share == s] for s in range(count)]

@@ -167,6 +167,12 @@ class Detector(ABC):
     # the helpers of `_measure`): run_detectors keeps each until the last detector naming it
     # has run. One not named is computed again if asked for: slower, never different.
     measures: ClassVar[frozenset[str]] = frozenset()
+    # Whether the detector judges each connection apart: it walks the directions
+    # `Series.with_data` lists (`_measure.data_directions`), and a connection's findings read
+    # that connection's own rows and tables every connection shares (the merge, the packets),
+    # never another connection's. run_detectors may then hand shares of the connections to
+    # other cores, each listing its own, and the findings are the same.
+    per_connection: ClassVar[bool] = False
 
     @dataclass(frozen=True)
     class Config:

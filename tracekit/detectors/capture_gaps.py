@@ -126,6 +126,7 @@ def unseen_ranges(seq: np.ndarray, end: np.ndarray, acked: int) -> tuple[np.ndar
 
 class CaptureGaps(Detector):
     kind = "capture_gaps"
+    per_connection = True
     title = "The capture missed packets: bytes acknowledged that it never saw"
     severity = Severity.WARNING
     evidence = (

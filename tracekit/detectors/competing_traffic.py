@@ -32,6 +32,7 @@ MAX_WINDOWS = 50
 
 class CompetingTraffic(Detector):
     kind = "competing_traffic"
+    per_connection = True
     title = "Other traffic shared the path's last hop with the transfer"
     severity = Severity.INFO
     evidence = (

@@ -93,6 +93,7 @@ def _count_between(
 
 class LineRateBurst(Detector):
     kind = "line_rate_burst"
+    per_connection = True
     title = "The sender bursts at line rate, far above the path's rate"
     severity = Severity.WARNING
     evidence = (

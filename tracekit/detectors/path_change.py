@@ -40,6 +40,7 @@ SENDER_ONLY = "the RTT floor at the sender (one capture)"
 
 class PathChange(Detector):
     kind = "path_change"
+    per_connection = True
     title = "The path's round trip stepped during the transfer"
     # A condition of the test, not what held the transfer back: the verdict quotes each
     # phase's RTT, and this finding says where the phases are.

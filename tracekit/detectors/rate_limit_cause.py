@@ -255,6 +255,7 @@ def _room_answered(
 
 class RateLimitCause(Detector):
     kind = "rate_limit_cause"
+    per_connection = True
     title = "What limited the transfer's rate, and for how long"
     severity = Severity.INFO
     evidence = (

@@ -208,6 +208,7 @@ def classify(
 
 class Retransmissions(Detector):
     kind = "retransmissions"
+    per_connection = True
     title = "Segments were retransmitted"
     severity = Severity.WARNING
     evidence = (

@@ -129,6 +129,7 @@ def _initial_train_end(t: np.ndarray, first_copy: np.ndarray, starts: np.ndarray
 
 class SlowStartOverrun(Detector):
     kind = "slow_start_overrun"
+    per_connection = True
     title = "Slow start overran the bottleneck buffer"
     severity = Severity.WARNING
     evidence = (

@@ -27,6 +27,7 @@ from tracekit.series import Direction
 
 class StretchAcks(Detector):
     kind = "stretch_acks"
+    per_connection = True
     title = "Each ACK acknowledged many segments at once"
     severity = Severity.INFO
     evidence = (

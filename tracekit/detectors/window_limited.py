@@ -45,6 +45,7 @@ from tracekit.series import kind_mask
 
 class WindowLimited(Detector):
     kind = "window_limited"
+    per_connection = True
     title = "The window, not the path, limited the rate"
     severity = Severity.WARNING
     evidence = (

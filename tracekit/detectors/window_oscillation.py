@@ -155,6 +155,7 @@ def _owed_at_once(
 
 class WindowOscillation(Detector):
     kind = "window_oscillation"
+    per_connection = True
     title = "The receive window oscillated: start/stop mode"
     severity = Severity.WARNING
     evidence = (

@@ -51,6 +51,7 @@ from tracekit.series import kind_mask
 
 class ZeroWindowStall(Detector):
     kind = "zero_window_stall"
+    per_connection = True
     title = "The receive window stayed shut for many round trips"
     severity = Severity.WARNING
     measures = frozenset({"rtt_steps"})

@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
@@ -180,6 +181,8 @@ class Series:
     flight: pd.DataFrame
     window_known: dict[tuple[int, int], bool] = field(default_factory=dict)
     peer_mss: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint16), compare=False)
+    # The connections `with_data` lists (sorted), None for all of them: a worker's share.
+    only: np.ndarray | None = field(default=None, compare=False)
 
     _bounds: dict[str, tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -214,6 +217,15 @@ class Series:
             **{name: empty_frame(SERIES_TABLES[name]) for name in TABLES if name not in tables},
         )
 
+    def share(self, conns: npt.ArrayLike) -> Series:
+        """These series with `with_data` listing the directions of `conns` alone: a worker's
+        share of the detectors' work (`tracekit.detectors.run_detectors`). The tables are the
+        same objects, and where each direction's rows lie is found once for both."""
+        shared = replace(self, only=np.unique(np.asarray(conns, dtype=np.int64)))
+        shared._bounds.update(self._bounds)
+        shared._data.update(self._data)
+        return shared
+
     def of(self, conn: int, direction: int) -> Direction:
         """The series of one direction of one connection (the same object on every call)."""
         if (conn, direction) not in self._directions:
@@ -243,8 +255,17 @@ class Series:
 
     def with_data(self) -> list[tuple[int, int]]:
         """(conn, dir) of every direction that carried payload, in order."""
+        keys, _ = self.data_counts()
+        return [(int(k) // 2, int(k) % 2) for k in keys]
+
+    def data_counts(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The directions `with_data` lists, as keys 2 * conn + dir, and each one's segments
+        with payload."""
         keys, sent = self._data_counts()
-        return [(int(k) // 2, int(k) % 2) for k in keys[sent > 0]]
+        keep = sent > 0
+        if self.only is not None:
+            keep &= np.isin(keys // 2, self.only)
+        return keys[keep].astype(np.int64, copy=False), sent[keep].astype(np.int64, copy=False)
 
     def data_segments(self, conn: int, direction: int) -> int:
         """How many segments with payload one direction sent (rows of its `Direction.data`),
