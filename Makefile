@@ -52,6 +52,7 @@ bench: install-test
 	$(PYTHON) bench/report.py
 	$(PYTHON) bench/batch.py
 	$(PYTHON) bench/connections.py
+	$(PYTHON) bench/cores.py --reuse
 	$(PYTHON) bench/report_load.py --write current --measure current
 
 # Coverage-guided fuzzing of the whole pipeline, kernels bounds-checked (FUZZ_SECONDS, default

@@ -68,9 +68,9 @@ def namespaces() -> Iterator[None]:
             run("ip", "netns", "del", ns, check=False)
 
 
-def record(path: Path, packets: int, at_sender: bool = False) -> None:
-    """Capture an iperf3 transfer at the receiver (or the sender) until about `packets` frames
-    are written."""
+def record(path: Path, packets: int, at_sender: bool = False, streams: int = 1) -> None:
+    """Capture an iperf3 transfer of `streams` parallel connections (iperf3 -P) at the
+    receiver (or the sender) until about `packets` frames are written."""
     ns, dev = (NS_SEND, "tkb0") if at_sender else (NS_RECV, "tkb1")
     with namespaces():
         server = subprocess.Popen(
@@ -114,6 +114,8 @@ def record(path: Path, packets: int, at_sender: bool = False) -> None:
                     "120",
                     "-M",
                     "1448",
+                    "-P",
+                    str(streams),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
