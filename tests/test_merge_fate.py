@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.helpers.exchange import DELAY_S, Ack, Seg, exchange
 from tracekit.capture import read_capture
 from tracekit.connections import build_connections
-from tracekit.merge import merge
+from tracekit.merge import fate_is, merge
 from tracekit.merge.fate import (
     ACKED,
     LOOKAHEAD_EVENTS,
@@ -354,3 +354,27 @@ def test_reordering_is_a_later_departure_arriving_first(n: int, seed: int, conns
         for t in range(n)
     ]
     assert _reordered(first, rows, cd, sent, got_at).tolist() == expected
+
+
+def test_fate_is_reads_the_merges_codes_as_pandas_reads_the_names(tmp_path: Path) -> None:
+    segs = [
+        Seg(0.100, 1, 1000, 10),
+        Seg(0.101, 1001, 1000, 11, at_receiver=False),  # lost between the capture points
+        Seg(0.102, 2001, 1000, 12),
+        Seg(0.200, 1001, 1000, 30),  # resent
+    ]
+    acks = [
+        Ack(0.100 + A, 1001, 100),
+        Ack(0.102 + A, 1001, 101, ((2001, 3001),)),
+        Ack(0.200 + A, 3001, 102),
+    ]
+    m = merge(*(build_connections(read_capture(p)) for p in exchange(tmp_path, segs, acks)))
+    tx = m.transmissions
+    names = tx["fate"].astype(str)
+    assert {"delivered", "network_drop"} <= set(names)
+    for fates in (("delivered",), ("delivered", "reordered"), ("network_drop",), ("no_such",)):
+        expected = names.isin(list(fates)).to_numpy()
+        assert fate_is(tx, *fates).tolist() == expected.tolist()
+        # A table made by hand, its fates plain strings, is asked as it is.
+        plain = tx.assign(fate=names)
+        assert fate_is(plain, *fates).tolist() == expected.tolist()

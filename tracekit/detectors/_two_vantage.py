@@ -13,7 +13,7 @@ import pandas as pd
 from tracekit.core.groups import kept_rows, row_count
 from tracekit.detectors.base import AnalysisContext, Detector
 from tracekit.findings import DIRECTIONS, Finding
-from tracekit.merge import Merge
+from tracekit.merge import Merge, fate_is
 
 
 def rows_where(merge: Merge, keep: np.ndarray) -> Iterator[tuple[int, int, np.ndarray, int]]:
@@ -31,7 +31,7 @@ def by_connection(merge: Merge, fate: str) -> Iterator[tuple[int, int, pd.DataFr
     tx = merge.transmissions
     if tx.empty:
         return
-    is_fate = (tx["fate"] == fate).to_numpy()
+    is_fate = fate_is(tx, fate)
     if not is_fate.any():
         return
     for conn, direction, hit, total in rows_where(merge, is_fate):

@@ -20,6 +20,7 @@ from tracekit.core.kernels import jit
 from tracekit.detectors._two_vantage import rows_where
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.merge import fate_is
 
 
 class ReceiverCoalescing(Detector):
@@ -71,7 +72,7 @@ class ReceiverCoalescing(Detector):
         # The three columns it reads, each once; the rows of each direction by position.
         sent_all = tx["sender_t_s"].to_numpy(dtype=np.float64)
         got_all = tx["receiver_t_s"].to_numpy(dtype=np.float64)
-        ok = tx["fate"].isin(["delivered", "reordered"]).to_numpy() & ~np.isnan(sent_all)
+        ok = fate_is(tx, "delivered", "reordered") & ~np.isnan(sent_all)
         for conn, direction, rows, _ in rows_where(ctx.merge, ok):
             if rows.size < 2:
                 continue

@@ -39,6 +39,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.merge import fate_is
 from tracekit.physics import bdp_bytes, window_scale_shift
 from tracekit.schema import TH_FIN, TH_RST, TH_SYN
 
@@ -69,7 +70,7 @@ def _held_acks(
     tx = ctx.merge.transmissions_of(conn, direction)
     # The copies the receiver kept (not those its host dropped, nor duplicates), by right edge.
     arrived = tx["receiver_t_s"].to_numpy(dtype=np.float64)
-    kept = tx["fate"].isin(["delivered", "reordered"]).to_numpy() & np.isfinite(arrived)
+    kept = fate_is(tx, "delivered", "reordered") & np.isfinite(arrived)
     if not kept.any():
         return None
     end = tx["end_rel"].to_numpy()[kept]

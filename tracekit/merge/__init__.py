@@ -16,13 +16,14 @@ capture): its packets go sender capture -> receiver capture; the other direction
 
 from tracekit.merge.clock import ClockFit
 from tracekit.merge.match import ConnectionMatch, parse_map
-from tracekit.merge.stage import Merge, ReceiverMismatch, merge, same_file
+from tracekit.merge.stage import Merge, ReceiverMismatch, fate_is, merge, same_file
 
 __all__ = [
     "ClockFit",
     "ConnectionMatch",
     "Merge",
     "ReceiverMismatch",
+    "fate_is",
     "merge",
     "parse_map",
     "same_file",
