@@ -87,10 +87,14 @@ class Forked:
         """Wait for the copy; its result, or None where it failed in any way."""
         data = b""
         try:
-            with os.fdopen(self.fd, "rb") as pipe:
+            fd, self.fd = self.fd, -1
+            with os.fdopen(fd, "rb") as pipe:
                 data = pipe.read()
         finally:
             _, status = os.waitpid(self.pid, 0)
+            # Reaped, its pipe closed: `stop` has nothing left to do (that pid and that file
+            # descriptor number may be another's by then).
+            self.pid = 0
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
             return None
         try:
@@ -100,7 +104,10 @@ class Forked:
             return None
 
     def stop(self) -> None:
-        """Kill the copy and reap it (the caller failed, or is being interrupted)."""
+        """Kill the copy and reap it (the caller failed, or is being interrupted); nothing
+        once its result was read."""
+        if self.pid <= 0:
+            return
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):

@@ -184,8 +184,8 @@ LEAST_SHARE_SEGMENTS = 50_000
 def connection_shares(ctx: AnalysisContext, jobs: int) -> list[npt.NDArray[np.int64]]:
     """The connections with data, in up to `jobs` shares of about equal work (each
     direction's data segments and DIRECTION_COST_SEGMENTS), the largest connections placed
-    first, each in the share with least work so far; shares lighter than LEAST_SHARE_SEGMENTS
-    are folded into the others. One share or none: no fork is worth it."""
+    first, each in the share with least work so far. None where a share would hold less than
+    LEAST_SHARE_SEGMENTS of work, or there is one connection: no fork is worth it."""
     keys, sent = ctx.series.data_counts()
     if keys.size == 0 or jobs < 2:
         return []
