@@ -220,7 +220,8 @@ class Series:
     def share(self, conns: npt.ArrayLike) -> Series:
         """These series with `with_data` listing the directions of `conns` alone: a worker's
         share of the detectors' work (`tracekit.detectors.run_detectors`). The tables are the
-        same objects, and where each direction's rows lie is found once for both."""
+        same objects, and where each direction's rows lie, as far as it was found already, is
+        not found again."""
         shared = replace(self, only=np.unique(np.asarray(conns, dtype=np.int64)))
         shared._bounds.update(self._bounds)
         shared._data.update(self._data)
