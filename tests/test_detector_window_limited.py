@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scapy.layers.inet import TCP
 from scapy.utils import rdpcap, wrpcap
@@ -14,8 +15,8 @@ from scapy.utils import rdpcap, wrpcap
 from tests.helpers.crafting import CLIENT, SERVER, tcp, write
 from tests.helpers.lab_captures import CAPTURES, context, lab_context, lab_findings, truth
 from tracekit.detectors import run_detectors
-from tracekit.detectors._measure import packet_pair_rate_samples_bps
-from tracekit.detectors.window_limited import WindowLimited
+from tracekit.detectors._measure import data_directions, flight_levels, packet_pair_rate_samples_bps
+from tracekit.detectors.window_limited import WindowLimited, _idles_each_round_trip
 from tracekit.findings import Finding
 
 # The tbf counts whole Ethernet frames (truth.json path.rate_counts); TCP moves 1448 payload
@@ -250,6 +251,35 @@ def _behind_a_host_queue(tmp_path: Path, lag_s: float, flight_segments: int) -> 
         return max(acked[released] + lag_s, sent[-1] + 10e-6)
 
     return _through_8m(tmp_path / "behind.pcap", 1000, depart, window=20_000)
+
+
+SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+
+
+@pytest.mark.parametrize(
+    ("name", "idles"),
+    [
+        # Reno paced at 60% of 90 Mbit/s over 25 ms: its flight stands at 0.65 BDP, but its
+        # idle time comes in one gap per burst of 2**-10 s of its rate, a twentieth of the RTT.
+        ("paced_reno_90m_25ms", False),
+        # A send buffer and a receive window far below the BDP: one wait a round trip.
+        ("sndbuf_16k", True),
+        ("sndbuf_48k", True),
+        ("window_64k_100ms", True),
+    ],
+)
+def test_a_window_idles_once_a_round_trip_and_a_pacer_between_its_bursts(
+    name: str, idles: bool
+) -> None:
+    # The sender's departures against the BDP and RTT the lab configured, at the flight the
+    # capture shows held.
+    t = json.loads((SWEEP / name / "truth.json").read_text())
+    rtt = t["path"]["rtt_ms"] / 1e3
+    bdp = t["path"]["bottleneck_rate_bps"] * PAYLOAD_PER_FRAME / 8 * rtt
+    ((_, _, d),) = [x for x in data_directions(context(SWEEP / name / "sender.pcap.zst"))]
+    flight = float(np.median(flight_levels(d)[0]))
+    assert flight < 0.8 * bdp
+    assert _idles_each_round_trip(d.data["t_s"].to_numpy(), flight, bdp, rtt) is idles
 
 
 def test_a_window_seen_behind_a_host_queue_is_pinned_by_the_round_trip(tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ class WindowLimited(Detector):
             held_t = flight_t[pinned]
             data_t = d.data["t_s"].to_numpy()
             lo, hi = np.searchsorted(data_t, [held_t[0], held_t[-1]], side="left")
-            if not _idles_each_round_trip(data_t[lo : hi + 1], window, bdp):
+            if not _idles_each_round_trip(data_t[lo : hi + 1], window, bdp, rtt):
                 return None
         achieved = achieved_rate_bps(d)
         allows = float(physics.window_limited_rate_bps(window, rtt))
@@ -513,25 +513,31 @@ def _flight_area_at(
     return out
 
 
-def _idles_each_round_trip(t: np.ndarray, window: float, bdp: float) -> bool:
+def _idles_each_round_trip(t: np.ndarray, window: float, bdp: float, rtt: float) -> bool:
     """Whether the sender's departures leave the idle time a window below the BDP leaves.
 
     A window of W bytes under a BDP of B lets the sender keep the path busy W / B of each
     round trip: the rest it waits, with the window full, for the ACK of the window's first
-    bytes (Antony et al.: one window per round trip, sent as fast as the ACKs allow). Its
-    departures then hold gaps far longer than their mean spacing, (1 - W / B) of the time in
-    all. A pacer whose rate times the RTT is the same flight spreads it over the whole round
-    trip at its own interval and leaves no such gaps: its flight is as constant, but no
-    window holds it. Gaps of more than twice the mean spacing count as idle (a pacer's
-    intervals spread less than that); half the idle time the window implies is enough, the
-    round trips' own jitter aside. At a window of 0.8 BDP at the most (`max_window_bdp_ratio`)
-    each round trip's wait is a fifth of it, longer than two mean spacings wherever a round
-    trip carries more than ten segments.
+    bytes (Antony et al.: one window per round trip, sent as fast as the ACKs allow). That wait
+    comes once a round trip, in one gap of about (1 - W / B) RTT, and the gaps of that kind
+    fill (1 - W / B) of the time in all. A pacer whose rate times the RTT is the same flight
+    spreads it over the whole round trip at its own interval: its flight is as constant, but
+    no window holds it, and its idle time is cut into one gap per burst, RTT / interval of
+    them a round trip (Linux lets out 2**-10 s of its pacing rate at a time, so a gap of about
+    a millisecond on a path of tens). A gap counts as the window's wait when it outlasts both
+    twice the mean spacing (a window's segments leave at the ACKs' spacing, far closer) and a
+    quarter of the wait the window implies: a round trip's wait split by one stray ACK or
+    interrupt still counts, a pacer's interval a fraction of the round trip does not, at any
+    RTT since both bounds scale with the transfer's own. Half the idle time the window implies
+    is enough, the round trips' own jitter aside. At a window of 0.8 BDP at the most
+    (`max_window_bdp_ratio`) each round trip's wait is a fifth of it, longer than two mean
+    spacings wherever a round trip carries more than ten segments.
     """
     if t.size < 3 or bdp <= 0 or window >= bdp:
         return True
     span = float(t[-1] - t[0])
-    long = 2 * span / (t.size - 1)
+    wait = (1 - window / bdp) * rtt
+    long = max(2 * span / (t.size - 1), 0.25 * wait)
     idle = 0.0
     # A block of gaps at a time: no copy of the column's differences.
     for at in range(1, t.size, _BLOCK_ROWS):
