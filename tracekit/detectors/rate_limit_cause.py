@@ -130,11 +130,12 @@ WHY = {
 ADVICE = {
     L_SLOW: "Nothing to change for a short transfer; for a long one, slow start ends by itself. "
     "A larger initial window (ip route ... initcwnd) shortens it on paths that can take it.",
-    L_CONG: "Find where packets are lost (see the retransmissions finding); pace the sender "
-    "(fq qdisc) or give the bottleneck a buffer near one bandwidth-delay product.",
+    L_CONG: "Find where packets are lost (the retransmissions and drop findings say where, "
+    "when there were losses); pace the sender (fq qdisc) or give the bottleneck a buffer near "
+    "one bandwidth-delay product.",
     L_RWND: "Raise the receiver's SO_RCVBUF or net.ipv4.tcp_rmem's maximum to about twice the "
-    "bandwidth-delay product, with window scaling on (see the window_limited finding), and let "
-    "the receiving application read promptly.",
+    "bandwidth-delay product, with window scaling on, and let the receiving application read "
+    "promptly (a window_limited finding, where there is one, gives the window the path needs).",
     L_SNDBUF: "Raise the sender's SO_SNDBUF or net.ipv4.tcp_wmem's maximum to about twice the "
     "bandwidth-delay product.",
     L_APP: "Have the application write more, sooner: larger writes, no pauses between them, "

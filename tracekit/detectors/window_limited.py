@@ -527,8 +527,10 @@ def _idles_each_round_trip(t: np.ndarray, window: float, bdp: float, rtt: float)
     a millisecond on a path of tens). A gap counts as the window's wait when it outlasts both
     twice the mean spacing (a window's segments leave at the ACKs' spacing, far closer) and a
     quarter of the wait the window implies: a round trip's wait split by one stray ACK or
-    interrupt still counts, a pacer's interval a fraction of the round trip does not, at any
-    RTT since both bounds scale with the transfer's own. Half the idle time the window implies
+    interrupt still counts, a pacer's interval a fraction of the round trip does not. Both
+    bounds are the transfer's own; where a round trip holds only a few of the pacer's intervals
+    (a path of a few ms), its gaps pass the second, and the ACKs' answers (`answered_share_at`,
+    a pacer's come on its timer) tell it instead. Half the idle time the window implies
     is enough, the round trips' own jitter aside. At a window of 0.8 BDP at the most
     (`max_window_bdp_ratio`) each round trip's wait is a fifth of it, longer than two mean
     spacings wherever a round trip carries more than ten segments.
