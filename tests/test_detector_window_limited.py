@@ -260,7 +260,7 @@ SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
     ("name", "idles"),
     [
         # Reno paced at 60% of 90 Mbit/s over 25 ms: its flight stands at 0.65 BDP, but its
-        # idle time comes in one gap per burst of 2**-10 s of its rate, under a twentieth of the RTT.
+        # idle time comes in one gap per burst of 2**-10 s of its rate, under RTT / 20.
         ("paced_reno_90m_25ms", False),
         # A send buffer and a receive window far below the BDP: one wait a round trip.
         ("sndbuf_16k", True),
