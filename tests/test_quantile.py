@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
+from tracekit.core import quantile
 from tracekit.core.quantile import percentile_in_blocks, quantile_in_blocks
 
 
@@ -30,24 +33,38 @@ def test_no_values_is_none_and_a_nan_is_nan() -> None:
     assert np.isnan(np.percentile([1.0, np.nan, 2.0], 5))
 
 
-def test_it_holds_only_the_near_tail(monkeypatch: pytest.MonkeyPatch) -> None:
-    # What is kept is at most the twentieth beyond the 95th percentile plus one block: the
-    # largest array made of the values is measured where they are joined.
+def test_it_holds_only_the_near_tail() -> None:
+    # What is allocated while the 95th percentile of 200 blocks is found is a fraction of the
+    # column: the twentieth beyond it, half as much again, and a block or two.
     values = [np.random.default_rng(i).random(1000) for i in range(200)]
     whole = np.concatenate(values)
-    sizes: list[int] = []
-    real = np.concatenate
-
-    def counting(arrays: list[np.ndarray]) -> np.ndarray:
-        out = real(arrays)
-        sizes.append(out.size)
-        return out
-
-    monkeypatch.setattr(np, "concatenate", counting)
-    got = percentile_in_blocks(lambda: values, 95)
-    monkeypatch.undo()
+    tracemalloc.start()
+    try:
+        got = percentile_in_blocks(lambda: values, 95)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert got == float(np.percentile(whole, 95))
-    assert max(sizes) <= whole.size // 20 + 1000 + 2
+    assert peak <= whole.nbytes // 4
+
+
+def test_its_work_is_a_few_passes_over_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worst order for a 95th percentile: rising, so that every block passes the edge of
+    # the largest twentieth kept so far. Each cut partitions the values gathered since the
+    # last; all the cuts together partition at most three times the values, however small the
+    # blocks (a cut per block would partition the kept twentieth two hundred times).
+    values = np.arange(200_000, dtype=np.float64)
+    sizes: list[int] = []
+    real = quantile._cut
+
+    def counting(buf: np.ndarray, fill: int, room: int) -> float:
+        sizes.append(fill)
+        return real(buf, fill, room)
+
+    monkeypatch.setattr(quantile, "_cut", counting)
+    got = percentile_in_blocks(lambda: _split(values, 1000), 95)
+    assert got == float(np.percentile(values, 95))
+    assert 0 < sum(sizes) <= 3 * values.size
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 0.99, 1.0])

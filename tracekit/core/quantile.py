@@ -1,6 +1,8 @@
 """A percentile of values that arrive a block at a time, exactly as np.percentile gives it, while
 holding only the values on the near side of it: a tail quantile of a per-segment column costs
-a hundredth or a twentieth of the column, not a copy of it.
+a hundredth or a twentieth of the column (and half as much again, gathered before each cut
+back to it), not a copy of it, and a few passes over the values however many blocks they
+come in.
 
 np.percentile's default method ("linear", np.quantile's too) sorts the n values, takes the
 virtual index v = (n - 1) q (q a fraction), and interpolates between the values at floor(v)
@@ -38,34 +40,52 @@ def quantile_in_blocks(blocks: Callable[[], Iterable[np.ndarray]], q: float) -> 
         return float("nan")
     v = (n - 1) * np.float64(q)
     i = int(np.floor(v))
-    # Keep the order statistics from the near end up to i + 1 (or from i to the far end).
+    # Keep the order statistics from the near end up to i + 1 (or from i to the far end): the
+    # `room` smallest values, of the values themselves or of their negations (the far end's
+    # largest are its negations' smallest; a negation is exact).
     low = i + 2 <= n - i
     room = min(i + 2, n) if low else n - i
-    kept = np.empty(0, dtype=np.float64)
-    edge = None  # once `room` values are kept, the last of them: only one beyond it can enter
+    sign = 1.0 if low else -1.0
+    # Values gather in one buffer, room and half as much again, and are cut back to the room
+    # smallest when a block would overflow it: each cut partitions at most the buffer and
+    # frees at least half a room, so the work is a few passes over the values, however many
+    # blocks they come in (a cut per block would partition the room once per block).
+    buf = np.empty(min(room + max(room // 2, 1), n), dtype=np.float64)
+    fill = 0
+    edge = None  # after a cut, the room-th smallest: only a smaller value can enter
     for block in blocks():
-        values = np.asarray(block, dtype=np.float64)
+        values = np.multiply(block, sign, dtype=np.float64)
         if edge is not None:
-            values = values[values < edge] if low else values[values > edge]
+            values = values[values < edge]
         if values.size == 0:
             continue
-        kept = np.concatenate([kept, values])
-        if kept.size > room:
-            # The partition puts the last kept value in its sorted place, the others beside it.
-            if low:
-                kept = np.partition(kept, room - 1)[:room]
-                edge = kept[-1]
-            else:
-                kept = np.partition(kept, kept.size - room)[kept.size - room :]
-                edge = kept[0]
-        elif kept.size == room:
-            edge = kept.max() if low else kept.min()
-    kept.sort()
+        if fill + values.size > buf.size and fill > room:
+            edge = _cut(buf, fill, room)
+            fill = room
+            values = values[values < edge]
+        if fill + values.size > buf.size:
+            grown = np.empty(fill + values.size, dtype=np.float64)
+            grown[:fill] = buf[:fill]
+            buf = grown
+        buf[fill : fill + values.size] = values
+        fill += values.size
+    if fill > room:
+        _cut(buf, fill, room)
+        fill = room
+    kept = np.sort(buf[:fill] * sign)
     first = 0 if low else i  # which order statistic kept[0] is
     lo, hi = kept[i - first], kept[min(i + 1, n - 1) - first]
     gamma = v - np.floor(v)
     diff = hi - lo
     return float(hi - diff * (1 - gamma) if gamma >= 0.5 else lo + diff * gamma)
+
+
+def _cut(buf: np.ndarray, fill: int, room: int) -> float:
+    """Moves the `room` smallest of buf[:fill] to its front, in place, and returns the largest
+    of them (the room-th smallest)."""
+    head = buf[:fill]
+    head.partition(room - 1)
+    return float(head[room - 1])
 
 
 # Values taken at once: a few megabytes of a column, however long it is.
