@@ -24,7 +24,20 @@ from tests.helpers.independent import tshark_initial_rtt_s
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors.rate_limit_cause import KERNEL_CLASSES, LABELS, RateLimitCause
+from tracekit.detectors._measure import (
+    data_directions,
+    rtt_phases,
+    segment_size_bytes,
+    serialisation_s,
+)
+from tracekit.detectors.rate_limit_cause import (
+    KERNEL_CLASSES,
+    LABELS,
+    RateLimitCause,
+    _burst_starts,
+    _opened_by_ack,
+    _window_edges,
+)
 from tracekit.findings import Finding, Severity
 from tracekit.pipeline import analyze
 
@@ -113,6 +126,29 @@ def test_a_paced_sender_is_limited_by_its_pacing() -> None:
 @pytest.mark.parametrize("name", ["bursty_sender", "slow_start_overrun", "network_drops"])
 def test_ack_clocked_senders_are_not_called_paced(name: str) -> None:
     assert verdict(name).evidence["pacing_fraction"] < 0.1
+
+
+# CUBIC under a window below the path's BDP, on paths of 1 ms, 10 ms and 50 ms; a pacer at 60%
+# of a 25 ms path with the window open (the kernel: never the window's).
+WINDOW_HELD_OR_NOT = ("rtt_1ms", "window_64k_10ms", "rate_50m", "base", "paced_reno_90m_25ms")
+
+
+@pytest.mark.parametrize("name", WINDOW_HELD_OR_NOT)
+def test_the_starts_the_window_held_follow_the_kernels_account(name: str) -> None:
+    # The capture is taken after the sending host's queue, which holds what TCP small queues
+    # let wait there: a window the kernel found shut shows that much room at the capture. The
+    # starts after an ACK that the window held until that ACK are about as many, of all those
+    # starts, as the kernel's receive-window share of its busy time.
+    folder = SWEEP_DIR / name
+    limits = json.loads((folder / "truth.json").read_text())["kernel_limits"]
+    ctx = context(folder / "sender.pcap.zst")
+    ((_, _, d),) = list(data_directions(ctx))
+    mss = segment_size_bytes(d.segments)
+    rtt = float(rtt_phases(ctx, d).rtt_s.min())
+    t, ack_t = d.data["t_s"].to_numpy(), d.acks["t_s"].to_numpy()
+    after, _, _ = _burst_starts(t, ack_t, 2 * (serialisation_s(t) or 0.0))
+    opened = _opened_by_ack(t, ack_t, after, _window_edges(d.data, d.acks, mss, rtt))
+    assert opened.mean() == pytest.approx(limits["rwnd_limited_share"], abs=0.15)
 
 
 @pytest.mark.parametrize(

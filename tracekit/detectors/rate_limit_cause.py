@@ -56,6 +56,7 @@ from tracekit.detectors._limits import (
     limit_states,
     pacer_held,
     queued_pauses,
+    shut_below,
     state_seconds,
     timer_waits,
     turnaround_s,
@@ -712,7 +713,7 @@ class RateLimitCause(Detector):
             cfg.paced_answered_fraction,
             from_empty_queue(d),
             (delivered / length, float(mss)),
-            _window_edges(data, d.acks) if known else None,
+            _window_edges(data, d.acks, mss, float(phases.rtt_s.min())) if known else None,
         )
         # Each window's time no full receive window held the sender (`_paced_windows`), nor
         # the end of the data: the time a pacer can have held it at all.
@@ -1219,6 +1220,11 @@ def _buffer_refills(
 
 # Bursts that start after an ACK that a judgment of the sender's clock rests on: a share
 # and the quartiles of their spacing rest on a few of each.
+# Per data segment its end and length, per ACK the edge offered so far and the room below which
+# that window is shut (`_window_edges`).
+WindowEdges = tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+]
 PACED_MIN_STARTS = 8
 # How many of the host's turnarounds a timer's regular interval must pass (`_paced_windows`).
 HOST_PACE_TURNAROUNDS = 2.0
@@ -1241,7 +1247,7 @@ def _paced_windows(
     fraction: float,
     emptied: npt.NDArray[np.uint8] | None = None,
     pace: tuple[npt.NDArray[np.float64], float] | None = None,
-    edges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
+    edges: WindowEdges | None = None,
 ) -> tuple[
     npt.NDArray[np.bool_],
     npt.NDArray[np.bool_],
@@ -1297,9 +1303,10 @@ def _paced_windows(
     written while the last one is still in flight), and the burst is left out, as one from
     an empty queue is.
 
-    `edges`, per segment its sequence end and per ACK the receive window's right edge so far
-    (`_window_edges`), tells a start its own ACK let out: one that ends past every edge the
-    ACKs before its own had offered did not fit the window until that ACK came. The time
+    `edges`, per segment its sequence end and length and per ACK the receive window's right
+    edge so far and the room below which it is shut (`_window_edges`), tells a start its own
+    ACK let out: one with too little room under every edge the ACKs before its own had offered
+    (`_opened_by_ack`) did not fit the window until that ACK came. The time
     before such an ACK was the receive window's (the flight filled it), and the pacer held
     the start only from the ACK on (its delay), however regular the starts: a pacer faster
     than the window's rate fills the window early in each round trip, and the ACKs, returning
@@ -1464,31 +1471,41 @@ def _paced_windows(
     return paced[group], enough[group], held[group], not_timer
 
 
-def _window_edges(
-    data: pd.DataFrame, acks: pd.DataFrame
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Per data segment its sequence end, and per ACK the farthest right edge of the
-    receive window offered up to it (a window's edge does not move back, RFC 9293 3.8.6)."""
+def _window_edges(data: pd.DataFrame, acks: pd.DataFrame, mss: int, rtt: float) -> WindowEdges:
+    """Per data segment its sequence end and length; per ACK the farthest right edge of the
+    receive window offered up to it (a window's edge does not move back, RFC 9293 3.8.6), and
+    the room below which that window held the sender (`shut_below`, at the least RTT)."""
     edge = acks["edge_rel"].to_numpy()
-    return data["end_rel"].to_numpy(), np.maximum.accumulate(edge) if edge.size else edge
+    if not edge.size:
+        return data["end_rel"].to_numpy(), data["len"].to_numpy(), edge, edge
+    edge = np.maximum.accumulate(edge)
+    offered = edge - np.maximum.accumulate(acks["ack_rel"].to_numpy())
+    shut = shut_below(offered.astype(np.float64), float(mss), rtt).astype(np.int64)
+    return data["end_rel"].to_numpy(), data["len"].to_numpy(), edge, shut
 
 
 def _opened_by_ack(
     t: npt.NDArray[np.float64],
     ack_t: npt.NDArray[np.float64],
     at: npt.NDArray[np.int64],
-    edges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
+    edges: WindowEdges | None,
 ) -> npt.NDArray[np.bool_]:
-    """Per burst start after an ACK (`at`, the starts' segments), whether its segment ended
-    past every receive-window edge offered before that ACK: the ACK opened the window it left
-    in."""
+    """Per burst start after an ACK (`at`, the starts' segments), whether the receive window
+    held it until that ACK: the room under every edge offered before the ACK, above the
+    start's first byte, was too small for its segment, or shut as `limit_states` reads a
+    window shut (less than the burst Linux waits for before it sends into a window,
+    `shut_below`). The capture is taken after the sending host's queue: what TCP small queues
+    let wait there (the same 2**-10 s of the pacing rate) was sent as the kernel counts it,
+    and a window full at the kernel shows that much room at the capture."""
     if edges is None or at.size == 0:
         return np.zeros(at.size, dtype=bool)
-    end, edge = edges
+    end, length, edge, shut = edges
     # The ACK that came last before the start, and the edge the ACKs before it had offered.
     k = search_sorted(ack_t, t[at], side="right") - 2
-    before = np.where(k >= 0, edge[np.maximum(k, 0)], np.iinfo(np.int64).max)
-    return np.asarray(end[at] > before)
+    first = k >= 0
+    k = np.maximum(k, 0)
+    room = edge[k] - (end[at] - length[at])
+    return np.asarray(first & (room < np.maximum(length[at], shut[k])))
 
 
 # Segments taken at once by the per-segment steps of `_paced_windows`: a few megabytes of
