@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -1218,13 +1218,22 @@ def _buffer_refills(
     return t[end][deep], woke[deep]
 
 
+class WindowEdges(NamedTuple):
+    """What tells a start its own ACK let out (`_window_edges`, `_opened_by_ack`): per data
+    segment its sequence end and length; per ACK the farthest right edge of the receive window
+    offered up to it and the window it offered (bytes); the segment size and the least RTT,
+    which scale the room below which a window is shut (`shut_below`)."""
+
+    end: npt.NDArray[np.int64]
+    length: npt.NDArray[np.int64]
+    edge: npt.NDArray[np.int64]
+    window: npt.NDArray[np.int64]
+    mss: float
+    rtt: float
+
+
 # Bursts that start after an ACK that a judgment of the sender's clock rests on: a share
 # and the quartiles of their spacing rest on a few of each.
-# Per data segment its end and length, per ACK the edge offered so far and the room below which
-# that window is shut (`_window_edges`).
-WindowEdges = tuple[
-    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
-]
 PACED_MIN_STARTS = 8
 # How many of the host's turnarounds a timer's regular interval must pass (`_paced_windows`).
 HOST_PACE_TURNAROUNDS = 2.0
@@ -1472,16 +1481,17 @@ def _paced_windows(
 
 
 def _window_edges(data: pd.DataFrame, acks: pd.DataFrame, mss: int, rtt: float) -> WindowEdges:
-    """Per data segment its sequence end and length; per ACK the farthest right edge of the
-    receive window offered up to it (a window's edge does not move back, RFC 9293 3.8.6), and
-    the room below which that window held the sender (`shut_below`, at the least RTT)."""
+    """The columns `_opened_by_ack` reads: the farthest right edge offered up to each ACK (a
+    window's edge does not move back, RFC 9293 3.8.6), the rest as the tables hold them."""
     edge = acks["edge_rel"].to_numpy()
-    if not edge.size:
-        return data["end_rel"].to_numpy(), data["len"].to_numpy(), edge, edge
-    edge = np.maximum.accumulate(edge)
-    offered = edge - np.maximum.accumulate(acks["ack_rel"].to_numpy())
-    shut = shut_below(offered.astype(np.float64), float(mss), rtt).astype(np.int64)
-    return data["end_rel"].to_numpy(), data["len"].to_numpy(), edge, shut
+    return WindowEdges(
+        data["end_rel"].to_numpy(),
+        data["len"].to_numpy(),
+        np.maximum.accumulate(edge) if edge.size else edge,
+        acks["win_bytes"].to_numpy(),
+        float(mss),
+        rtt,
+    )
 
 
 def _opened_by_ack(
@@ -1499,13 +1509,15 @@ def _opened_by_ack(
     and a window full at the kernel shows that much room at the capture."""
     if edges is None or at.size == 0:
         return np.zeros(at.size, dtype=bool)
-    end, length, edge, shut = edges
-    # The ACK that came last before the start, and the edge the ACKs before it had offered.
+    # The ACK that came last before the start, and the edge the ACKs before it had offered:
+    # read for the starts alone (a few per round trip), not for every ACK.
     k = search_sorted(ack_t, t[at], side="right") - 2
     first = k >= 0
     k = np.maximum(k, 0)
-    room = edge[k] - (end[at] - length[at])
-    return np.asarray(first & (room < np.maximum(length[at], shut[k])))
+    length = edges.length[at]
+    room = edges.edge[k] - (edges.end[at] - length)
+    shut = shut_below(edges.window[k].astype(np.float64), edges.mss, edges.rtt)
+    return np.asarray(first & (room < np.maximum(length, shut)))
 
 
 # Segments taken at once by the per-segment steps of `_paced_windows`: a few megabytes of
