@@ -54,7 +54,7 @@ import numpy.typing as npt
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import quantile_in_blocks
 from tracekit.core.search import search_sorted
-from tracekit.detectors._measure import running_max_at, turnaround_s
+from tracekit.detectors._measure import TURNAROUND_QUANTILE, running_max_at, turnaround_s
 from tracekit.series import Direction, kind_mask
 
 APPLICATION, RECEIVE_WINDOW, NETWORK = 0, 1, 2
@@ -809,6 +809,8 @@ def _expected_holds(
         # A timer's release after a wait longer than a pacer keeps (`_longest_holds`) reads
         # a window or the writer: neither exact nor a bound.
         read &= ~(exact & (gap > most[:-1]))
+    if not _timer_shown(flags, read & exact):
+        return np.zeros(0)
     held = _censored_means(x[read], exact[read])
     if held is None:
         return np.zeros(0)
@@ -817,6 +819,29 @@ def _expected_holds(
     holds = np.zeros(n)
     holds[:-1] = expected * scale
     return holds
+
+
+def _timer_shown(flags: npt.NDArray[np.int8], released: npt.NDArray[np.bool_]) -> bool:
+    """Whether the bursts the timer released (`released`, per burst but the first: read
+    exactly) show a timer rather than an ACK clock's late answers.
+
+    Only a timer releases a burst with no ACK since the one before (the application's write,
+    a loss timer and the device's queue are left out of what is read): a pacer faster than
+    its ACKs does so between them, and every pacer in its first round, whose initial window
+    has no ACK to release it. A pacer slower than its ACKs starts each burst after one, late
+    by up to its interval, and so more of them late than a host's own tail: the host's
+    turnaround covers TURNAROUND_QUANTILE of its answers, and the rest, its scheduling's
+    tail, is the most an ACK clock leaves late. An ACK clock's late answers are exact
+    readings all the same; imputed to every burst that answered an ACK at once, they would
+    hold the sender busy where its window held it. At least MIN_HELD_BURSTS either way.
+    """
+    after = (flags[1:] & AFTER_ACK) > 0
+    if int((released & ~after).sum()) >= MIN_HELD_BURSTS:
+        return True
+    late = int((released & after).sum())
+    # The bursts after an ACK that could be read at all: not a write's or a loss timer's.
+    answering = int((after & ((flags[1:] & NOT_PACED) == 0)).sum())
+    return late >= MIN_HELD_BURSTS and late > (1 - TURNAROUND_QUANTILE) * answering
 
 
 def _censored_means(
