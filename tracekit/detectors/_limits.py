@@ -490,9 +490,9 @@ def pacer_holds(
     most that long). Those are the two sides of a left-censored sample, and the Kaplan-Meier
     estimate of it (`_censored_means`) gives each answered burst the interval expected below
     its bound. A sender without a pacer leaves no burst to the timer but by its host's own
-    jitter; fewer than MIN_HELD_BURSTS of those tell no pacer. Nor does a host whose turnaround
-    outlasts the round trip (a LAN): its own pace hides any timer's. Nor a writer's pause: a
-    burst after a short tail with every byte acknowledged (`EMPTIED`) left when the
+    jitter, each after an ACK: those tell no pacer (`_timer_shown`). Nor does a host whose
+    turnaround outlasts the round trip (a LAN): its own pace hides any timer's. Nor a writer's
+    pause: a burst after a short tail with every byte acknowledged (`EMPTIED`) left when the
     application wrote, and its wait reads the writer, not the pacer. Nor a loss timer's: a
     burst that resends with no ACK since the burst before (`RESENT`) was released by the
     retransmission timer or the tail loss probe's (RFC 6298, RFC 8985: two round trips and
@@ -779,8 +779,8 @@ def _expected_holds(
     most: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
-    burst waited on the timer, expected where it answered an ACK at once; empty where fewer
-    than MIN_HELD_BURSTS waited.
+    burst waited on the timer, expected where it answered an ACK at once; empty where no timer
+    shows itself among those waits (`_timer_shown`) or fewer than MIN_HELD_BURSTS waited.
 
     A burst that waits with no ACK since the one before, in a release (the bursts between two
     ACKs) larger than TCP small queues let into the device (`queue_bytes`), may wait on the
