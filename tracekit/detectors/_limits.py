@@ -499,7 +499,8 @@ def pacer_holds(
     more), whose wait is the timer's, not the pacer's. Nor a wait longer than a pacer keeps
     after its burst (`_longest_holds`): a host that answers the ACK which opens a full window
     a little later than its turnaround, after a round trip's wait, left on that ACK, and the
-    round trip was the window's.
+    round trip was the window's. Nor a wait after a single segment with no ACK between: a
+    pacer lets two go a turn where the window has room (`_expected_holds`).
     """
 
     def compute() -> tuple[npt.NDArray[np.float64], float, float]:
@@ -513,6 +514,7 @@ def pacer_holds(
             bursts.queue,
             timer_paired(bursts),
             _longest_holds(direction, bursts, rtt_s),
+            mss,
         )
         return holds, bursts.line, bursts.release
 
@@ -777,6 +779,7 @@ def _expected_holds(
     queue_bytes: float,
     paired: npt.NDArray[np.bool_],
     most: npt.NDArray[np.float64] | None = None,
+    segment: float = 0.0,
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where no timer
@@ -809,6 +812,14 @@ def _expected_holds(
         # A timer's release after a wait longer than a pacer keeps (`_longest_holds`) reads
         # a window or the writer: neither exact nor a bound.
         read &= ~(exact & (gap > most[:-1]))
+    # A Linux pacer lets at least two segments go a turn where the window has room for them
+    # (tcp_tso_autosize: tcp_min_tso_segs; fq's own pacing two MTUs, its quantum, above its
+    # low_rate_threshold of 550 kbit/s): a wait with no ACK since a burst of one segment,
+    # whose next bytes the same window already let go, was not its timer's. A device's
+    # shaper whose watchdog fires late cuts the release it was handed anywhere, and so does
+    # the host's scheduling: neither exact nor a bound. Counted in segments, on any path.
+    single = ((flags[1:] & AFTER_ACK) == 0) & (size[:-1] <= segment)
+    read &= ~(exact & single)
     if not _timer_shown(flags, read & exact):
         return np.zeros(0)
     held = _censored_means(x[read], exact[read])
