@@ -499,22 +499,23 @@ def pacer_holds(
     more), whose wait is the timer's, not the pacer's. Nor a wait longer than a pacer keeps
     after its burst (`_longest_holds`): a host that answers the ACK which opens a full window
     a little later than its turnaround, after a round trip's wait, left on that ACK, and the
-    round trip was the window's. Nor a wait after a single segment with no ACK between: a
-    pacer lets two go a turn where the window has room (`_expected_holds`).
+    round trip was the window's. Nor a wait with no ACK between after a burst shorter than
+    a pacer lets go a turn where the window has room (`_least_bursts`).
     """
 
     def compute() -> tuple[npt.NDArray[np.float64], float, float]:
         bursts = pacer_bursts(direction, mss, rtt_s)
         if bursts is None:
             return np.zeros(0), 0.0, 0.0
+        rate = _delivery_rates(direction, bursts, rtt_s)
         holds = _expected_holds(
             bursts.start,
             bursts.size,
             bursts.flags,
             bursts.queue,
             timer_paired(bursts),
-            _longest_holds(direction, bursts, rtt_s),
-            mss,
+            _longest_holds(bursts.size, rate),
+            _least_bursts(rate, mss),
         )
         return holds, bursts.line, bursts.release
 
@@ -738,11 +739,32 @@ def _bursts(
 RATE_ACKS = 8
 
 
-def _longest_holds(direction: Direction, bursts: Bursts, rtt_s: float) -> npt.NDArray[np.float64]:
-    """Per burst, the longest a pacer can hold the sender after it: twice the burst's time
-    at the rate the ACKs delivered over the round trip before it (back to the RATE_ACKS-th
-    ACK where the round trip holds fewer), and at least twice BURST_S, the least a Linux
-    pacer's burst lasts (tcp_tso_autosize); infinite before any byte was acknowledged.
+def _delivery_rates(direction: Direction, bursts: Bursts, rtt_s: float) -> npt.NDArray[np.float64]:
+    """Per burst, the rate the ACKs delivered at over the round trip before it (back to the
+    RATE_ACKS-th ACK where the round trip holds fewer: a path of a few ms carries a few ACKs
+    per round trip), in bytes per second; 0 before any byte was acknowledged."""
+    acks = direction.acks
+    if acks.empty or rtt_s <= 0:
+        return np.zeros(bursts.start.size)
+    ack_t = acks["t_s"].to_numpy()
+    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
+
+    def acked_by(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        k = search_sorted(ack_t, t, side="right") - 1
+        return np.where(k >= 0, line[np.maximum(k, 0)], 0).astype(np.float64)
+
+    k = search_sorted(ack_t, bursts.start, side="right") - 1
+    since = np.minimum(bursts.start - rtt_s, ack_t[np.clip(k - RATE_ACKS, 0, None)])
+    span = bursts.start - since
+    delivered = acked_by(bursts.start) - acked_by(since)
+    return np.divide(delivered, span, out=np.zeros(span.size), where=span > 0)
+
+
+def _longest_holds(size: npt.NDArray[np.float64], rate: npt.NDArray[np.float64]) -> np.ndarray:
+    """Per burst of `size` bytes, the longest a pacer can hold the sender after it: twice the
+    burst's time at the delivery rate before it (`_delivery_rates`), and at least twice
+    BURST_S, the least a Linux pacer's burst lasts (tcp_tso_autosize); infinite before any
+    byte was acknowledged.
 
     Linux paces at a rate set from the congestion window and the smoothed RTT, twice the
     window per RTT in slow start and 1.2 times after (tcp_update_pacing_rate), and BBR at
@@ -751,25 +773,23 @@ def _longest_holds(direction: Direction, bursts: Bursts, rtt_s: float) -> npt.ND
     wait after a burst, on a path of any length, is a window's (the round trip for the ACK
     of a full window) or the application's, not the timer's: the factor of two leaves room
     for a delivery rate read over one round trip of ACKs that came in bunches."""
-    acks = direction.acks
-    if acks.empty or rtt_s <= 0:
-        return np.full(bursts.start.size, np.inf)
-    ack_t = acks["t_s"].to_numpy()
-    line = np.maximum.accumulate(acks["ack_rel"].to_numpy())
-
-    def acked_by(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        k = search_sorted(ack_t, t, side="right") - 1
-        return np.where(k >= 0, line[np.maximum(k, 0)], 0).astype(np.float64)
-
-    # Over the round trip before the burst, or back to its RATE_ACKS-th ACK before where a
-    # round trip holds fewer (a path of a few ms carries a few ACKs per round trip).
-    k = search_sorted(ack_t, bursts.start, side="right") - 1
-    since = np.minimum(bursts.start - rtt_s, ack_t[np.clip(k - RATE_ACKS, 0, None)])
-    span = bursts.start - since
-    delivered = acked_by(bursts.start) - acked_by(since)
-    rate = np.divide(delivered, span, out=np.zeros(span.size), where=span > 0)
-    wait = np.divide(bursts.size, rate, out=np.full(rate.size, np.inf), where=rate > 0)
+    wait = np.divide(size, rate, out=np.full(rate.size, np.inf), where=rate > 0)
     return 2 * np.maximum(wait, BURST_S)
+
+
+def _least_bursts(rate: npt.NDArray[np.float64], segment: float) -> npt.NDArray[np.float64]:
+    """Per burst, the fewest bytes a pacer lets go before its timer holds the sender while the
+    window has room for more: more than one segment (tcp_min_tso_segs: two; fq's own pacing
+    two MTUs, its quantum, above its low_rate_threshold of 550 kbit/s), and half of BURST_S
+    at the delivery rate before the burst (`_delivery_rates`), up to half a GSO burst.
+
+    Linux sends 2**-10 s of its pacing rate a turn (tcp_tso_autosize, at most one 64 KiB GSO
+    burst), and the rate is at least the delivery rate (see `_longest_holds`; BBR's lowest
+    gain past its start is 0.75): the half leaves room for that gain and for a delivery rate
+    read over ACKs that came in bunches, as the longest hold's factor of two does. Both in
+    the transfer's own segments and rate, on any path."""
+    turn = np.minimum(rate * BURST_S, GSO_MAX_BYTES) / 2
+    return np.maximum(turn, np.nextafter(segment, np.inf))
 
 
 def _expected_holds(
@@ -779,7 +799,7 @@ def _expected_holds(
     queue_bytes: float,
     paired: npt.NDArray[np.bool_],
     most: npt.NDArray[np.float64] | None = None,
-    segment: float = 0.0,
+    least: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where no timer
@@ -812,14 +832,13 @@ def _expected_holds(
         # A timer's release after a wait longer than a pacer keeps (`_longest_holds`) reads
         # a window or the writer: neither exact nor a bound.
         read &= ~(exact & (gap > most[:-1]))
-    # A Linux pacer lets at least two segments go a turn where the window has room for them
-    # (tcp_tso_autosize: tcp_min_tso_segs; fq's own pacing two MTUs, its quantum, above its
-    # low_rate_threshold of 550 kbit/s): a wait with no ACK since a burst of one segment,
-    # whose next bytes the same window already let go, was not its timer's. A device's
-    # shaper whose watchdog fires late cuts the release it was handed anywhere, and so does
-    # the host's scheduling: neither exact nor a bound. Counted in segments, on any path.
-    single = ((flags[1:] & AFTER_ACK) == 0) & (size[:-1] <= segment)
-    read &= ~(exact & single)
+    if least is not None:
+        # A wait with no ACK since a burst shorter than a pacer lets go (`_least_bursts`),
+        # whose next bytes the same window already let go, was not the pacer's timer's: a
+        # device's shaper whose watchdog fires late cuts the release it was handed anywhere,
+        # and so does the host's scheduling. Neither exact nor a bound.
+        short = ((flags[1:] & AFTER_ACK) == 0) & (size[:-1] < least[:-1])
+        read &= ~(exact & short)
     if not _timer_shown(flags, read & exact):
         return np.zeros(0)
     held = _censored_means(x[read], exact[read])
