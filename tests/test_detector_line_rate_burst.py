@@ -131,19 +131,25 @@ SYN_OPTS = [("MSS", MSS), ("WScale", 7), ("SAckOK", b""), ("Timestamp", (1, 0))]
 
 
 def trains(
-    count: int, packets: int, send_bps: float, path_bps: float, rtt_s: float = 0.05
+    count: int,
+    packets: int,
+    send_bps: float,
+    path_bps: float,
+    rtt_s: float = 0.05,
+    apart_s: float = 0.1,
 ) -> list[object]:
-    """`count` trains of `packets` segments sent at send_bps, 100 ms apart, through a path of
-    path_bps with no loss: each segment's ACK returns one RTT after the path delivered it."""
+    """`count` trains of `packets` segments sent at send_bps, starting `apart_s` apart, through
+    a path of path_bps with no loss: each segment's ACK returns one RTT after the path
+    delivered it."""
     pkts: list[object] = [
         tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C_ISN, 0, 0, SYN_OPTS),
         tcp(rtt_s, SERVER, CLIENT, 80, 40000, "SA", S_ISN, C_ISN + 1, 0, SYN_OPTS),
         tcp(rtt_s, CLIENT, SERVER, 40000, 80, "A", C_ISN + 1, S_ISN + 1, 0, [("NOP", None)]),
     ]
     i = 0
+    delivered = 0.0
     for k in range(count):
-        start = 0.2 + 0.1 * k
-        delivered = start
+        start = 0.2 + apart_s * k
         for j in range(packets):
             t = start + j * WIRE * 8 / send_bps
             delivered = max(delivered, t) + WIRE * 8 / path_bps
@@ -215,6 +221,22 @@ def test_trains_within_the_rate_estimates_error_are_quiet(tmp_path: Path) -> Non
     # above the estimate is within its error (a sender paced near the path's rate).
     pkts = trains(4, 200, send_bps=33e6, path_bps=30e6, rtt_s=0.02)
     assert detect(pkts, tmp_path / "near.pcap") == []
+
+
+@pytest.mark.parametrize(("gap_packets", "bursts"), [(1.8, 0), (3.0, 5)])
+def test_a_stream_the_line_cuts_is_not_a_burst(
+    tmp_path: Path, gap_packets: float, bursts: int
+) -> None:
+    # 125 packets at 85 Mbit/s into a 33 Mbit/s path (BBR's start-up paced past its NIC's
+    # rate), cut every 25 by a gap of 1.8 of the line's packet times: each piece would queue
+    # 15 packets (eq. 1 with M = 0), but the bottleneck, whose packet time is 2.6 of the
+    # line's, never emptied between them: one stream, not five bursts. Cut by gaps of 3, the
+    # bottleneck empties a packet's worth each time, and the pieces are bursts of their own.
+    line = WIRE * 8 / 85e6
+    apart = (24 + gap_packets) * line
+    pkts = trains(5, 25, send_bps=85e6, path_bps=33e6, apart_s=apart)
+    found = detect(pkts, tmp_path / "s.pcap")
+    assert [f.evidence["bursts_count"] for f in found] == ([bursts] if bursts else [])
 
 
 def test_median_length_by_counting_matches_numpy() -> None:

@@ -265,7 +265,19 @@ class LineRateBurst(Detector):
         table["ahead"] = ahead
         rate = table["rate_bps"].to_numpy()
         queue = table["packets"].to_numpy() * (1 - bottleneck / rate)
-        fast = table[(rate >= cfg.min_rate_factor * bottleneck) & (queue >= cfg.min_queue_packets)]
+        # Eq. 1 counts a train's queue from an empty bottleneck. A train that left less than
+        # one of the bottleneck's packet times after the segment before it found the
+        # bottleneck still busy with what came before, at the rate the sender kept before the
+        # train: a stream cut by the jitter of a NIC or a pacer that fills it (BBR's start-up
+        # at 2.89 times its estimate, where that passes the line rate), not a burst let out
+        # at once after the sender idled. The bottleneck's own packet time, on any path.
+        before = np.full(first.size, np.inf)
+        has = first > 0
+        before[has] = t[first[has]] - t[first[has] - 1]
+        drained = before >= (payload + overhead) * 8 / bottleneck
+        fast = table[
+            (rate >= cfg.min_rate_factor * bottleneck) & (queue >= cfg.min_queue_packets) & drained
+        ]
         if len(fast) < cfg.min_bursts_count:
             return None
         duration = t[-1] - t[0]
