@@ -148,10 +148,12 @@ def simulate(
     iw: int = 10,
     max_segments: int = 2000,
     spurious: tuple[int, ...] = (),
+    first_pause_s: float = 0.0,
 ) -> tuple[list[object], set[int], dict[int, int]]:
     """Slow start through a FIFO bottleneck: the sender capture's packets, the dropped segments
     and each segment's round (the initial window is round 0; an ACK of a round-r segment
-    releases segments of round r + 1).
+    releases segments of round r + 1). The initial window's second segment leaves
+    `first_pause_s` later than the line would let it (a device's hiccup).
 
     The sender sends at f_bps; each segment an ACK newly covers releases two (slow start). The
     bottleneck serves at s_bps and holds buffer_packets waiting (one more in service); the
@@ -190,7 +192,7 @@ def simulate(
 
     for i in range(iw):
         round_of[i] = 0
-        send(i, rtt_s)
+        send(i, state["nic"] + first_pause_s if i == 1 else rtt_s)
     state["n"] = iw
     recovery = False
     last_ack = rtt_s
@@ -464,6 +466,23 @@ def test_an_initial_window_longer_than_the_round_trip_is_one_train(tmp_path: Pat
     assert f.evidence["overrun_round_packets"] >= 40
     assert f.evidence["lost_packets"] >= by_round[0]
     assert 15 * WIRE / 1.5 <= f.evidence["buffer_estimate_bytes"] <= 15 * WIRE * 1.5
+
+
+def test_a_pause_before_the_first_ack_does_not_end_the_initial_train(tmp_path: Path) -> None:
+    # 10 packets at 100 Mbit/s into 11 Mbit/s with room for 3 waiting, the second a
+    # millisecond late (the NIC's watchdog): the first ACK comes back after the fifth, and the
+    # initial window's last five, already let out, meet the queue the four before them built
+    # and are lost. Before any ACK the sender had nothing to wait for: the pause was its
+    # device's, and the overrun is the initial train's (eq. 1, N_b = 10), not the next round's.
+    pkts, dropped, round_of = simulate(
+        s_bps=11e6, f_bps=100e6, buffer_packets=3, rtt_s=0.5e-3, max_segments=300,
+        first_pause_s=1e-3,
+    )  # fmt: skip
+    by_round = lost_by_round(dropped, round_of)
+    assert by_round[0] >= SlowStartOverrun.Config().min_lost_packets
+    (f,) = detect(pkts, tmp_path / "pause.pcap")
+    assert f.evidence["round"] == 0
+    assert f.evidence["lost_packets"] >= by_round[0]
 
 
 def test_a_first_round_overrun_in_the_sweep_is_the_initial_windows() -> None:

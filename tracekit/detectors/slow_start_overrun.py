@@ -102,25 +102,29 @@ _TRAIN_BLOCK_ROWS = 1 << 14
 
 def _initial_train_end(t: np.ndarray, first_copy: np.ndarray, starts: np.ndarray) -> float:
     """When the train that starts with the first data segment ends: the last of the first
-    copies that follow one another within TRAIN_GAP_FACTOR times the train's spacing (the
-    median gap of the first round's segments). -inf where the first round holds fewer than
-    three segments, two gaps, to time."""
+    copies that follow the first round's last one within TRAIN_GAP_FACTOR times the train's
+    spacing (the median gap of the first round's segments), up to the first pause after it.
+    -inf where the first round holds fewer than three segments, two gaps, to time.
+
+    A pause within the first round says nothing of where the train ends: before its first ACK
+    the sender has nothing to wait for (its initial window is all let out at once), and a
+    pause there is its device's or its host's. The train is judged from the round's edge on,
+    where the first ACKs' segments join it or not."""
     if starts.size < 2:
         return -np.inf
-    in_round = t[: int(np.searchsorted(t, starts[1]))]
-    in_round = in_round[first_copy[: in_round.size]]
+    edge = int(np.searchsorted(t, starts[1]))
+    in_round = t[:edge][first_copy[:edge]]
     if in_round.size < 3:
         return -np.inf
     spacing = float(np.median(np.diff(in_round)))
     if spacing <= 0:
         return -np.inf
-    last = -np.inf
-    for at in range(0, t.size, _TRAIN_BLOCK_ROWS):
+    last = float(in_round[-1])
+    for at in range(edge, t.size, _TRAIN_BLOCK_ROWS):
         block = t[at : at + _TRAIN_BLOCK_ROWS][first_copy[at : at + _TRAIN_BLOCK_ROWS]]
         if block.size == 0:
             continue
-        gaps = np.diff(np.r_[last if np.isfinite(last) else block[0], block])
-        pauses = np.flatnonzero(gaps > TRAIN_GAP_FACTOR * spacing)
+        pauses = np.flatnonzero(np.diff(np.r_[last, block]) > TRAIN_GAP_FACTOR * spacing)
         if pauses.size:
             return float(last if pauses[0] == 0 else block[pauses[0] - 1])
         last = float(block[-1])
