@@ -374,6 +374,23 @@ def test_a_paced_start_up_measures_the_bottleneck_not_the_pacer(name: str) -> No
     assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
 
 
+def test_a_queue_before_a_path_step_is_read_over_its_own_paths_floor() -> None:
+    # Slow start overruns a quarter-BDP buffer on a 100 ms path, which 3 s later steps down to
+    # 40 ms: every packet after the step takes 30 ms less each way. Over the least one-way
+    # delay of the whole transfer, the overrun's packets read that 30 ms as queue; over the
+    # floor of the path they crossed, their wait is the configured buffer's.
+    truth, analysis = _sweep_pair("delay_step_down_reno_100_40ms")
+    steps = truth["path"]["delay_schedule"]["steps"]
+    assert [s["rtt_ms"] for s in steps] == [40.0]
+    doc = analysis.to_dict()
+    (found,) = [f for f in doc["findings"] if f["kind"] == KIND]
+    assert found["end_s"] < steps[0]["at_s"]
+    assert found["evidence"]["buffer_basis"] == "queue_wait"
+    configured = truth["path"]["bottleneck_buffer_bytes"]
+    assert configured / 1.5 <= found["evidence"]["buffer_estimate_bytes"] <= configured * 1.5
+    assert any(f["kind"] == "path_change" for f in doc["findings"])
+
+
 def test_with_both_captures_the_buffer_is_the_full_queues_wait() -> None:
     # CUBIC paced at 87% of 40 Mbit/s lets its first window into a buffer of three frames in
     # bursts of a few packets: its mean rate, 1.3 times the path's, queues by eq. 1 barely

@@ -49,10 +49,11 @@ SUBSET = (
     # Idle a third of the time, in pauses shorter than a write takes at the path's rate.
     "app_64k_40ms_10ms",
     "stall_2500ms_snap54",
-    # The path beside the bottleneck: an RTT that steps 6x, another host's traffic through
-    # the bottleneck, GRO's stretch ACKs, line-rate trains into a bottleneck at half the
-    # access rate, and a reverse path that drops pure ACKs.
+    # The path beside the bottleneck: an RTT that steps 6x up, and down after an overrun,
+    # another host's traffic through the bottleneck, GRO's stretch ACKs, line-rate trains
+    # into a bottleneck at half the access rate, and a reverse path that drops pure ACKs.
     "delay_step_cubic_20_120ms",
+    "delay_step_down_reno_100_40ms",
     "cross_udp_tcp_20m",
     "gro_receiver_50m",
     "bursty_writes_50m_half",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from tracekit.detectors._measure import (
     ack_line_rate_bps,
     lost_data,
     packet_basis,
+    path_phases,
     path_rate_bps,
     queue_at_start_bytes,
     resend_counts,
@@ -215,7 +217,7 @@ class SlowStartOverrun(Detector):
             merge = ctx.merge
             mine = None if merge is None else merge.transmissions_of(ser.conn, ser.direction)
             if not self._lost_in_the_receiver(mine, found):
-                yield self._finding(ser, found, overhead, mine)
+                yield self._finding(ser, found, overhead, mine, _forward_floors(ctx, ser))
 
     def _lost_in_the_receiver(self, mine: pd.DataFrame | None, rnd: _Round) -> bool:
         """With the receiver's capture too (`mine`, the direction's transmissions), whether the
@@ -369,10 +371,16 @@ class SlowStartOverrun(Detector):
         return t[lo:], int(rnd.flight_end[lo]), int(lost[lo:].sum())
 
     def _finding(
-        self, ser: Direction, rnd: _Round, overhead: int, mine: pd.DataFrame | None = None
+        self,
+        ser: Direction,
+        rnd: _Round,
+        overhead: int,
+        mine: pd.DataFrame | None = None,
+        floors: Floors | None = None,
     ) -> Finding:
         """The finding of an overrun round; `mine`: the direction's transmissions in the
-        merge of both captures (None with the sender's capture alone)."""
+        merge of both captures (None with the sender's capture alone), and `floors` the
+        one-way delay's floor of each path phase where the path stepped (`_forward_floors`)."""
         link = self.config.link_header_bytes
         size = rnd.payload_bytes + overhead  # l of eq. 1
         wire = size / rnd.payload_bytes  # wire bytes per payload byte
@@ -499,7 +507,7 @@ class SlowStartOverrun(Detector):
             # packet's one-way delay over the least. Its ACK's RTT also holds the receiver's
             # own delay of that ACK (delayed ACKs, RFC 9293 3.8.6.3) and the return path's,
             # which on a path of a millisecond or two outweigh a buffer of a few packets.
-            forward = _one_way_wait_s(mine, float(burst_t[0]))
+            forward = _one_way_wait_s(mine, float(burst_t[0]), floors)
             if forward is not None:
                 ahead = forward * s / 8
             ahead = ahead if np.isfinite(ahead) else 0.0
@@ -514,7 +522,7 @@ class SlowStartOverrun(Detector):
             # the packet itself. Eq. 1 takes the burst's rate as even; a round of ACK-clocked
             # pairs, or a pacer's bursts of a few packets, reaches the bottleneck unevenly and
             # overflows it sooner than its mean rate says.
-            full = _full_queue_bytes(mine, rnd, s, size) if arrived_s is not None else None
+            full = _full_queue_bytes(mine, rnd, s, size, floors) if arrived_s is not None else None
             if full is not None:
                 buffer = full
             if by_eq1 >= 0:
@@ -610,17 +618,20 @@ class SlowStartOverrun(Detector):
         )
 
 
-def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
-    """How much longer than the least the packet sent at `sent_s` took to reach the receiver
-    (both captures' times on one clock, `tracekit.merge`); None without the receiver's
-    capture, or where neither that packet nor one sent before it arrived.
+def _one_way_wait_s(
+    mine: pd.DataFrame | None, sent_s: float, floors: Floors | None = None
+) -> float | None:
+    """How much longer than the floor (`_waits`) the packet sent at
+    `sent_s` took to reach the receiver (both captures' times on one clock, `tracekit.merge`);
+    None without the receiver's capture, or where neither that packet nor one sent before it
+    arrived.
 
     Where that packet was lost (the queue it met was full), the last packet sent before it
     that arrived tells the queue instead: it waited behind the queue the burst met, less what
     the bottleneck drained between the two departures (at most their gap's time, while the
     sender added nothing that arrived), so that wait less the gap is the least the burst met.
     """
-    waits = _waits(mine)
+    waits = _waits(mine, floors)
     if waits is None:
         return None
     sent, wait, arrived = waits
@@ -636,12 +647,37 @@ def _one_way_wait_s(mine: pd.DataFrame | None, sent_s: float) -> float | None:
     return max(float(wait[last]) - (sent_s - float(sent[last])), 0.0)
 
 
+class Floors(NamedTuple):
+    """The forward one-way delay's floor of each path phase (the merge's), and when each
+    phase after the first began (seconds, the sender's capture's time)."""
+
+    starts_s: np.ndarray
+    floor_s: np.ndarray
+
+
+def _forward_floors(ctx: AnalysisContext, ser: Direction) -> Floors | None:
+    """The merge's floor of the one-way delay of each path phase where the path stepped
+    (`path_phases`), None where it held (the direction's own least then serves).
+
+    A path that steps (a reroute, a handover) changes the delay every packet takes: over the
+    floor of another phase a packet's wait holds that step, not a queue. The merge's floors
+    leave out the stretch where the step happened, whose packets took neither path's delay (a
+    queue the old path left, a relay's order kept across a step down)."""
+    phases = path_phases(ctx, ser)
+    if len(phases) < 2:
+        return None
+    return Floors(
+        np.array([p.start_s for p in phases[1:]], dtype=np.float64),
+        np.array([p.min_delay_fwd_s for p in phases], dtype=np.float64),
+    )
+
+
 def _waits(
-    mine: pd.DataFrame | None,
+    mine: pd.DataFrame | None, floors: Floors | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Each transmission's departure, its one-way delay over the least of the direction (both
-    captures on one clock, `tracekit.merge`), and whether it arrived; None without the
-    receiver's capture or an arrival."""
+    """Each transmission's departure, its one-way delay over the floor (both captures on one
+    clock, `tracekit.merge`): the direction's least, or with `floors` that of the path phase
+    it left in; and whether it arrived. None without the receiver's capture or an arrival."""
     if mine is None or mine.empty:
         return None
     sent = mine["sender_t_s"].to_numpy(dtype=np.float64)
@@ -649,15 +685,24 @@ def _waits(
     arrived = np.isfinite(owd)
     if not arrived.any():
         return None
-    return sent, owd - float(owd[arrived].min()), arrived
+    if floors is None:
+        return sent, owd - float(owd[arrived].min()), arrived
+    base = floors.floor_s[np.searchsorted(floors.starts_s, sent, side="right")]
+    return sent, owd - base, arrived
 
 
-def _full_queue_bytes(mine: pd.DataFrame | None, rnd: _Round, s: float, size: int) -> float | None:
+def _full_queue_bytes(
+    mine: pd.DataFrame | None,
+    rnd: _Round,
+    s: float,
+    size: int,
+    floors: Floors | None = None,
+) -> float | None:
     """The bottleneck buffer the overrun round filled, read from the receiver's capture: the
-    median wait (one-way delay over the direction's least) of the round's packets that
+    median wait (one-way delay over the floor, `_waits`) of the round's packets that
     arrived after its first loss, at the bottleneck rate `s`, plus one packet. None without
     the receiver's capture, a loss, or three such packets."""
-    waits = _waits(mine)
+    waits = _waits(mine, floors)
     if waits is None or not rnd.flight_lost.any() or not s > 0:
         return None
     sent, wait, arrived = waits
