@@ -396,6 +396,9 @@ def test_with_both_captures_the_buffer_is_the_full_queues_wait() -> None:
     # bursts of a few packets: its mean rate, 1.3 times the path's, queues by eq. 1 barely
     # more than it lost. The packets that got in after the first loss waited behind a full
     # buffer: their wait at the bottleneck's rate, read from their arrivals, is the buffer.
+    # After its last loss the pacer's bursts come slower than the path drains them, and the
+    # round's later packets wait less: read up to the last loss (and at least three), the
+    # wait is the buffer within a fifth; over the whole round after the first loss, 0.83.
     truth, analysis = _sweep_pair("paced_cubic_40m_5ms_initcwnd40")
     doc = analysis.to_dict()
     (found,) = [f for f in doc["findings"] if f["kind"] == KIND and f["direction"] == "a2b"]
@@ -405,7 +408,7 @@ def test_with_both_captures_the_buffer_is_the_full_queues_wait() -> None:
     # The tbf's rate, which counts the same wire bytes.
     assert ev["bottleneck_bps"] == pytest.approx(path["bottleneck_rate_bps"], rel=0.05)
     configured = path["bottleneck_buffer_bytes"]
-    assert configured / 1.5 <= ev["buffer_estimate_bytes"] <= configured * 1.5
+    assert configured / 1.2 <= ev["buffer_estimate_bytes"] <= configured * 1.2
     off = abs(np.log(ev["buffer_estimate_bytes"] / configured))
     assert off < abs(np.log(ev["buffer_eq1_bytes"] / configured))
 

@@ -706,11 +706,17 @@ def _full_queue_bytes(
     if waits is None or not rnd.flight_lost.any() or not s > 0:
         return None
     sent, wait, arrived = waits
-    first_lost = float(rnd.flight_t[np.flatnonzero(rnd.flight_lost)[0]])
-    after = arrived & (sent > first_lost) & (sent <= float(rnd.flight_t[-1]))
+    lost_t = rnd.flight_t[rnd.flight_lost]
+    after = arrived & (sent > float(lost_t[0])) & (sent <= float(rnd.flight_t[-1]))
     # Three waits, so that the median is no single packet's (a capture clock's jitter).
-    if int(after.sum()) < 3:
+    first = np.flatnonzero(after)[:3]
+    if first.size < 3:
         return None
+    # The queue is full at each loss, and nearly so for the packets that got in between the
+    # first and the last; a round that slows below s after its last loss (a pacer's bursts
+    # after a start at the line rate) drains it, and its later packets wait less. So the
+    # packets up to the last loss, and at least the first three after the first.
+    after &= sent <= max(float(lost_t[-1]), float(sent[first[-1]]))
     return max(float(np.median(wait[after])), 0.0) * s / 8 + size
 
 
