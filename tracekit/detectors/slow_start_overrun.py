@@ -504,7 +504,7 @@ class SlowStartOverrun(Detector):
                 float(burst_t[0]), burst_end, rnd.payload_bytes, ser.acks, base_rtt, s
             )
             # With the receiver's capture the wait is read on the way there alone: the first
-            # packet's one-way delay over the least. Its ACK's RTT also holds the receiver's
+            # packet's one-way delay over the floor. Its ACK's RTT also holds the receiver's
             # own delay of that ACK (delayed ACKs, RFC 9293 3.8.6.3) and the return path's,
             # which on a path of a millisecond or two outweigh a buffer of a few packets.
             forward = _one_way_wait_s(mine, float(burst_t[0]), floors)
@@ -621,10 +621,9 @@ class SlowStartOverrun(Detector):
 def _one_way_wait_s(
     mine: pd.DataFrame | None, sent_s: float, floors: Floors | None = None
 ) -> float | None:
-    """How much longer than the floor (`_waits`) the packet sent at
-    `sent_s` took to reach the receiver (both captures' times on one clock, `tracekit.merge`);
-    None without the receiver's capture, or where neither that packet nor one sent before it
-    arrived.
+    """How much longer than the floor (`_waits`) the packet sent at `sent_s` took to reach the
+    receiver (both captures' times on one clock, `tracekit.merge`); None without the
+    receiver's capture, or where neither that packet nor one sent before it arrived.
 
     Where that packet was lost (the queue it met was full), the last packet sent before it
     that arrived tells the queue instead: it waited behind the queue the burst met, less what
@@ -700,8 +699,8 @@ def _full_queue_bytes(
 ) -> float | None:
     """The bottleneck buffer the overrun round filled, read from the receiver's capture: the
     median wait (one-way delay over the floor, `_waits`) of the round's packets that
-    arrived after its first loss, at the bottleneck rate `s`, plus one packet. None without
-    the receiver's capture, a loss, or three such packets."""
+    arrived after its first loss, up to its last (and at least three), at the bottleneck rate
+    `s`, plus one packet. None without the receiver's capture, a loss, or three such packets."""
     waits = _waits(mine, floors)
     if waits is None or not rnd.flight_lost.any() or not s > 0:
         return None
