@@ -798,8 +798,8 @@ def _expected_holds(
     flags: npt.NDArray[np.int8],
     queue_bytes: float,
     paired: npt.NDArray[np.bool_],
-    most: npt.NDArray[np.float64] | None = None,
-    least: npt.NDArray[np.float64] | None = None,
+    most: npt.NDArray[np.float64],
+    least: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where no timer
@@ -828,17 +828,15 @@ def _expected_holds(
     # ends in a loss timer's resend (`RESENT`) that timer, not the pacer: neither exact nor a
     # bound, and no hold.
     read = usable & ~queued & ((flags[1:] & NOT_PACED) == 0)
-    if most is not None:
-        # A timer's release after a wait longer than a pacer keeps (`_longest_holds`) reads
-        # a window or the writer: neither exact nor a bound.
-        read &= ~(exact & (gap > most[:-1]))
-    if least is not None:
-        # A wait with no ACK since a burst shorter than a pacer lets go (`_least_bursts`),
-        # whose next bytes the same window already let go, was not the pacer's timer's: a
-        # device's shaper whose watchdog fires late cuts the release it was handed anywhere,
-        # and so does the host's scheduling. Neither exact nor a bound.
-        short = ((flags[1:] & AFTER_ACK) == 0) & (size[:-1] < least[:-1])
-        read &= ~(exact & short)
+    # A timer's release after a wait longer than a pacer keeps (`_longest_holds`) reads a
+    # window or the writer: neither exact nor a bound.
+    read &= ~(exact & (gap > most[:-1]))
+    # A wait with no ACK since a burst shorter than a pacer lets go (`_least_bursts`), whose
+    # next bytes the same window already let go, was not the pacer's timer's: a device's
+    # shaper whose watchdog fires late cuts the release it was handed anywhere, and so does
+    # the host's scheduling. Neither exact nor a bound.
+    short = ((flags[1:] & AFTER_ACK) == 0) & (size[:-1] < least[:-1])
+    read &= ~(exact & short)
     if not _timer_shown(flags, read & exact):
         return np.zeros(0)
     held = _censored_means(x[read], exact[read])
