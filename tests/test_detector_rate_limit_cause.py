@@ -581,6 +581,36 @@ def test_the_window_waits_behind_the_pacer(name: str, paced: bool) -> None:
         assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
 
 
+@pytest.mark.parametrize(
+    ("name", "timed"),
+    [("bbr_56m_4ms", True), ("base", False), ("rtt_100ms", False), ("rate_200m", False)],
+)
+def test_a_pacer_in_step_with_its_acks_is_told_by_its_spacing(name: str, timed: bool) -> None:
+    # BBR at the path's rate on a path of 4 ms lets a burst go every 0.86 ms, whatever its
+    # size (2**-10 s of its rate), at a phase of its own against ACKs that come back in step
+    # with it: the delays from the ACKs spread over their spacing, and their tail, the
+    # turnaround, reads that phase. The starts keep their spacing tighter than the delays,
+    # and the host's answer is its floor: a burst later than that after its ACK is the
+    # timer's. The kernel (TCP_INFO) counted the receive window 4% of the time; the window
+    # alone, had every burst answered an ACK, held the sender nearly all of it. Unpaced
+    # Reno and CUBIC, ACK-clocked, keep no such spacing: their release stays the turnaround.
+    from tracekit.detectors._limits import RECEIVE_WINDOW, pacer_bursts
+    from tracekit.detectors._measure import min_rtt_s, segment_size_bytes, turnaround_s
+
+    d = _sweep_direction(name)
+    rtt = min_rtt_s(d)
+    assert rtt is not None
+    bursts = pacer_bursts(d, segment_size_bytes(d.segments), rtt)
+    assert bursts is not None
+    if not timed:
+        assert bursts.release >= turnaround_s(d)
+        return
+    assert bursts.release < turnaround_s(d) / 2
+    kernel, _ = _sweep_kernel(name)
+    shares = _sweep_shares(name)
+    assert shares[RECEIVE_WINDOW] == pytest.approx(kernel["receive_window"], abs=0.10)
+
+
 def test_a_pacer_between_two_acks_is_read_at_its_rate() -> None:
     # A reader that takes 16 kB every 24.5 ms opens the window once per read: one ACK, and
     # BBR, pacing at the reader's rate, sends the 16 kB as two-segment bursts over the whole

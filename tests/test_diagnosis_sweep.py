@@ -11,8 +11,9 @@ the path carries (idle three quarters and half of the time), a LAN whose CPU-bou
 between writes with data queued, and paths that change or are shared: an RTT step, cross
 traffic, GRO at the receiver, trains at twice the bottleneck's rate, a reverse path that drops
 three of every four pure ACKs, a pacer that holds the sender under a window too small
-for the path, one whose flight stands below the BDP with the window open, and one that paces
-a slow reader's rate between its ACKs.
+for the path, one whose flight stands below the BDP with the window open, one at the path's
+rate whose ACKs come back in step with its timer, and one that paces a slow reader's rate
+between its ACKs.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ SUBSET = (
     "paced_reno_rcvbuf_24k_50ms",
     # A pacer at 60% of a path of 25 ms, its flight below the BDP as a window's would be.
     "paced_reno_90m_25ms",
+    # BBR at the path's rate under a window with little room, its ACKs in step with its
+    # timer: the starts keep the timer's spacing, not the ACKs'.
+    "bbr_56m_4ms",
     # BBR pacing at a slow reader's rate, its receiver acknowledging once per read: the timer
     # shows itself between two ACKs, and holds the sender where the window has room.
     "reader_16k_25ms_3ms",

@@ -462,6 +462,12 @@ def copy_pauses(
 # A pacer is told from at least this many bursts it held past the moment they could have left:
 # the least sample whose spread says anything (eight, as for the paced windows' starts).
 MIN_HELD_BURSTS = 8
+# The host's least answer to an ACK, read as this quantile of the delays of the starts after
+# an ACK: the floor of an ACK clock's answers, past a stray early start or two.
+HOST_FLOOR_QUANTILE = 0.1
+# An answer as late as this many of the host's floor is still the host's at once: its own path
+# through the stack, then as long again waiting its turn.
+ANSWER_SPREAD = 2.0
 # Linux forgives a burst sent late, after its pacer's time had passed (the window or the ACKs
 # held it), up to half of its pacing interval: the next burst may leave half an interval
 # after it (tcp_update_skb_after_send: "take into account OS jitter", len_ns -= min(len_ns/2,
@@ -556,17 +562,25 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
         # moment, and no sooner than two of its serialisations (the NIC's queue ahead of the
         # capture spaces back-to-back segments by one).
         release = max(turnaround, 2 * mss / line)
-        start, size, flags = _bursts(
+        ack_t = acks["t_s"].to_numpy()
+        walk = (
             acks["frame"].to_numpy(),
             data["frame"].to_numpy(),
-            acks["t_s"].to_numpy(),
+            ack_t,
             data_t,
             length,
             from_empty_queue(direction),
             kind_mask(data, "retransmission", "partial_retransmission"),
             line,
-            release,
         )
+        start, size, flags = _bursts(*walk, release)
+        # Where the bursts keep a timer's interval, the turnaround read the timer's phase and
+        # the host answers within its floor (`_timer_release`): a burst later than that after
+        # its ACK is the timer's, not an answer.
+        timed = _timer_release(start, flags, ack_t, mss / line)
+        if timed < release:
+            release = timed
+            start, size, flags = _bursts(*walk, release)
         # A loss timer fires two smoothed round trips after the last send at the soonest (the
         # tail loss probe, RFC 8985 and tcp_schedule_loss_probe; the retransmission timer,
         # RFC 6298, later still), and the smoothed RTT is never below the least: a resend
@@ -584,6 +598,43 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
         return Bursts(start, size, flags, line, release, queue)
 
     return direction.memo(f"pacer_bursts:{mss}:{rtt_s!r}", compute)
+
+
+def _timer_release(
+    start: npt.NDArray[np.float64],
+    flags: npt.NDArray[np.int8],
+    ack_t: npt.NDArray[np.float64],
+    serialisation: float,
+) -> float:
+    """The release time of a host whose bursts keep a timer's interval: its floor answer to
+    an ACK (ANSWER_SPREAD times the HOST_FLOOR_QUANTILE of the delays from the ACK before each
+    burst that follows one), and at least one `serialisation` (the segment its device may
+    still be sending); infinite where the bursts keep no timer's interval.
+
+    The turnaround (`turnaround_s`) is a quantile of the delays from ACKs to the data after
+    them, the host's own answer where the ACKs released the data. A pacer releases each burst
+    its interval after the one before (an hrtimer), at whatever phase against the ACKs its
+    rate leaves: its starts keep their spacing, within the two serialisations the device's
+    queue ahead of the capture spaces them by, and their delays from the ACKs spread as wide
+    as the ACKs' spacing. Under an ACK clock a start moves with its ACK, and the spacing of
+    the starts spreads at least as wide as the delays. Where the spacing spreads less than
+    the delays (a pacer at the path's rate on a path of a few ms, its ACKs in step with it),
+    the turnaround read the timer's phase, as long as the ACKs' spacing, and would call most
+    of the timer's releases answers; the host's own answer is its floor, which the timer's
+    phase does not move. Both spreads are the transfer's own (its line's serialisation, its
+    ACKs' delays), on a path of a millisecond as over a satellite hop; a host whose
+    turnaround outlasts the round trip (a LAN) has no bursts read at all (`pacer_bursts`).
+    At least MIN_HELD_BURSTS starts, as every reading of the timer."""
+    after = np.flatnonzero((flags[1:] & AFTER_ACK) > 0) + 1
+    if after.size < MIN_HELD_BURSTS or ack_t.size == 0:
+        return np.inf
+    k = search_sorted(ack_t, start[after], side="right") - 1
+    delay = start[after] - ack_t[np.maximum(k, 0)]
+    between = start[after] - start[after - 1]
+    spread = float(np.subtract(*np.percentile(between, [75, 25])))
+    if spread > 2 * serialisation or spread >= float(np.subtract(*np.percentile(delay, [75, 25]))):
+        return np.inf
+    return max(ANSWER_SPREAD * float(np.quantile(delay, HOST_FLOOR_QUANTILE)), serialisation)
 
 
 def timer_paired(bursts: Bursts) -> npt.NDArray[np.bool_]:

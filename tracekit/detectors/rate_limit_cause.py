@@ -46,8 +46,10 @@ from tracekit.core.kernels import jit
 from tracekit.core.quantile import percentile
 from tracekit.core.search import search_sorted
 from tracekit.detectors._limits import (
+    ANSWER_SPREAD,
     APPLICATION,
     BURST_S,
+    HOST_FLOOR_QUANTILE,
     NETWORK,
     RECEIVE_WINDOW,
     bit_at,
@@ -1237,12 +1239,6 @@ class WindowEdges(NamedTuple):
 PACED_MIN_STARTS = 8
 # How many of the host's turnarounds a timer's regular interval must pass (`_paced_windows`).
 HOST_PACE_TURNAROUNDS = 2.0
-# The host's least answer to an ACK, read as this quantile of the delays of the starts after
-# an ACK: the floor of an ACK clock's answers, past a stray early start or two.
-HOST_FLOOR_QUANTILE = 0.1
-# An answer as late as this many of the host's floor is still the host's at once: its own path
-# through the stack, then as long again waiting its turn (`_paced_windows`).
-ANSWER_SPREAD = 2.0
 
 
 def _paced_windows(
@@ -1315,15 +1311,17 @@ def _paced_windows(
     `edges`, per segment its sequence end and length and per ACK the receive window's right
     edge so far and the room below which it is shut (`_window_edges`), tells a start its own
     ACK let out: one with too little room under every edge the ACKs before its own had offered
-    (`_opened_by_ack`) did not fit the window until that ACK came. The time
-    before such an ACK was the receive window's (the flight filled it), and the pacer held
-    the start only from the ACK on (its delay), however regular the starts: a pacer faster
-    than the window's rate fills the window early in each round trip, and the ACKs, returning
-    in the pacer's spacing, then release the departures in it. A timer's hold is also at
-    most twice a Linux pacer's wait (as `pace` bounds it): a longer pause in a window whose
-    starts keep a timer's interval is a window's (the congestion window's first round trip,
-    with the initial window out), not the timer's. After the last segment nothing waits to
-    be sent, and no timer holds anything.
+    (`_opened_by_ack`) and that left at once after it did not fit the window until that ACK
+    came. The time before such an ACK was the receive window's (the flight filled it), and
+    the pacer held the start only from the ACK on (its delay), however regular the starts: a
+    pacer faster than the window's rate fills the window early in each round trip, and the
+    ACKs, returning in the pacer's spacing, then release the departures in it. One that left
+    later than at once after its ACK was held by the timer from the start before it: a timer
+    that had let go before the ACK would have had the start leave at once on it. A timer's
+    hold is also at most twice a Linux pacer's wait (as `pace` bounds it): a longer pause in
+    a window whose starts keep a timer's interval is a window's (the congestion window's
+    first round trip, with the initial window out), not the timer's. After the last segment
+    nothing waits to be sent, and no timer holds anything.
     """
     rtt, least_rtt = rtts
     out = np.zeros(n, dtype=bool)
@@ -1419,6 +1417,11 @@ def _paced_windows(
             after_ack, delay, between = after_ack[keep], delay[keep], between[keep]
             known, w = known[keep], w[keep]
             opened = opened[keep]
+    # A start that left later than at once after the ACK which opened its window was the
+    # timer's all along: had the timer let go before that ACK came, the sender would have
+    # sent on the ACK at once (Linux asks its pacer first, tcp_pacing_check, and then the
+    # window), so the timer still held it when the ACK came, and the window did not.
+    opened &= delay <= soon
     # The part of each start's wait the pacer can have held it (see `edges` above), and per
     # window the time it cannot have: before an ACK that opened a full window, and past the
     # longest wait a pacer keeps.
