@@ -206,7 +206,9 @@ def score_one(folder: Path) -> dict[str, Any]:
         # Both captures read one clock: the truth is skew 0.
         row["skew_ppm"] = clock["skew_ppm"]
     true_rtts = _phase_rtts_ms(truth)
-    found = _of(findings, "path_change")
+    # Where the way back's delay told a step under a standing queue, the phases' base RTTs
+    # are not in the capture, and the finding gives none: nothing to score.
+    found = [f for f in _of(findings, "path_change") if "phase_rtts_s" in f["evidence"]]
     if found and true_rtts:
         row["phase_rtts_pair"] = _phase_error(found[0], true_rtts)
     if receivers:
@@ -228,8 +230,9 @@ def score_one(folder: Path) -> dict[str, Any]:
             or "delay_step" in set(truth.get("unsure_labels", [])),
             "found": bool(steps),
         }
-        if steps and true_rtts:
-            row["phase_rtts_sender"] = _phase_error(steps[0], true_rtts)
+        timed = [f for f in steps if "phase_rtts_s" in f["evidence"]]
+        if timed and true_rtts:
+            row["phase_rtts_sender"] = _phase_error(timed[0], true_rtts)
         # The receiver's capture alone, as a user with a capture of the receiving host has it:
         # its verdict must say the capture was taken at the receiver, not give the sender's
         # account from the wrong end. On a direct veth pair no end can be told.

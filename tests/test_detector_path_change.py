@@ -7,11 +7,13 @@ sweep row ran on a relay whose delay held, whatever queue the transfer built.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import zstandard
 from click.testing import CliRunner
 from tracekit.cli.main import cli
 
@@ -190,3 +192,99 @@ def test_a_step_between_the_captures_smaller_than_the_senders_answer_is_the_host
     assert ("then" in verdict.summary) is called
     out = CliRunner().invoke(cli, ["analyze", str(sender), "--receiver", str(receiver)]).output
     assert ("path change at" in out) is called
+
+
+UNDER_QUEUE = "delay_step_under_queue_cubic_1.5_7ms"
+WAY_BACK = "the ACKs' one-way delay against the receiving host's TCP clock (timestamps)"
+
+
+def _rewrite(
+    name: str, out: Path, shift_after_s: float = np.inf, wrap_after_ticks: int | None = None
+) -> Path:
+    """The sweep row's sender capture, its records rewritten: those stamped `shift_after_s`
+    or more after the first moved 10 ms later (the capture's clock stepped by NTP), and the
+    receiver's TCP timestamp values moved (modulo 2**32) so that its counter wraps
+    `wrap_after_ticks` after its first value."""
+    raw = (
+        zstandard.ZstdDecompressor()
+        .decompressobj()
+        .decompress((SWEEP / name / "sender.pcap.zst").read_bytes())
+    )
+    head, body = bytearray(raw[:24]), bytearray(raw[24:])
+    assert raw[:4] == b"\xd4\xc3\xb2\xa1"  # little-endian microseconds
+    at, first, offset = 0, None, None
+    while at + 16 <= len(body):
+        sec, usec, caplen, _ = struct.unpack_from("<IIII", body, at)
+        t = sec + usec / 1e6
+        first = t if first is None else first
+        if t - first >= shift_after_s:
+            usec += 10_000
+            sec, usec = sec + usec // 1_000_000, usec % 1_000_000
+            struct.pack_into("<II", body, at, sec, usec)
+        frame = at + 16
+        ip = frame + 14
+        if wrap_after_ticks is not None and body[ip + 12 : ip + 16] == bytes([10, 77, 0, 2]):
+            tcp = ip + (body[ip] & 0x0F) * 4
+            end, o = tcp + (body[tcp + 12] >> 4) * 4, tcp + 20
+            while o < min(end, frame + caplen):
+                kind = body[o]
+                if kind == 0:
+                    break
+                if kind == 1:
+                    o += 1
+                    continue
+                if kind == 8:
+                    (value,) = struct.unpack_from(">I", body, o + 2)
+                    if offset is None:
+                        offset = (1 << 32) - value - wrap_after_ticks
+                    struct.pack_into(">I", body, o + 2, (value + offset) % (1 << 32))
+                o += body[o + 1]
+        at = frame + caplen
+    path = out / f"{name}.pcap"
+    path.write_bytes(bytes(head + body))
+    return path
+
+
+def test_a_step_under_a_standing_queue_is_told_by_the_way_back() -> None:
+    # CUBIC's window, capped below a buffer of about a BDP, keeps a standing queue of 16 ms on
+    # a path of 1.5 ms: when the relay's RTT steps to 7 ms at 2.2 s, the queue takes up the
+    # change and the sender's RTT floor stays at 17.9 ms either side. The ACKs' one-way delay,
+    # read against the receiving host's TCP timestamps, steps by the relay's 2.75 ms (its step
+    # split evenly both ways); the sending host's against its own capture does not.
+    found, truth = _findings(UNDER_QUEUE, receiver=False)
+    (f,) = found
+    ev = f["evidence"]
+    (step,) = truth["path"]["delay_schedule"]["steps"]
+    assert ev["measured_where"] == WAY_BACK
+    assert ev["steps_count"] == 1
+    assert abs(ev["step_times_s"][0] - step["at_s"]) <= 0.05
+    rev_change_s = (step["rev_ms"] - truth["path"]["delay_schedule"]["initial_rev_ms"]) / 1e3
+    assert ev["way_back_changes_s"][0] == pytest.approx(rev_change_s, abs=0.5e-3)
+    # The round trip's floor on both sides is the standing queue's, not the path's.
+    before, after = ev["round_trip_floors_s"]
+    assert after == pytest.approx(before, rel=0.05)
+    assert before > 5 * truth["path"]["rtt_ms"] / 1e3
+    assert "phase_rtts_s" not in ev
+
+
+def test_a_receivers_tcp_clock_that_wraps_still_tells_the_way_back(tmp_path: Path) -> None:
+    # The receiving host's timestamp counter passes 2**32 a second into the transfer (RFC
+    # 7323 5.2: values are read modulo 2**32): the step is found as before.
+    path = _rewrite(UNDER_QUEUE, tmp_path, wrap_after_ticks=1000)
+    values = [p["tsval"] for p in read_capture(path).packets.to_pylist() if p["tsval"]]
+    assert max(values) > 0xFFFF0000 and min(values) < 0x0000FFFF
+    doc = analyze(read_capture(path)).to_dict()
+    (f,) = [f for f in doc["findings"] if f["kind"] == "path_change"]
+    assert f["evidence"]["measured_where"] == WAY_BACK
+    assert f["evidence"]["way_back_changes_s"][0] == pytest.approx(2.75e-3, abs=0.5e-3)
+
+
+@pytest.mark.parametrize("name", ["base", "rtt_5ms"])
+def test_a_capture_clock_stepped_by_ntp_is_no_path_change(name: str, tmp_path: Path) -> None:
+    # The sender's capture clock jumps 10 ms ahead 2 s into the transfer: the ACKs' arrivals
+    # against the receiver's timestamps step by 10 ms, and the data's departures against the
+    # sender's own timestamps step with them. The relay's delay held: no path change.
+    assert not json.loads((SWEEP / name / "truth.json").read_text())["path"].get("delay_schedule")
+    path = _rewrite(name, tmp_path, shift_after_s=2.0)
+    doc = analyze(read_capture(path)).to_dict()
+    assert [f for f in doc["findings"] if f["kind"] == "path_change"] == []

@@ -216,13 +216,22 @@ def test_a_step_is_required_only_with_many_round_trips_on_each_side() -> None:
     assert "delay_step" in expected(late)[0]
 
 
-def test_a_step_the_windows_queue_fills_is_open() -> None:
-    # A window capped for RTT 23 ms at 141 Mbit/s (393-524 kB) with the path stepping to 9 ms
-    # 0.4 s in (many round trips either side): the flight stays, its excess over the 152 kB BDP
-    # queues (buffer 1.36 BDP), and the round trip the sender sees stays near 23 ms: no floor
-    # moves, and the step is open.
+def test_a_step_the_windows_queue_fills_is_open_unless_the_way_back_shows_it() -> None:
+    # A window capped for RTT 5 ms at 141 Mbit/s with the path stepping to 2 ms 0.4 s in (many
+    # round trips either side): the flight stays, its excess over the new BDP queues (buffer
+    # 1.36 BDP), and the round trip the sender sees stays near 5 ms: no floor moves. Each way
+    # moves by 1.5 ms, under the two ticks (2 ms) of the receiving host's TCP clock that its
+    # timestamps would show: the step is open.
+    small = Point(rate_mbps=141, rtt_ms=5, buffer_bdp=1.36, rtt_steps=((0.4, 2.0),))
+    assert "delay_step" in expected(small)[1]
+    # Scaled up, 23 ms to 9 ms (a window of 393-524 kB, its excess over the 152 kB BDP
+    # queued): the round trip still holds, but each way moves by 7 ms, which the ACKs' delay
+    # against the receiving host's timestamps shows (path_change's way back). Required; and
+    # open again in a snaplen-54 copy, whose cut options take the timestamps.
     filled = Point(rate_mbps=141, rtt_ms=23, buffer_bdp=1.36, rtt_steps=((0.4, 9.0),))
-    assert "delay_step" in expected(filled)[1]
+    assert "delay_step" in expected(filled)[0]
+    cut = sweep.derived("cut", "", sweep.scenario("filled", "", filled), snaplen=54)
+    assert "delay_step" in cut.unsure_labels
     # The same step under a pacer at half the path's rate: its flight is its rate times the
     # round trip, no queue, and the floor steps with the path.
     paced = dataclasses.replace(filled, congestion="reno", pacing_share=0.5)

@@ -189,8 +189,25 @@ def rtt_steps(
     seen = np.isfinite(jump) & (np.minimum(n_before, n_after) >= MIN_FILLED_BINS)
     rise = seen & (jump >= threshold) & (free_after >= before + threshold)
     fall = seen & (-jump >= threshold) & (after <= free_before - threshold)
-    step = rise | fall
-    # And the step stands out of the floors' own noise on either side (as the merge asks).
+    return tuple(
+        RttStep(
+            at_s=lo + (p + 1) * width,
+            rtt_before_s=float(before[p]),
+            rtt_after_s=float(after[p]),
+        )
+        for p in step_boundaries(rise | fall, jump, floor)
+    )
+
+
+def step_boundaries(
+    step: npt.NDArray[np.bool_], jump: npt.NDArray[np.float64], floor: npt.NDArray[np.float64]
+) -> list[int]:
+    """The boundary (p: between bins p and p + 1) of each step: of the candidate boundaries
+    `step`, those whose `jump` (the floor after less before) stands out of the per-bin
+    `floor`s' own noise on either side (as the merge asks), one per run of boundaries of one
+    sign. A rise at bin s shows at the boundaries before the first bins after it, a fall at the
+    last boundaries before it: the first of a rising run and the last of a falling one."""
+    step = step.copy()
     for p in np.flatnonzero(step):
         wobble = max(
             floor_wobble(floor[max(p + 1 - STEP_SPAN_BINS, 0) : p + 1]),
@@ -199,19 +216,7 @@ def rtt_steps(
         step[p] = abs(jump[p]) >= STEP_NOISE_FACTOR * wobble
     positions = np.flatnonzero(step)
     if positions.size == 0:
-        return ()
-    # A rise at bin s shows at the boundaries before the first bins after it; a fall at the
-    # last boundaries before it: one step per run of boundaries of one sign.
+        return []
     sign = np.sign(jump[positions])
     breaks = np.flatnonzero((np.diff(positions) > 1) | (np.diff(sign) != 0)) + 1
-    steps = []
-    for run in np.split(positions, breaks):
-        at_boundary = int(run[0] if jump[run[0]] > 0 else run[-1])
-        steps.append(
-            RttStep(
-                at_s=lo + (at_boundary + 1) * width,
-                rtt_before_s=float(before[at_boundary]),
-                rtt_after_s=float(after[at_boundary]),
-            )
-        )
-    return tuple(steps)
+    return [int(r[0] if jump[r[0]] > 0 else r[-1]) for r in np.split(positions, breaks)]
