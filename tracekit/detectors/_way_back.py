@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-from tracekit.detectors._rtt_steps import step_boundaries
+from tracekit.detectors._rtt_steps import MIN_FILLED_BINS, step_boundaries
 from tracekit.merge.clock import (
     MAX_SKEW_PPM,
     MAX_STEP_BINS,
@@ -57,8 +57,6 @@ SAME_RATE = 0.01
 # The sender's clock must hold while the ACKs' floor steps: its own floor moves by less than
 # this share of the ACKs' step (a capture clock stepped by NTP moves both by all of it).
 SENDER_SHARE = 0.5
-# Each side of a step holds ACKs in at least half its bins, as the RTT floor's rule asks.
-MIN_FILLED_BINS = STEP_SPAN_BINS // 2
 
 
 @dataclass(frozen=True)
@@ -133,6 +131,7 @@ def way_back_steps(
     counts = sliding_window_view(np.r_[pad, filled, pad], STEP_SPAN_BINS).sum(axis=1)
     k = np.arange(1, n)
     seen = np.isfinite(jump) & np.isfinite(own_jump)
+    # Each side of a step holds ACKs in at least half its bins, as the RTT floor's rule asks.
     seen &= np.minimum(counts[k], counts[k + STEP_SPAN_BINS]) >= MIN_FILLED_BINS
     jump = np.where(seen, jump, 0.0)
     # An eighth of the round trip, as the merge asks of the ACKs' floor; more than the clocks

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -34,6 +33,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
+from tracekit.merge.clock import PathPhase, forward_floor_at
 from tracekit.series import Direction, kind_mask, rounds
 
 # Between a paced round (sent at its ACKs' rate, 1x) and slow start by ACK clock (1.5x with
@@ -376,11 +376,11 @@ class SlowStartOverrun(Detector):
         rnd: _Round,
         overhead: int,
         mine: pd.DataFrame | None = None,
-        floors: Floors | None = None,
+        phases: tuple[PathPhase, ...] | None = None,
     ) -> Finding:
         """The finding of an overrun round; `mine`: the direction's transmissions in the
-        merge of both captures (None with the sender's capture alone), and `floors` the
-        one-way delay's floor of each path phase where the path stepped (`_forward_floors`)."""
+        merge of both captures (None with the sender's capture alone), and `phases` the path's
+        phases, each with its one-way delay's floor, where it stepped (`_forward_floors`)."""
         link = self.config.link_header_bytes
         size = rnd.payload_bytes + overhead  # l of eq. 1
         wire = size / rnd.payload_bytes  # wire bytes per payload byte
@@ -507,7 +507,7 @@ class SlowStartOverrun(Detector):
             # packet's one-way delay over the floor. Its ACK's RTT also holds the receiver's
             # own delay of that ACK (delayed ACKs, RFC 9293 3.8.6.3) and the return path's,
             # which on a path of a millisecond or two outweigh a buffer of a few packets.
-            forward = _one_way_wait_s(mine, float(burst_t[0]), floors)
+            forward = _one_way_wait_s(mine, float(burst_t[0]), phases)
             if forward is not None:
                 ahead = forward * s / 8
             ahead = ahead if np.isfinite(ahead) else 0.0
@@ -522,7 +522,7 @@ class SlowStartOverrun(Detector):
             # the packet itself. Eq. 1 takes the burst's rate as even; a round of ACK-clocked
             # pairs, or a pacer's bursts of a few packets, reaches the bottleneck unevenly and
             # overflows it sooner than its mean rate says.
-            full = _full_queue_bytes(mine, rnd, s, size, floors) if arrived_s is not None else None
+            full = _full_queue_bytes(mine, rnd, s, size, phases) if arrived_s is not None else None
             if full is not None:
                 buffer = full
             if by_eq1 >= 0:
@@ -619,7 +619,7 @@ class SlowStartOverrun(Detector):
 
 
 def _one_way_wait_s(
-    mine: pd.DataFrame | None, sent_s: float, floors: Floors | None = None
+    mine: pd.DataFrame | None, sent_s: float, phases: tuple[PathPhase, ...] | None = None
 ) -> float | None:
     """How much longer than the floor (`_waits`) the packet sent at `sent_s` took to reach the
     receiver (both captures' times on one clock, `tracekit.merge`); None without the
@@ -630,7 +630,7 @@ def _one_way_wait_s(
     the bottleneck drained between the two departures (at most their gap's time, while the
     sender added nothing that arrived), so that wait less the gap is the least the burst met.
     """
-    waits = _waits(mine, floors)
+    waits = _waits(mine, phases)
     if waits is None:
         return None
     sent, wait, arrived = waits
@@ -646,36 +646,24 @@ def _one_way_wait_s(
     return max(float(wait[last]) - (sent_s - float(sent[last])), 0.0)
 
 
-class Floors(NamedTuple):
-    """The forward one-way delay's floor of each path phase (the merge's), and when each
-    phase after the first began (seconds, the sender's capture's time)."""
-
-    starts_s: np.ndarray
-    floor_s: np.ndarray
-
-
-def _forward_floors(ctx: AnalysisContext, ser: Direction) -> Floors | None:
-    """The merge's floor of the one-way delay of each path phase where the path stepped
-    (`path_phases`), None where it held (the direction's own least then serves).
+def _forward_floors(ctx: AnalysisContext, ser: Direction) -> tuple[PathPhase, ...] | None:
+    """The merge's path phases as the direction ran on them (`path_phases`), each with its
+    one-way delay's floor, where the path stepped; None where it held (the direction's own
+    least then serves).
 
     A path that steps (a reroute, a handover) changes the delay every packet takes: over the
     floor of another phase a packet's wait holds that step, not a queue. The merge's floors
     leave out the stretch where the step happened, whose packets took neither path's delay (a
     queue the old path left, a relay's order kept across a step down)."""
     phases = path_phases(ctx, ser)
-    if len(phases) < 2:
-        return None
-    return Floors(
-        np.array([p.start_s for p in phases[1:]], dtype=np.float64),
-        np.array([p.min_delay_fwd_s for p in phases], dtype=np.float64),
-    )
+    return phases if len(phases) >= 2 else None
 
 
 def _waits(
-    mine: pd.DataFrame | None, floors: Floors | None = None
+    mine: pd.DataFrame | None, phases: tuple[PathPhase, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Each transmission's departure, its one-way delay over the floor (both captures on one
-    clock, `tracekit.merge`): the direction's least, or with `floors` that of the path phase
+    clock, `tracekit.merge`): the direction's least, or with `phases` that of the path phase
     it left in; and whether it arrived. None without the receiver's capture or an arrival."""
     if mine is None or mine.empty:
         return None
@@ -684,10 +672,9 @@ def _waits(
     arrived = np.isfinite(owd)
     if not arrived.any():
         return None
-    if floors is None:
+    if phases is None:
         return sent, owd - float(owd[arrived].min()), arrived
-    base = floors.floor_s[np.searchsorted(floors.starts_s, sent, side="right")]
-    return sent, owd - base, arrived
+    return sent, owd - forward_floor_at(phases, sent), arrived
 
 
 def _full_queue_bytes(
@@ -695,13 +682,13 @@ def _full_queue_bytes(
     rnd: _Round,
     s: float,
     size: int,
-    floors: Floors | None = None,
+    phases: tuple[PathPhase, ...] | None = None,
 ) -> float | None:
     """The bottleneck buffer the overrun round filled, read from the receiver's capture: the
     median wait (one-way delay over the floor, `_waits`) of the round's packets that
     arrived after its first loss, up to its last (and at least three), at the bottleneck rate
     `s`, plus one packet. None without the receiver's capture, a loss, or three such packets."""
-    waits = _waits(mine, floors)
+    waits = _waits(mine, phases)
     if waits is None or not rnd.flight_lost.any() or not s > 0:
         return None
     sent, wait, arrived = waits

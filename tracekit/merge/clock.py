@@ -349,6 +349,14 @@ def path_steps(
     return np.asarray(times, dtype=np.float64), np.asarray(held, dtype=np.float64).reshape(-1, 2)
 
 
+def forward_floor_at(phases: tuple[PathPhase, ...], t_s: npt.ArrayLike) -> FloatArray:
+    """The minimal forward delay of the phase (of `phases`, at least one, in time order) each
+    sender-clock time falls in."""
+    starts = np.array([p.start_s for p in phases[1:]], dtype=np.float64)
+    floors = np.array([p.min_delay_fwd_s for p in phases], dtype=np.float64)
+    return floors[np.searchsorted(starts, np.asarray(t_s, dtype=np.float64), side="right")]
+
+
 @dataclass(frozen=True)
 class ClockFit:
     """The receiver's clock against the sender's, and how far to trust it.
@@ -379,9 +387,7 @@ class ClockFit:
         t = np.asarray(t_s, dtype=np.float64)
         if len(self.phases) < 2:
             return np.full(t.shape, self.min_delay_fwd_s)
-        starts = np.array([p.start_s for p in self.phases[1:]])
-        floors = np.array([p.min_delay_fwd_s for p in self.phases])
-        return floors[np.searchsorted(starts, t, side="right")]
+        return forward_floor_at(self.phases, t)
 
     def to_sender_s(self, receiver_s: npt.ArrayLike) -> FloatArray:
         """Receiver-clock times (s since the sender capture's origin) on the sender's clock."""
