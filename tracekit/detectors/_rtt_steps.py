@@ -32,6 +32,7 @@ a step on the same evidence.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,8 +196,36 @@ def rtt_steps(
             rtt_before_s=float(before[p]),
             rtt_after_s=float(after[p]),
         )
-        for p in step_boundaries(rise | fall, jump, floor)
+        for p in _phases_moved(step_boundaries(rise | fall, jump, floor), floor, host_s)
     )
+
+
+def _phases_moved(positions: list[int], floor: npt.NDArray[np.float64], host_s: float) -> list[int]:
+    """Of the step boundaries (p: between bins p and p + 1), those across which the floor over
+    each whole phase moved by as much as a step must (a quarter of the lesser, and the host's
+    turnaround), each judged against its neighbours as joined so far.
+
+    A step is judged on the spans of bins either side of it; the phases it splits are longer.
+    A span's floor can sit above its phase's where the span's samples are few and none is the
+    path's: a stall's, whose persist probes and the window updates after it time the
+    receiver's reading, not the path. A path step moves the floor of every round trip on its
+    far side, so the whole phases' floors move with it; where they did not, the step was the
+    span's, and the phases are one. The ratio and the turnaround are the step rule's own, the
+    same on a LAN as on a satellite hop."""
+    kept = list(positions)
+    while kept:
+        edges = [0, *(p + 1 for p in kept), floor.size]
+        lows = [float(floor[a:b].min()) for a, b in itertools.pairwise(edges)]
+        still = [
+            i
+            for i in range(len(kept))
+            if abs(lows[i + 1] - lows[i])
+            < max(STEP_MIN_RTT_FRACTION * min(lows[i], lows[i + 1]), host_s)
+        ]
+        if not still:
+            break
+        del kept[still[0]]
+    return kept
 
 
 def step_boundaries(
