@@ -288,6 +288,29 @@ def test_a_writes_sure_train_is_what_a_loss_leaves_of_the_paths_hold() -> None:
     assert "line_rate_bursts" in unsure and "line_rate_bursts" not in labels
 
 
+def test_a_write_after_a_first_round_overrun_leaves_no_sure_train() -> None:
+    # CUBIC writes 48 kB every 197 ms on 26 Mbit/s at 13 ms into 0.15 BDP (6.3 kB, four
+    # frames), from a 100 Mbit/s NIC: the path holds 33 segments, above two initial windows,
+    # but ten frames at the line rate queue 7.4 (eq. 1), past the buffer, so the first round
+    # loses and the window is cut before it doubles. A held-out run's window stayed at 6 to 11
+    # segments, its writes leaving in trains of 11 at most: no sure line-rate train.
+    point = Point(
+        rate_mbps=26,
+        rtt_ms=13,
+        buffer_bdp=0.15,
+        congestion="cubic",
+        rcvbuf=4_000_000,
+        writes=(48_000, 197.0),
+    )
+    labels, unsure = expected(point)
+    assert "first_round_overrun" in labels
+    assert "line_rate_bursts" in unsure and "line_rate_bursts" not in labels
+    # A buffer of 0.6 BDP (25 kB) absorbs the initial window's queue: the first write's slow
+    # start doubles it, and the writes leave as trains of twenty.
+    roomy = dataclasses.replace(point, buffer_bdp=0.6)
+    assert "line_rate_bursts" in expected(roomy)[0]
+
+
 def test_bbrs_first_round_leaves_at_its_initial_windows_rate() -> None:
     # BBR paces its first round at 2.89 x the initial window over the handshake's RTT: 40
     # segments over 16 ms is 84 Mbit/s, near a 100 Mbit/s NIC and 7.6 times an 11 Mbit/s path
