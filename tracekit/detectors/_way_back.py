@@ -68,59 +68,122 @@ class WayBackStep:
     span_s: float  # the time each side's floor was read over
 
 
-def _ticks(tsval: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
-    """Timestamp values as ticks since the first, across the 32-bit counter's wrap (RFC 7323
+# The rows read a block at a time: the stamps, their ticks and their offsets are held for a
+# block, not for the whole direction (a capture of tens of millions of segments).
+BLOCK_ROWS = 1 << 20
+
+
+def _ticks(tsval: npt.NDArray[np.integer], first: int) -> npt.NDArray[np.int64]:
+    """Timestamp values as ticks since `first`, across the 32-bit counter's wrap (RFC 7323
     5.2: a value is read modulo 2**32, and within a capture the clock moves by less than half
     of that: 24 days at 1 kHz)."""
-    v = (tsval.astype(np.int64) - int(tsval[0])) & 0xFFFFFFFF
-    return np.where(v >= 1 << 31, v - (1 << 32), v)
+    v = tsval.astype(np.int64)
+    v -= first
+    v &= 0xFFFFFFFF
+    v[v >= 1 << 31] -= 1 << 32
+    return v
 
 
-def _rate(t: npt.NDArray[np.float64], ticks: npt.NDArray[np.int64]) -> float:
-    """Ticks per second over the whole run of stamps (0 where they do not advance)."""
-    span = float(t[-1] - t[0])
-    return float(ticks[-1] - ticks[0]) / span if span > 0 else 0.0
+@dataclass(frozen=True)
+class _Stamps:
+    """One way's stamped rows: their count, first and last arrival, least and most arrival,
+    and the first stamp's value."""
+
+    count: int
+    first_t: float
+    last_t: float
+    least_t: float
+    most_t: float
+    first_tsval: int
+    last_ticks: int
+
+    @staticmethod
+    def of(t: npt.NDArray[np.float64], rows: npt.NDArray[np.integer], tsval: np.ndarray) -> _Stamps:
+        count, first_at, last_at = 0, -1, -1
+        least, most = np.inf, -np.inf
+        for at in range(0, t.size, BLOCK_ROWS):
+            keep = np.flatnonzero(tsval[rows[at : at + BLOCK_ROWS]] != 0)
+            if keep.size == 0:
+                continue
+            if first_at < 0:
+                first_at = at + int(keep[0])
+            last_at = at + int(keep[-1])
+            count += keep.size
+            times = t[at : at + BLOCK_ROWS][keep]
+            least, most = min(least, float(times.min())), max(most, float(times.max()))
+        if count == 0:
+            return _Stamps(0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+        first = int(tsval[rows[first_at]])
+        last = int(_ticks(np.asarray([tsval[rows[last_at]]]), first)[0])
+        return _Stamps(count, float(t[first_at]), float(t[last_at]), least, most, first, last)
+
+    def rate(self) -> float:
+        """Ticks per second over the whole run of stamps (0 where they do not advance)."""
+        span = self.last_t - self.first_t
+        return self.last_ticks / span if span > 0 else 0.0
+
+
+def _floor_bins(
+    t: npt.NDArray[np.float64],
+    rows: npt.NDArray[np.integer],
+    tsval: np.ndarray,
+    stamps: _Stamps,
+    hz: float,
+    lo: float,
+    width: float,
+    n: int,
+) -> npt.NDArray[np.float64]:
+    """The least arrival time less its stamp (in seconds of a clock of `hz` ticks) in each of
+    n bins of `width` from lo: a way's one-way delay floor plus a constant."""
+    out = np.full(n, np.inf)
+    for at in range(0, t.size, BLOCK_ROWS):
+        stamp = tsval[rows[at : at + BLOCK_ROWS]]
+        keep = stamp != 0
+        times = t[at : at + BLOCK_ROWS][keep]
+        offset = _ticks(stamp[keep], stamps.first_tsval).astype(np.float64)
+        offset /= -hz
+        offset += times
+        np.minimum(out, _bin_minima(times, offset, lo, width, n), out=out)
+    return out
 
 
 def way_back_steps(
     ack_t: npt.NDArray[np.float64],
-    ack_tsval: npt.NDArray[np.integer],
+    ack_rows: npt.NDArray[np.integer],
     data_t: npt.NDArray[np.float64],
-    data_tsval: npt.NDArray[np.integer],
+    data_rows: npt.NDArray[np.integer],
+    tsval: np.ndarray,
     base_rtt_s: float,
 ) -> tuple[WayBackStep, ...]:
     """The steps of the ACKs' one-way delay floor, read at the sender's capture against the
     receiving host's TCP clock, that the sender's own clock did not share, oldest first.
 
-    `ack_t` and `ack_tsval`: the ACKs' arrival times at the sender's capture (s) and their
-    timestamp values; `data_t` and `data_tsval` the same of the sender's data; a value of 0 is
-    no timestamp. `base_rtt_s`: the least RTT, which sizes the bins as the merge's (4 round
-    trips each: a floor at every scale from a LAN to a satellite hop)."""
-    a, d = ack_tsval != 0, data_tsval != 0
-    ack_t, data_t = ack_t[a], data_t[d]
-    if ack_t.size < 2 or data_t.size < 2 or not base_rtt_s > 0:
+    `ack_t` and `ack_rows`: the ACKs' arrival times at the sender's capture (s) and their
+    packet-table rows; `data_t` and `data_rows` the same of the sender's data; `tsval` the
+    packet table's timestamp values, 0 where a packet has none. `base_rtt_s`: the least RTT,
+    which sizes the bins as the merge's (4 round trips each: a floor at every scale from a LAN
+    to a satellite hop)."""
+    acks, data = _Stamps.of(ack_t, ack_rows, tsval), _Stamps.of(data_t, data_rows, tsval)
+    if acks.count < 2 or data.count < 2 or not base_rtt_s > 0:
         return ()
-    a_ticks, d_ticks = _ticks(ack_tsval[a]), _ticks(data_tsval[d])
-    sender_hz = _rate(data_t, d_ticks)
-    receiver_hz = _rate(ack_t, a_ticks)
+    sender_hz = data.rate()
+    receiver_hz = acks.rate()
     if not (sender_hz > 0 and receiver_hz > 0):
         return ()
     if abs(receiver_hz / sender_hz - 1) < SAME_RATE:
         receiver_hz = sender_hz
     # Each way's clock offset is a constant: only the floors' moves are read.
-    way_back = ack_t - a_ticks / receiver_hz
-    own = data_t - d_ticks / sender_hz
-    lo = float(min(ack_t.min(), data_t.min()))
-    span = float(max(ack_t.max(), data_t.max())) - lo
+    lo = min(acks.least_t, data.least_t)
+    span = max(acks.most_t, data.most_t) - lo
     if span <= 0:
         return ()
-    sparse = min(ack_t.size, data_t.size)
+    sparse = min(acks.count, data.count)
     width = max(STEP_BIN_RTTS * base_rtt_s, span * STEP_BIN_PACKETS / sparse, span / MAX_STEP_BINS)
     n = int(span / width) + 1
     if n < 2 * STEP_SPAN_BINS:
         return ()
-    back_bins = _bin_minima(ack_t, way_back, lo, width, n)
-    own_bins = _bin_minima(data_t, own, lo, width, n)
+    back_bins = _floor_bins(ack_t, ack_rows, tsval, acks, receiver_hz, lo, width, n)
+    own_bins = _floor_bins(data_t, data_rows, tsval, data, sender_hz, lo, width, n)
     b_before, b_after = windowed_min(back_bins, STEP_SPAN_BINS)
     o_before, o_after = windowed_min(own_bins, STEP_SPAN_BINS)
     with np.errstate(invalid="ignore"):

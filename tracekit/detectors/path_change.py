@@ -189,9 +189,10 @@ class PathChange(Detector):
         data_t = data["t_s"].to_numpy()
         steps = way_back_steps(
             acks["t_s"].to_numpy(),
-            tsval[acks["row"].to_numpy().astype(np.int64)],
+            acks["row"].to_numpy(),
             data_t,
-            tsval[data["row"].to_numpy().astype(np.int64)],
+            data["row"].to_numpy(),
+            tsval,
             base,
         )
         # Only the steps the direction sent across.
