@@ -86,8 +86,9 @@ def _ticks(tsval: npt.NDArray[np.integer], first: int) -> npt.NDArray[np.int64]:
 
 @dataclass(frozen=True)
 class _Stamps:
-    """One way's stamped rows: their count, first and last arrival, least and most arrival,
-    and the first stamp's value."""
+    """One way's stamped rows: their count, their first and last arrivals in capture order,
+    their least and most arrivals, the first stamp's value and the last stamp's ticks since
+    it."""
 
     count: int
     first_t: float
