@@ -436,6 +436,35 @@ class SeriesWalk:
         walked, rows_tcp, ts, t0 = self.walked, self.rows_tcp, self.ts, self.t0
         conn, pdir = self.conn, self.pdir
         del self.walked  # let go once the tables are made, not when this is
+        with_rtt = _with_rtt(tables)
+        # The RTT and SACK tables first: their inputs (the packets' grouping and the walk's
+        # per-packet flags, 5 bytes a packet; the RTT pairs, 16 bytes a sample) and their
+        # working memory are let go before the flight table's 16 bytes a data segment are made.
+        rows, bounds, advance_known, seq_pairs = walked.hand_over_rtt()
+        none = np.zeros(0, dtype=np.int64)
+        ts_seg, ts_ack, n_ts = (
+            timestamp_pairs(rows, bounds, pdir, advance_known, self.payload, *self.tsopts)
+            if self.tsopts is not None and with_rtt
+            else (none, none, 0)
+        )
+        del rows, bounds, advance_known
+        ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
+        del ts_seg, ts_ack
+
+        def seconds(rows: np.ndarray) -> np.ndarray:
+            return (ts[rows] - t0) / 1e9
+
+        rtt = (
+            _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
+            if with_rtt
+            else empty_frame(SERIES_RTT_COLUMNS)
+        )
+        del seq_pairs, ts_pairs
+        sacks = _sacks(self, seconds)
+        # The pages of what the RTT and SACK tables were made from go back before the flight
+        # table's are written.
+        if let_go is not None:
+            let_go()
         with_flight = tables is None or "flight" in tables
         if with_flight:
             walked.flight()  # compares the walk's rows: before they are the packet table's
@@ -451,31 +480,7 @@ class SeriesWalk:
             if with_flight
             else empty_frame(SERIES_FLIGHT_COLUMNS)
         )
-        rows, bounds = walked.timelines
-        with_rtt = _with_rtt(tables)
-        none = np.zeros(0, dtype=np.int64)
-        ts_seg, ts_ack, n_ts = (
-            timestamp_pairs(rows, bounds, pdir, walked.advance_known, self.payload, *self.tsopts)
-            if self.tsopts is not None and with_rtt
-            else (none, none, 0)
-        )
-        seq_pairs = walked.rtt_pairs if with_rtt else (none, none)
-        # The packets' grouping and the walk's per-packet flags are done with: their pages
-        # serve the RTT and SACK tables rather than new ones.
-        del rows, walked
-        if let_go is not None:
-            let_go()
-        ts_pairs = (ts_seg[:n_ts], ts_ack[:n_ts])
-
-        def seconds(rows: np.ndarray) -> np.ndarray:
-            return (ts[rows] - t0) / 1e9
-
-        rtt = (
-            _rtt(conn, pdir, seconds, seq_pairs, ts_pairs)
-            if with_rtt
-            else empty_frame(SERIES_RTT_COLUMNS)
-        )
-        sacks = _sacks(self, seconds)
+        del walked
         table = self.table
         # Known or absent scaling gives true windows; unknown leaves them raw (never guessed).
         ws_state = table.column("ws_state").to_pylist()
@@ -503,28 +508,38 @@ def _rtt(
     seq_pairs: tuple[np.ndarray, np.ndarray],
     ts_pairs: tuple[np.ndarray, np.ndarray],
 ) -> pd.DataFrame:
-    """RTT samples (packet index pairs: the segment's, then the ACK's) as one sorted table."""
-    frames = []
+    """RTT samples (packet index pairs: the segment's, then the ACK's) as one sorted table.
+
+    Sorted by one np.lexsort of its columns, then each column taken in that order and the
+    unsorted one let go: the order a stable sort on (conn, dir, t_s) gives, as pandas' sort on
+    the three keys gives it (it ranks each key, then lexsorts the ranks), without that sort's
+    working memory (a rank table per key and a copy of every column at once: about four times
+    the table, at the series stage's highest memory)."""
     sources = {c.name: c for c in SERIES_RTT_COLUMNS}["source"].categories
-    for (seg_i, ack_i), source in ((seq_pairs, "seq"), (ts_pairs, "ts")):
+    rows, t_s, rtt_s, source = [], [], [], []
+    for (seg_i, ack_i), name in ((seq_pairs, "seq"), (ts_pairs, "ts")):
         t_ack = seconds(ack_i)
         rtt = t_ack - seconds(seg_i)
         good = rtt >= 0
-        frames.append(
-            frame(
-                SERIES_RTT_COLUMNS,
-                {
-                    "conn": conn[seg_i[good]],
-                    "dir": pdir[seg_i[good]],
-                    "t_s": t_ack[good],
-                    "rtt_s": rtt[good],
-                    "source": np.full(int(good.sum()), sources.index(source)),
-                },
-            )
-        )
-    return pd.concat(frames, ignore_index=True).sort_values(
-        ["conn", "dir", "t_s"], ignore_index=True
-    )
+        rows.append(seg_i[good])
+        t_s.append(t_ack[good])
+        rtt_s.append(rtt[good])
+        source.append(np.full(int(np.count_nonzero(good)), sources.index(name), dtype=np.int8))
+        del t_ack, rtt, good
+    seg_rows = np.concatenate(rows)
+    del rows
+    columns = {
+        "conn": conn[seg_rows],
+        "dir": pdir[seg_rows],
+        "t_s": np.concatenate(t_s),
+        "rtt_s": np.concatenate(rtt_s),
+        "source": np.concatenate(source),
+    }
+    del seg_rows, t_s, rtt_s, source
+    order = np.lexsort((columns["t_s"], columns["dir"], columns["conn"]))
+    for name in columns:
+        columns[name] = columns[name][order]
+    return frame(SERIES_RTT_COLUMNS, columns)
 
 
 def _sacks(walk: SeriesWalk, seconds: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:

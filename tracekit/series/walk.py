@@ -166,6 +166,19 @@ class Walk:
         self.timelines = self.timelines[:2]
         self.packets = ()
 
+    def hand_over_rtt(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """What the RTT table is made from, given up by the walk: the packets' grouping (rows
+        and bounds, as `by_connection` gives them), the ACKs that raised a line already set,
+        and the (segment, ACK) rows of the sequence-number RTT samples."""
+        rows, bounds = self.timelines
+        handed = (rows, bounds, self.advance_known, self.rtt_pairs)
+        self.timelines = ()
+        self.advance_known = np.zeros(0, dtype=np.bool_)
+        self.rtt_pairs = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return handed
+
     def flight(self) -> None:
         """The flight table, from the segments and ACK tables (and the raised ends): made
         after the walk, once the packet columns only the walk reads can be let go."""
