@@ -103,6 +103,10 @@ def record_pair(sender: Path, receiver: Path, packets: int) -> None:
             print(f"recorded {path.name}: " + "; ".join(x for x in said if "dropped" in x))
 
 
+# The commands measured, in the order they take turns.
+COMMANDS = ("ingest", "analyze", "report", "analyze pair", "report pair")
+
+
 def commands(size: str, out: Path) -> dict[str, tuple[list[str], int]]:
     """Each command of one size, with the packets it reads."""
     sender, receiver = DATA / f"{size}-sender.pcap", DATA / f"{size}-receiver.pcap"
@@ -151,9 +155,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,10", help="million packets per capture, comma list")
     parser.add_argument("--turns", type=int, default=5, help="turns per command (at least 5)")
     parser.add_argument("--reuse", action="store_true", help="keep existing captures")
+    parser.add_argument(
+        "--commands",
+        default=",".join(c.replace(" ", "-") for c in COMMANDS),
+        help=f"comma list of {', '.join(c.replace(' ', '-') for c in COMMANDS)} (default: all)",
+    )
     args = parser.parse_args()
     if args.turns < 5:
         parser.error("--turns: at least 5, for a median and a range")
+    chosen = [c.strip().replace("-", " ") for c in args.commands.split(",") if c.strip()]
+    unknown = sorted(set(chosen) - set(COMMANDS))
+    if unknown or not chosen:
+        parser.error(f"--commands: no command {', '.join(unknown) or '(none given)'}")
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     DATA.mkdir(parents=True, exist_ok=True)
     for size in sizes:
@@ -167,7 +180,7 @@ def main() -> None:
     results: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            cmds = commands(size, Path(tmp))
+            cmds = {k: v for k, v in commands(size, Path(tmp)).items() if k in chosen}
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
             load = os.getloadavg()[0]
             for _ in range(args.turns):
