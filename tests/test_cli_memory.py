@@ -1,4 +1,5 @@
-"""The command's allocator setting: big arrays come from the heap, and freed ones are reused."""
+"""The command's allocator setting: arrays below a column of a big capture come from the heap,
+and freed ones are reused; a bigger one is its own mapping, given back when freed."""
 
 from __future__ import annotations
 
@@ -23,29 +24,40 @@ PROBE = textwrap.dedent(
                     return True
         return False
 
-    before = np.ones(64 << 20, np.uint8)
+    def resident_mib():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+    before = np.ones(32 << 20, np.uint8)
     print(in_heap(before), retain_freed_memory())
-    first = np.ones(64 << 20, np.uint8)
+    first = np.ones(32 << 20, np.uint8)
     address = first.ctypes.data
     del first
-    second = np.ones(64 << 20, np.uint8)
+    second = np.ones(32 << 20, np.uint8)
     print(in_heap(second), second.ctypes.data == address)
+    column = np.ones(64 << 20, np.uint8)
+    touched = resident_mib()
+    print(in_heap(column))
+    del column
+    print(round(touched - resident_mib()))
     """
 )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_big_arrays_come_from_the_heap_and_freed_ones_are_reused() -> None:
+def test_arrays_below_a_column_come_from_the_heap_and_a_column_is_its_own_mapping() -> None:
     out = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
     ).stdout.split()
-    # glibc's default: a 64 MiB array is its own mmap, outside the heap.
+    # glibc's default: a 32 MiB array is its own mmap, outside the heap.
     assert out[:2] == ["False", "True"]
     # After the setting: from the heap, and the freed array's memory serves the next one.
-    assert out[2:] == ["True", "True"]
+    assert out[2:4] == ["True", "True"]
+    # A 64 MiB column is its own mapping still, and its pages go back the moment it is freed.
+    assert out[4] == "False"
+    assert int(out[5]) > 60
 
 
-# Touched and freed under the setting, a 256 MiB array stays resident until give_back.
+# Touched and freed under the setting, a 48 MiB array stays resident until give_back.
 GIVE_BACK = textwrap.dedent(
     """
     import numpy as np
@@ -55,7 +67,7 @@ GIVE_BACK = textwrap.dedent(
         return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
 
     print(retain_freed_memory())
-    big = np.ones(256 << 20, np.uint8)
+    big = np.ones(48 << 20, np.uint8)
     small = np.ones(1 << 10, np.uint8)  # above it in the heap: the heap's top cannot shrink
     touched = resident_mib()
     del big
@@ -74,4 +86,4 @@ def test_give_back_returns_freed_heap_pages_to_the_system() -> None:
     assert out[0] == "True"
     kept, given = int(out[1]), int(out[2])
     assert kept < 16  # freed, still resident
-    assert given > 240  # handed back, though not at the heap's top
+    assert given > 44  # handed back, though not at the heap's top
