@@ -103,7 +103,7 @@ def no_series(conns: Connections) -> Series:
 
 # What the series, the merge and the detectors take per TCP packet of a capture, beyond the
 # packet table the reader already holds: more than the slope bench/scale.py measures for one
-# capture's analyze (103 bytes a packet, the table included), so a capture that would just fit
+# capture's analyze (101 bytes a packet, the table included), so a capture that would just fit
 # may be refused; half of it let the kernel kill the million-packet capture of
 # tests/test_memory.py under its 230 MiB limit while it was read, before the check spoke. Other
 # packets (UDP, a numbered stream's datagrams) cost less and are not counted.
