@@ -37,6 +37,7 @@ from tracekit.schema import (
     SERIES_SEGMENT_COLUMNS,
     SERIES_TABLES,
     WRAP,
+    Column,
     empty_frame,
     frame,
 )
@@ -508,13 +509,8 @@ def _rtt(
     seq_pairs: tuple[np.ndarray, np.ndarray],
     ts_pairs: tuple[np.ndarray, np.ndarray],
 ) -> pd.DataFrame:
-    """RTT samples (packet index pairs: the segment's, then the ACK's) as one sorted table.
-
-    Sorted by one np.lexsort of its columns, then each column taken in that order and the
-    unsorted one let go: the order a stable sort on (conn, dir, t_s) gives, as pandas' sort on
-    the three keys gives it (it ranks each key, then lexsorts the ranks), without that sort's
-    working memory (a rank table per key and a copy of every column at once: about four times
-    the table, at the series stage's highest memory)."""
+    """RTT samples (packet index pairs: the segment's, then the ACK's) as one table sorted by
+    (conn, dir, t_s) (`_sorted_frame`)."""
     sources = {c.name: c for c in SERIES_RTT_COLUMNS}["source"].categories
     rows, t_s, rtt_s, source = [], [], [], []
     for (seg_i, ack_i), name in ((seq_pairs, "seq"), (ts_pairs, "ts")):
@@ -536,10 +532,22 @@ def _rtt(
         "source": np.concatenate(source),
     }
     del seg_rows, t_s, rtt_s, source
-    order = np.lexsort((columns["t_s"], columns["dir"], columns["conn"]))
+    return _sorted_frame(SERIES_RTT_COLUMNS, columns, ("conn", "dir", "t_s"))
+
+
+def _sorted_frame(
+    declared: tuple[Column, ...], columns: dict[str, np.ndarray], keys: tuple[str, ...]
+) -> pd.DataFrame:
+    """The declared table of `columns`, its rows sorted by `keys` (the first sorts first) and
+    in their given order within equal keys. One np.lexsort of the key columns, then each column
+    taken in that order and the unsorted one let go: the order pandas' stable sort on the keys
+    gives (it ranks each key, then lexsorts the ranks), without that sort's working memory (a
+    rank table per key and a copy of every column at once: about four times the table, at the
+    series stage's highest memory)."""
+    order = np.lexsort(tuple(columns[key] for key in reversed(keys)))
     for name in columns:
         columns[name] = columns[name][order]
-    return frame(SERIES_RTT_COLUMNS, columns)
+    return frame(declared, columns)
 
 
 def _sacks(walk: SeriesWalk, seconds: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
@@ -577,9 +585,5 @@ def _sacks(walk: SeriesWalk, seconds: Callable[[np.ndarray], np.ndarray]) -> pd.
         "frame": walk.frames[i],
     }
     del c, d, left, right, dsack
-    # Like every table of the series, sorted by (conn, dir), capture order within: one stable
-    # lexsort, each column then taken in its order (as `_rtt` sorts).
-    order = np.lexsort((columns["dir"], columns["conn"]))
-    for name in columns:
-        columns[name] = columns[name][order]
-    return frame(SERIES_SACK_COLUMNS, columns)
+    # Like every table of the series, sorted by (conn, dir), capture order within.
+    return _sorted_frame(SERIES_SACK_COLUMNS, columns, ("conn", "dir"))
