@@ -76,6 +76,9 @@ SUBSET = (
     # A reader far slower than a path of a millisecond, whose receiver holds each reopened
     # window's ACK for its delayed-ACK timer: the flight stands while the path idles.
     "reader_6k_23ms_1ms",
+    # An ACK clock on a path of 2 ms whose NIC shaper cuts a few of its releases with no ACK
+    # between: the waits of a device, not of a pacer, and the window held it nearly always.
+    "reno_105m_2ms",
 )
 # Where the capture cannot show the receive window's share (its window scale is unknown), the
 # verdict says so and is not scored on its shares.

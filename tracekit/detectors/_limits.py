@@ -522,6 +522,7 @@ def pacer_holds(
             timer_paired(bursts),
             _longest_holds(bursts.size, rate),
             _least_bursts(rate, mss),
+            mss,
         )
         return holds, bursts.line, bursts.release
 
@@ -851,6 +852,7 @@ def _expected_holds(
     paired: npt.NDArray[np.bool_],
     most: npt.NDArray[np.float64],
     least: npt.NDArray[np.float64],
+    segment: float,
 ) -> npt.NDArray[np.float64]:
     """Per burst, the pacer's hold after its start (see `pacer_holds`): read where the next
     burst waited on the timer, expected where it answered an ACK at once; empty where no timer
@@ -888,7 +890,7 @@ def _expected_holds(
     # the host's scheduling. Neither exact nor a bound.
     short = ((flags[1:] & AFTER_ACK) == 0) & (size[:-1] < least[:-1])
     read &= ~(exact & short)
-    if not _timer_shown(flags, read & exact):
+    if not _timer_shown(flags, read & exact, size, segment):
         return np.zeros(0)
     held = _censored_means(x[read], exact[read])
     if held is None:
@@ -900,7 +902,12 @@ def _expected_holds(
     return holds
 
 
-def _timer_shown(flags: npt.NDArray[np.int8], released: npt.NDArray[np.bool_]) -> bool:
+def _timer_shown(
+    flags: npt.NDArray[np.int8],
+    released: npt.NDArray[np.bool_],
+    size: npt.NDArray[np.float64],
+    segment: float,
+) -> bool:
     """Whether the bursts the timer released (`released`, per burst but the first: read
     exactly) show a timer rather than an ACK clock's late answers.
 
@@ -913,14 +920,34 @@ def _timer_shown(flags: npt.NDArray[np.int8], released: npt.NDArray[np.bool_]) -
     tail, is the most an ACK clock leaves late. An ACK clock's late answers are exact
     readings all the same; imputed to every burst that answered an ACK at once, they would
     hold the sender busy where its window held it. At least MIN_HELD_BURSTS either way.
+
+    A wait between two ACKs is the host's tail too where few bursts show one: a device's
+    shaper whose watchdog fires late, or TCP small queues' completion run late, cuts the
+    release an ACK let go anywhere in it, so the bursts before such waits have every size up
+    to the release's. A pacer's do not: Linux lets go one turn of its pacing rate each time
+    (tcp_tso_autosize, whole segments), the same number of them while the rate holds, so a
+    pacer whose window lets it wait between ACKs only now and then (a receive window near its
+    flight) still shows itself by bursts of one size, less than a segment apart, on any path.
     """
     after = (flags[1:] & AFTER_ACK) > 0
-    if int((released & ~after).sum()) >= MIN_HELD_BURSTS:
-        return True
+    # The bursts that could be read at all: not a write's or a loss timer's.
+    readable = (flags[1:] & NOT_PACED) == 0
+    between = released & ~after
+    count = int(between.sum())
+    if count >= MIN_HELD_BURSTS:
+        if count > (1 - TURNAROUND_QUANTILE) * int(readable.sum()):
+            return True
+        low, high = np.quantile(size[:-1][between], [TURN_LOW_QUANTILE, 1 - TURN_LOW_QUANTILE])
+        if high - low < segment:
+            return True
     late = int((released & after).sum())
-    # The bursts after an ACK that could be read at all: not a write's or a loss timer's.
-    answering = int((after & ((flags[1:] & NOT_PACED) == 0)).sum())
+    answering = int((after & readable).sum())
     return late >= MIN_HELD_BURSTS and late > (1 - TURNAROUND_QUANTILE) * answering
+
+
+# The bursts a pacer's turns are read by, but a tenth at either end: a turn the window cut
+# short, or one sent as the pacing rate changed (an ACK sets it), is not the rate's own.
+TURN_LOW_QUANTILE = 0.1
 
 
 def _censored_means(
