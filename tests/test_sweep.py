@@ -379,6 +379,12 @@ def test_a_first_round_that_may_lose_leaves_the_slow_start_overrun_open() -> Non
     # overruns it, a block lost at once.
     labels, _ = expected(dataclasses.replace(point, buffer_bdp=0.3))
     assert "slow_start_overrun" in labels
+    # Reno at 196 Mbit/s over 2.7 ms into a 9,261-byte buffer: ten frames from a 490 Mbit/s
+    # NIC queue six (9,084 bytes), 177 bytes short of it, less than a frame: the held-out run
+    # lost the ninth frame of the first round, and Reno left slow start with no block lost.
+    path = {"rate_mbps": 196, "rtt_ms": 2.7, "buffer_bdp": 0.14, "congestion": "reno"}
+    labels, unsure = expected(Point(**path, rcvbuf=None))
+    assert "slow_start_overrun" in unsure and "slow_start_overrun" not in labels
 
 
 def test_a_first_train_overruns_for_certain_only_at_the_nics_least_rate() -> None:
