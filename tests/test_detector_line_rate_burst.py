@@ -65,20 +65,26 @@ def test_fires_on_the_bursty_sender_with_the_path_s_numbers() -> None:
 
 @needs_tshark
 def test_bursts_are_the_runs_tshark_sees_and_their_losses_the_receiver_never_got() -> None:
-    from fixtures.lab.readings import line_rate_runs  # on tshark's frames, not tracekit's
+    from fixtures.lab.readings import released_runs  # on tshark's frames, not tracekit's
 
-    found, _ = lab("bursty_sender")
+    found, truth = lab("bursty_sender")
     f = found[0]
     sent = lab_captures.lab_frames("bursty_sender", "sender")
     received = lab_captures.lab_frames("bursty_sender", "receiver")
     # Runs split where the gap exceeds 1.5 packet times at the line rate the detector measured
-    # (checked against the NIC tbf's above); every such run is far above the bottleneck rate.
+    # (checked against the NIC tbf's above), each widened to what the bottleneck queued with
+    # it at the tbf's configured rate; every such burst is far above the bottleneck rate.
     config = LineRateBurst.Config()
     gap_s = config.max_gap_factor * FRAME_BYTES * 8 / f.evidence["line_rate_bps"]
-    runs = line_rate_runs(sent, gap_s)
-    long_runs = runs[runs >= config.min_burst_packets]
-    assert f.evidence["bursts_count"] == long_runs.size
-    assert f.evidence["burst_packets"] == tuple(long_runs.tolist()[:MAX_LISTED_BURSTS])
+    bursts = released_runs(
+        sent,
+        gap_s,
+        truth["path"]["bottleneck_rate_bps"],
+        FRAME_BYTES - MSS,
+        config.min_burst_packets,
+    )
+    assert f.evidence["bursts_count"] == len(bursts)
+    assert f.evidence["burst_packets"] == tuple(bursts[:MAX_LISTED_BURSTS])
     # Lost: first copies of data the receiver's capture never saw.
     arrived = Counter(
         zip(
@@ -91,6 +97,26 @@ def test_bursts_are_the_runs_tshark_sees_and_their_losses_the_receiver_never_got
     _, first = np.unique(sent.seq[data], return_index=True)
     missing = [i for i in data[first] if (sent.ip_id[i], sent.seq[i]) not in arrived]
     assert f.evidence["lost_in_direction_packets"] == len(missing)
+
+
+SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
+
+
+@pytest.mark.parametrize("name", ["bursty_writes_25m_70ms", "bursty_writes_40m_30ms"])
+def test_each_write_is_one_burst_however_the_nic_s_timer_cuts_it(name: str) -> None:
+    # The NIC's tbf lets frames out on a timer, and a late one splits a write's train at the
+    # sender's spacing into parts that each queue less than the whole: the bottleneck sees
+    # one write. No burst is more than one of the lab's writes (its size over the MSS), and
+    # once slow start has grown the window past a write, most leave whole. A frame that left
+    # a bottleneck packet time or more before the rest of its write is not in its burst.
+    folder = SWEEP / name
+    truth = json.loads((folder / "truth.json").read_text())
+    found = run(lab_captures.context(folder / "sender.pcap.zst"))
+    assert [f.kind for f in found] == [KIND]
+    whole = -(-truth["sender"]["write_chunk_bytes"] // MSS)
+    sizes = found[0].evidence["burst_packets"]
+    assert max(sizes) == whole
+    assert 2 * sizes.count(whole) > truth["transfer"]["sender"]["writes"]
 
 
 def test_quiet_on_the_paced_sender() -> None:
@@ -137,10 +163,11 @@ def trains(
     path_bps: float,
     rtt_s: float = 0.05,
     apart_s: float = 0.1,
+    late_s: float = 0.0,
 ) -> list[object]:
     """`count` trains of `packets` segments sent at send_bps, starting `apart_s` apart, through
     a path of path_bps with no loss: each segment's ACK returns one RTT after the path
-    delivered it."""
+    delivered it. The second half of each train leaves `late_s` later (a late NIC timer)."""
     pkts: list[object] = [
         tcp(0.0, CLIENT, SERVER, 40000, 80, "S", C_ISN, 0, 0, SYN_OPTS),
         tcp(rtt_s, SERVER, CLIENT, 80, 40000, "SA", S_ISN, C_ISN + 1, 0, SYN_OPTS),
@@ -151,7 +178,7 @@ def trains(
     for k in range(count):
         start = 0.2 + apart_s * k
         for j in range(packets):
-            t = start + j * WIRE * 8 / send_bps
+            t = start + j * WIRE * 8 / send_bps + (late_s if 2 * j >= packets else 0.0)
             delivered = max(delivered, t) + WIRE * 8 / path_bps
             seq = C_ISN + 1 + i * MSS
             opts = [("Timestamp", (100 + i, 1))]
@@ -189,6 +216,20 @@ def test_crafted_line_rate_trains_fire_as_info_without_loss(tmp_path: Path) -> N
     assert f.severity is Severity.INFO
 
 
+def test_a_train_cut_by_a_late_timer_is_one_burst(tmp_path: Path) -> None:
+    # 40 packets at 100 Mbit/s into 30 Mbit/s, cut in the middle by 0.5 ms (four packet times
+    # at the line rate): the bottleneck drained about one packet of the 14 the first half
+    # queued meanwhile, so the halves are one burst of 40, not two of 20.
+    late = trains(4, 40, send_bps=100e6, path_bps=30e6, late_s=0.0005)
+    found = detect(late, tmp_path / "late.pcap")
+    assert [f.evidence["burst_packets"] for f in found] == [(40, 40, 40, 40)]
+    # An ACK in the gap clocks out what follows it: with a round trip shorter than the first
+    # half's departure, the halves are two releases of 20.
+    clocked = trains(4, 40, send_bps=100e6, path_bps=30e6, rtt_s=0.0001, late_s=0.0005)
+    found = detect(clocked, tmp_path / "clocked.pcap")
+    assert [f.evidence["burst_packets"] for f in found] == [(20,) * 8]
+
+
 def test_crafted_paced_trains_are_quiet(tmp_path: Path) -> None:
     # The same segments spaced at 90% of the path's rate: no burst at all.
     assert detect(trains(4, 30, send_bps=27e6, path_bps=30e6), tmp_path / "p.pcap") == []
@@ -223,15 +264,16 @@ def test_trains_within_the_rate_estimates_error_are_quiet(tmp_path: Path) -> Non
     assert detect(pkts, tmp_path / "near.pcap") == []
 
 
-@pytest.mark.parametrize(("gap_packets", "bursts"), [(1.8, 0), (3.0, 5)])
+@pytest.mark.parametrize(("gap_packets", "bursts"), [(1.8, 0), (3.0, 0), (45.0, 5)])
 def test_a_stream_the_line_cuts_is_not_a_burst(
     tmp_path: Path, gap_packets: float, bursts: int
 ) -> None:
     # 125 packets at 85 Mbit/s into a 33 Mbit/s path (BBR's start-up paced past its NIC's
-    # rate), cut every 25 by a gap of 1.8 of the line's packet times: each piece would queue
-    # 15 packets (eq. 1 with M = 0), but the bottleneck, whose packet time is 2.6 of the
-    # line's, never emptied between them: one stream, not five bursts. Cut by gaps of 3, the
-    # bottleneck empties a packet's worth each time, and the pieces are bursts of their own.
+    # rate), cut every 25 by a gap of a few of the line's packet times: each piece would
+    # queue 15 packets (eq. 1 with M = 0), but the bottleneck, whose packet time is 2.6 of the
+    # line's, drains only about one packet in each gap and never empties: one stream, not
+    # five bursts. Gaps of 45 outlast the 15 packets' drain (39 of the line's packet times),
+    # and the pieces are bursts of their own.
     line = WIRE * 8 / 85e6
     apart = (24 + gap_packets) * line
     pkts = trains(5, 25, send_bps=85e6, path_bps=33e6, apart_s=apart)

@@ -188,8 +188,9 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_uncovered": (("i8[:,:]", "i8[:,:]", "i8[:,:]", "b1"),),
     },
     "tracekit.detectors.line_rate_burst": {
-        "_count_between": (("b1[:]r", "i8[:]", "i8[:]"),),
+        "_busy_spans": (("f8[:]r", "u4[:]r", "i8", "f8", "b1[:]", "i8[:]", "i8[:]"),),
         "_gap_rates_bps": (("f8[:]r", "u4[:]r", "i8"),),
+        "_sum_between": (("b1[:]r", "i8[:]", "i8[:]"), ("u4[:]r", "i8[:]", "i8[:]")),
     },
     "tracekit.detectors.rate_limit_cause": {
         "_flight_windows": (

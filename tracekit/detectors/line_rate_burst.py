@@ -31,7 +31,7 @@ from tracekit.detectors._measure import (
 )
 from tracekit.detectors.base import AnalysisContext, Detector, Evidence
 from tracekit.findings import DIRECTIONS, Finding, Severity
-from tracekit.series import Direction, train_rows, trains
+from tracekit.series import Direction, train_rows
 
 # The line rate is the rate of the sender's tightest spacing: the 10th percentile of the gaps
 # between consecutive data segments, taken per wire byte. Back-to-back departures are a large
@@ -80,14 +80,64 @@ def _gap_rates_bps(
 
 
 @jit
-def _count_between(
-    flags: np.ndarray, first: np.ndarray, last: np.ndarray
+def _busy_spans(
+    t: np.ndarray,
+    length: np.ndarray,
+    overhead: int,
+    rate_bps: float,
+    clocked: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Each train first[k]..last[k] widened to the packets released with it: back to where
+    the bottleneck's queue was last empty, and on to that queue's peak, but never across a
+    gap in which an ACK came back (clocked[i]: one came before packet i). Its first and
+    last row.
+
+    The bottleneck's queue, a packet at a time (Lindley's recursion): each arrival adds its
+    wire bits, and each gap drains the gap times the rate. A period begins where an arrival
+    finds the queue empty. A capture clock that steps back drains nothing."""
+    n = t.size
+    begun = np.empty(n, dtype=np.int64)
+    queue = np.empty(n)
+    q = 0.0
+    b = 0
+    for i in range(n):
+        if i:
+            q -= max(t[i] - t[i - 1], 0.0) * rate_bps
+        if q <= 0.0:
+            q = 0.0
+            b = i
+        q += (np.float64(length[i]) + overhead) * 8
+        begun[i] = b
+        queue[i] = q
+    start = np.empty(first.size, dtype=np.int64)
+    peak = np.empty(first.size, dtype=np.int64)
+    for k in range(first.size):
+        i = first[k]
+        while i > begun[first[k]] and not clocked[i]:
+            i -= 1
+        start[k] = i
+        top = last[k]
+        i = last[k] + 1
+        while i < n and begun[i] == begun[last[k]] and not clocked[i]:
+            if queue[i] > queue[top]:
+                top = i
+            i += 1
+        peak[k] = top
+    return start, peak
+
+
+@jit
+def _sum_between(
+    values: np.ndarray, first: np.ndarray, last: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
-    """How many flags are set in each range first[k]..last[k] (inclusive)."""
+    """The sum of values[first[k]..last[k]] (inclusive; 0 where last[k] < first[k]): bytes,
+    or how many flags are set."""
     out = np.zeros(first.size, dtype=np.int64)
     for k in range(first.size):
         for i in range(first[k], last[k] + 1):
-            out[k] += flags[i]
+            out[k] += values[i]
     return out
 
 
@@ -209,22 +259,12 @@ class LineRateBurst(Detector):
         if line_rate is None:
             return None
         gap_s = cfg.max_gap_factor * (payload + overhead) * 8 / line_rate
-        tr = trains(data, gap_s=gap_s, min_packets=cfg.min_burst_packets)
-        if len(tr) < cfg.min_bursts_count:
-            return None
-        span = (tr["end_s"] - tr["start_s"]).to_numpy()
-        # trains() counts payload bytes before the last packet; add each packet's headers.
-        wire_rate = tr["rate_bps"].to_numpy() + (tr["packets"].to_numpy() - 1) * overhead * 8 / (
-            np.where(span > 0, span, np.nan)
-        )
-        # No train leaves faster than the sender's line. One that reads faster was stamped by a
-        # clock that takes frames in batches (a host's software timestamps: on a LAN's veth
-        # trains read at three times the tightest rate the sender keeps), and it reached the
-        # bottleneck at the line's rate, whatever the path.
-        wire_rate = np.minimum(wire_rate, line_rate)
-        # Each burst's ACKs: from its first byte to its last, until the first duplicate. Its
-        # rows by position: where the capture's clock steps back its times do not find them.
+        # The trains at the line rate, by rows: where the capture's clock steps back their
+        # times do not find them.
         first, last, _ = train_rows(t, length, gap_s, cfg.min_burst_packets)
+        if first.size < cfg.min_bursts_count:
+            return None
+        # Each train's ACKs: from its first byte to its last, until the first duplicate.
         seq = data["seq_rel"].to_numpy()
         end = data["end_rel"].to_numpy()
         acks = AckLine.of(ser.acks)
@@ -235,17 +275,6 @@ class LineRateBurst(Detector):
             above_rel=seq[first].astype(np.float64),
             up_to_rel=end[last].astype(np.float64),
         )[0] * ((payload + overhead) / payload)
-        lost, _ = lost_data(ser)
-        table = pd.DataFrame(
-            {
-                "start_s": tr["start_s"].to_numpy(),
-                "end_s": tr["end_s"].to_numpy(),
-                "packets": tr["packets"].to_numpy(),
-                "rate_bps": wire_rate,
-                "lost": _count_between(lost, first, last),
-                "delivered_bps": delivered,
-            }
-        )
         bottleneck = float(np.nanmedian(delivered)) if np.isfinite(delivered).any() else np.nan
         # A burst's ACKs come back no faster than the bottleneck serves, and slower where it
         # idled or a loss held the ACK line: the path's packet-pair rate bounds it from below.
@@ -254,6 +283,42 @@ class LineRateBurst(Detector):
             bottleneck = np.fmax(bottleneck, pairs * (payload + overhead) / payload)
         if not np.isfinite(bottleneck):
             return None
+        # A train as the bottleneck's queue sees it: from where the queue it joins was last
+        # empty to where that queue peaks. A timer or capture-clock hiccup of a few packet
+        # times cuts a write's train in two at the sender's spacing, but the bottleneck drains
+        # no more than the gap's worth of its own rate meanwhile, so both halves build one
+        # queue; and a train that joins a queue the packets just before it left (a stream,
+        # such as a pacer that fills the line) is measured with them. Eq. 1 counts the queue
+        # from an empty bottleneck, where each period begins by construction, on any path.
+        # Only what left with no ACK between is one release: an ACK that comes back in a gap
+        # clocks out what follows it (slow start's pairs keep a bottleneck busy for rounds).
+        ack_t = np.sort(ser.acks["t_s"].to_numpy())
+        clocked = np.zeros(t.size, dtype=np.bool_)
+        clocked[1:] = np.searchsorted(ack_t, t[1:]) > np.searchsorted(ack_t, t[:-1])
+        first, last = _busy_spans(t, length, overhead, bottleneck, clocked, first, last)
+        # Trains of one period are one burst; the first's peak is sought over all of them.
+        first, keep = np.unique(first, return_index=True)
+        last = last[keep]
+        span = t[last] - t[first]
+        wire_bytes_before_last = _sum_between(length, first, last - 1) + (last - first) * overhead
+        wire_bits = wire_bytes_before_last.astype(np.float64) * 8
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wire_rate = np.where(span > 0, wire_bits / span, np.inf)
+        # No train leaves faster than the sender's line. One that reads faster was stamped by a
+        # clock that takes frames in batches (a host's software timestamps: on a LAN's veth
+        # trains read at three times the tightest rate the sender keeps), and it reached the
+        # bottleneck at the line's rate, whatever the path.
+        wire_rate = np.minimum(wire_rate, line_rate)
+        lost, _ = lost_data(ser)
+        table = pd.DataFrame(
+            {
+                "start_s": t[first],
+                "end_s": t[last],
+                "packets": last - first + 1,
+                "rate_bps": wire_rate,
+                "lost": _sum_between(lost, first, last),
+            }
+        )
         # What already waited at the bottleneck when each lossy burst began (eq. 1 assumes an
         # empty queue): its first packet's RTT beyond the base RTT, drained at the bottleneck.
         base_rtt = float(ser.rtt["rtt_s"].min()) if len(ser.rtt) else np.nan
@@ -265,19 +330,7 @@ class LineRateBurst(Detector):
         table["ahead"] = ahead
         rate = table["rate_bps"].to_numpy()
         queue = table["packets"].to_numpy() * (1 - bottleneck / rate)
-        # Eq. 1 counts a train's queue from an empty bottleneck. A train that left less than
-        # one of the bottleneck's packet times after the segment before it found the
-        # bottleneck still busy with what came before, at the rate the sender kept before the
-        # train: a stream cut by the jitter of a NIC or a pacer that fills it (BBR's start-up
-        # at 2.89 times its estimate, where that passes the line rate), not a burst let out
-        # at once after the sender idled. The bottleneck's own packet time, on any path.
-        before = np.full(first.size, np.inf)
-        has = first > 0
-        before[has] = t[first[has]] - t[first[has] - 1]
-        drained = before >= (payload + overhead) * 8 / bottleneck
-        fast = table[
-            (rate >= cfg.min_rate_factor * bottleneck) & (queue >= cfg.min_queue_packets) & drained
-        ]
+        fast = table[(rate >= cfg.min_rate_factor * bottleneck) & (queue >= cfg.min_queue_packets)]
         if len(fast) < cfg.min_bursts_count:
             return None
         duration = t[-1] - t[0]
