@@ -1325,3 +1325,40 @@ def test_the_spread_within_each_window_is_numpys_interquartile_range(in_order: b
                 expected[k] = np.percentile(mine, 75) - np.percentile(mine, 25)
         got = _window_iqr(w.astype(np.int64), x, n_windows)
         assert np.allclose(got, expected, equal_nan=True, rtol=1e-12, atol=0)
+
+
+def test_the_pacer_s_schedule_earns_linux_s_credit_for_a_late_burst() -> None:
+    # tcp_update_skb_after_send, worked by hand at 1 MB/s for bursts of 2,896 bytes (2.896 ms
+    # each): a burst on time holds the next its whole interval; one sent late holds it the
+    # interval less its lateness, down to half; one the capture shows leaving before its time
+    # was let go by then, and starts the schedule afresh.
+    from tracekit.detectors._limits import _linux_schedule
+
+    interval = 2896 / 1e6
+    start = np.array([0.0, interval, 0.010, 0.011448 + 0.000052, 0.012])
+    size = np.full(start.size, 2896.0)
+    holds = _linux_schedule(start, size, np.full(start.size, 1e6))
+    expected = [interval, interval, interval / 2, interval - 0.000052, interval]
+    assert holds == pytest.approx(expected, abs=1e-9)
+    # Where no rate is read, no hold is given, and the schedule goes on at the rates there are.
+    rate = np.array([1e6, np.nan, 1e6, 1e6, 1e6])
+    unknown = _linux_schedule(start, size, rate)
+    assert np.isnan(unknown[1])
+    assert unknown[[0, 2, 3, 4]] == pytest.approx(np.array(expected)[[0, 2, 3, 4]], abs=1e-9)
+
+
+def test_a_pacing_rate_is_read_within_two_round_trips_of_each_burst() -> None:
+    # Readings in round trips 0 and 10 of a 10 ms path; bursts in round trips 0 to 12. Each
+    # burst takes the upper quartile of the readings within two round trips of its own, and
+    # none where there is no reading that near.
+    from tracekit.detectors._limits import RATE_QUANTILE, RATE_SPAN_RTTS, _rates_near
+
+    read_t = np.array([0.001, 0.002, 0.003, 0.004, 0.101, 0.102])
+    read = np.array([1.0, 2.0, 3.0, 4.0, 10.0, 20.0])
+    t = np.array([0.0, 0.015, 0.025, 0.035, 0.075, 0.085, 0.115, 0.125])
+    rates = _rates_near(read_t, read, t, 0.010, RATE_SPAN_RTTS, RATE_QUANTILE)
+    early = np.quantile(read[:4], RATE_QUANTILE)
+    late = np.quantile(read[4:], RATE_QUANTILE)
+    assert rates[:3] == pytest.approx([early] * 3)
+    assert np.isnan(rates[3:5]).all()
+    assert rates[5:] == pytest.approx([late] * 3)

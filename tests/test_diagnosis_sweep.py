@@ -65,6 +65,8 @@ SUBSET = (
     "lan_offloads_on",
     # A pacer under a receive window far below the BDP: the kernel counts its holds busy.
     "paced_reno_rcvbuf_24k_50ms",
+    # BBR under such a window: its answers to ACKs come late, and earn Linux's credit.
+    "bbr_rcvbuf_24k_50ms",
     # A pacer at 60% of a path of 25 ms, its flight below the BDP as a window's would be.
     "paced_reno_90m_25ms",
     # BBR at the path's rate under a window with little room, its ACKs in step with its

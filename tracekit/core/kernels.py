@@ -134,7 +134,9 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "b1",
             ),
         ),
+        "_linux_schedule": (("f8[:]r", "f8[:]r", "f8[:]r"),),
         "_queue_limit": (("f8", "i8", "f8"),),
+        "_rates_near": (("f8[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "f8"),),
     },
     "tracekit.detectors._measure": {
         "_window_transitions": (

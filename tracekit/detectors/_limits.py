@@ -133,7 +133,8 @@ def limit_states(
         window_known = True
     data_t = data["t_s"].to_numpy()
     data_end = data["end_rel"].to_numpy().astype(np.int64, copy=False)
-    holds, line, release = pacer_holds(direction, mss, rtt_s)
+    # The kernel's account of the window's time follows Linux's own pacing schedule.
+    holds, line, release = pacer_holds(direction, mss, rtt_s, scheduled=True)
     # Frame numbers are only compared, to merge the two in capture order: as they are stored.
     start, end, state = _limit_runs(
         acks["frame"].to_numpy(),
@@ -476,7 +477,7 @@ LATE_CREDIT = 0.5
 
 
 def pacer_holds(
-    direction: Direction, mss: int, rtt_s: float
+    direction: Direction, mss: int, rtt_s: float, scheduled: bool = False
 ) -> tuple[npt.NDArray[np.float64], float, float]:
     """How long the sender's pacer held it after each of its bursts: (seconds from each
     burst's start until the pacer would let the next one go, the line rate in bytes per
@@ -507,6 +508,11 @@ def pacer_holds(
     a little later than its turnaround, after a round trip's wait, left on that ACK, and the
     round trip was the window's. Nor a wait with no ACK between after a burst shorter than
     a pacer lets go a turn where the window has room (`_least_bursts`).
+
+    With `scheduled`, a burst that answered an ACK is held instead as Linux's own schedule
+    holds it (`_scheduled_holds`), where the pacing rate can be read near it: the kernel's
+    account of the window's time follows that schedule, and the censored sample's estimate
+    gives each such burst a hold drawn from every phase of the transfer.
     """
 
     def compute() -> tuple[npt.NDArray[np.float64], float, float]:
@@ -514,20 +520,151 @@ def pacer_holds(
         if bursts is None:
             return np.zeros(0), 0.0, 0.0
         rate = _delivery_rates(direction, bursts, rtt_s)
+        most = _longest_holds(bursts.size, rate)
+        least = _least_bursts(rate, mss)
         holds = _expected_holds(
             bursts.start,
             bursts.size,
             bursts.flags,
             bursts.queue,
             timer_paired(bursts),
-            _longest_holds(bursts.size, rate),
-            _least_bursts(rate, mss),
+            most,
+            least,
             mss,
         )
+        if scheduled and holds.size:
+            linux = _scheduled_holds(bursts, most, least, rtt_s)
+            # Only where the censored estimate gave a hold (a wait read as the pacer's, not
+            # a write's, a loss timer's or the device's) and the next burst answered an ACK.
+            answered = np.zeros(holds.size, dtype=bool)
+            answered[:-1] = ((bursts.flags[1:] & ANSWERED) > 0) & (holds[:-1] > 0)
+            answered &= np.isfinite(linux)
+            # The next burst left by then: the pacer had let go.
+            gap = np.maximum(np.diff(bursts.start, append=bursts.start[-1]), 0.0)
+            holds = np.where(answered, np.minimum(linux, gap), holds)
         return holds, bursts.line, bursts.release
 
-    # Once per direction and RTT: the verdict's states and its paced windows read the same.
-    return direction.memo(f"pacer_holds:{mss}:{rtt_s!r}", compute)
+    # Once per direction, RTT and reading: the verdict's states and its paced windows reuse it.
+    return direction.memo(f"pacer_holds:{mss}:{rtt_s!r}:{scheduled}", compute)
+
+
+# A pacing rate read at the timer's releases holds for the round trips around it: Linux sets
+# it on each ACK from what a round trip measures (tcp_update_pacing_rate: 1.2 windows per
+# smoothed RTT, the window growing by the round; BBR's gain, changed by the round, times its
+# bandwidth filter's maximum), so two round trips either side hold the rate as it stands, on
+# a path of a millisecond as over a satellite hop.
+RATE_SPAN_RTTS = 2.0
+# The rate is read this high among the readings within the span. A pacer never lets a burst
+# go sooner than its rate allows, so a reading is at most the rate; it falls short where the
+# wait had another cause as well (an answer to an ACK the host gave later than its release
+# time). The top quarter is left out for the capture clock's own jitter, which makes a wait
+# read shorter as often as longer.
+RATE_QUANTILE = 0.75
+
+
+def _scheduled_holds(
+    bursts: Bursts,
+    most: npt.NDArray[np.float64],
+    least: npt.NDArray[np.float64],
+    rtt_s: float,
+) -> npt.NDArray[np.float64]:
+    """Per burst, how long Linux's pacer held the sender after its start, at the pacing rate
+    read near it (`_rates_near`); NaN where no rate is read within RATE_SPAN_RTTS round trips.
+
+    The rate is read where the timer released two bursts running (neither answered an ACK,
+    nor was a write's or a loss timer's): the second waited the first's bytes at the rate
+    exactly, with no credit (tcp_update_skb_after_send). Not a wait longer than a pacer keeps
+    (`most`), nor one after a burst shorter than a pacer's turn with no ACK between (`least`).
+    The schedule (`_linux_schedule`) then gives every burst's hold, late ones included."""
+    start, size, flags = bursts.start, bursts.size, bursts.flags
+    n = start.size
+    if n < 3 or rtt_s <= 0:
+        return np.full(n, np.nan)
+    gap = np.diff(start)
+    timer = ((flags & ANSWERED) == 0) & ((flags & NOT_PACED) == 0)
+    clean = timer[:-1] & timer[1:] & (gap > 0) & (gap <= most[:-1])
+    # The first burst has no schedule before it.
+    clean[0] = False
+    clean &= ((flags[1:] & AFTER_ACK) > 0) | (size[:-1] >= least[:-1])
+    if int(clean.sum()) < MIN_HELD_BURSTS:
+        return np.full(n, np.nan)
+    # Times made monotonic where the capture's clock steps back: the spans are read in order.
+    times = np.maximum.accumulate(start)
+    rate = _rates_near(
+        times[:-1][clean],
+        size[:-1][clean] / gap[clean],
+        times,
+        rtt_s,
+        RATE_SPAN_RTTS,
+        RATE_QUANTILE,
+    )
+    return _linux_schedule(start, size, rate)
+
+
+@jit
+def _rates_near(
+    read_t: np.ndarray,
+    read: np.ndarray,
+    t: np.ndarray,
+    rtt_s: float,
+    span_rtts: float,
+    quantile: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per time t (ascending), the quantile of the readings (at ascending read_t) within
+    span_rtts round trips of its round trip: the transfer cut into round trips, each reading
+    the rounds around it. NaN where none is read there. One quantile per round trip that has
+    a time in it, not one per time."""
+    out = np.full(t.size, np.nan)
+    if read.size == 0 or t.size == 0:
+        return out
+    origin = min(t[0], read_t[0])
+    reach = np.int64(np.ceil(span_rtts))
+    lo = 0
+    hi = 0
+    current = np.int64(-1)
+    value = np.nan
+    for i in range(t.size):
+        b = np.int64((t[i] - origin) / rtt_s)
+        if b != current:
+            current = b
+            while lo < read.size and np.int64((read_t[lo] - origin) / rtt_s) < b - reach:
+                lo += 1
+            if hi < lo:
+                hi = lo
+            while hi < read.size and np.int64((read_t[hi] - origin) / rtt_s) <= b + reach:
+                hi += 1
+            value = np.quantile(read[lo:hi], quantile) if hi > lo else np.nan
+        out[i] = value
+    return out
+
+
+@jit
+def _linux_schedule(
+    start: np.ndarray, size: np.ndarray, rate: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per burst, from its start until Linux's pacer lets the next go, at rate[i] bytes per
+    second (NaN where the rate is not known; the schedule goes on at the rates around it).
+
+    tcp_update_skb_after_send: a burst sent at its time leaves the next its bytes' time at
+    the rate later; one sent late (the window or the ACKs held it past its time) earns the
+    lateness as credit, up to half of that ("take into account OS jitter": len_ns -=
+    min(len_ns / 2, credit)). A burst the capture shows leaving before its scheduled time
+    was let go by then: the schedule starts afresh from it, with no credit."""
+    n = start.size
+    out = np.full(n, np.nan)
+    known = rate[np.isfinite(rate)]
+    if known.size == 0:
+        return out
+    fallback = np.median(known)
+    due = -np.inf
+    for i in range(n):
+        credit = start[i] - due if due < start[i] and np.isfinite(due) else 0.0
+        r = rate[i] if np.isfinite(rate[i]) else fallback
+        interval = size[i] / r
+        due = start[i] + interval - min(interval / 2, credit)
+        if np.isfinite(rate[i]):
+            out[i] = due - start[i]
+    return out
 
 
 class Bursts(NamedTuple):
