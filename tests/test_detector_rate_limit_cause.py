@@ -1362,3 +1362,28 @@ def test_a_pacing_rate_is_read_within_two_round_trips_of_each_burst() -> None:
     assert rates[:3] == pytest.approx([early] * 3)
     assert np.isnan(rates[3:5]).all()
     assert rates[5:] == pytest.approx([late] * 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "queued"), [("cubic_8m_3ms_standing_queue", True), ("ack_drops_3of4", False)]
+)
+def test_the_smoothed_rtt_read_from_the_capture_is_the_kernel_s(name: str, queued: bool) -> None:
+    # Linux paces by its smoothed RTT (tcpi_rtt), sampled by the lab every few ms: behind a
+    # standing queue it is many times the least RTT, and with three ACKs in four dropped on
+    # the way back each sample spans more of the flight. The capture's own samples, smoothed
+    # as RFC 6298 smooths them, give it within a tenth at the median sample.
+    from tracekit.detectors._limits import smoothed_rtt_at
+    from tracekit.detectors._measure import min_rtt_s
+
+    d = _sweep_direction(name)
+    _, doc = _sweep_kernel(name)
+    samples = doc["tcp_info_samples"]
+    col = {f: i for i, f in enumerate(samples["fields"])}
+    first = doc["capture"]["counts"]["sender"]["first_epoch_s"]
+    at = np.array([samples["t0_epoch_s"] + r[col["t_ms"]] / 1000 - first for r in samples["rows"]])
+    kernel = np.array([r[col["rtt"]] / 1e6 for r in samples["rows"]])
+    least = min_rtt_s(d)
+    ours = smoothed_rtt_at(d, at, least)
+    assert (np.median(kernel) > 4 * least) == queued
+    assert np.median(np.abs(ours / kernel - 1)) < 0.1
+    assert (ours >= least).all()

@@ -67,6 +67,9 @@ SUBSET = (
     "paced_reno_rcvbuf_24k_50ms",
     # BBR under such a window: its answers to ACKs come late, and earn Linux's credit.
     "bbr_rcvbuf_24k_50ms",
+    # A window far above a path's BDP of 3 kB, held in its buffer: the RTT Linux paces by is
+    # the standing queue's, some 25 times the least.
+    "cubic_8m_3ms_standing_queue",
     # A pacer at 60% of a path of 25 ms, its flight below the BDP as a window's would be.
     "paced_reno_90m_25ms",
     # BBR at the path's rate under a window with little room, its ACKs in step with its

@@ -129,6 +129,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
                 "f8",
                 "f8",
                 "f8",
+                "f8[:]",
                 "f8",
                 "b1",
                 "b1",

@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import quantile_in_blocks
@@ -151,6 +152,7 @@ def limit_states(
         release,
         float(mss),
         float(rtt_s),
+        smoothed_rtt_at(direction, acks["t_s"].to_numpy(), rtt_s),
         turnaround_s(direction),
         window_known,
         from_handshake,
@@ -725,14 +727,11 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
         # sooner than that after the burst before was the pacer's, in loss recovery as ever.
         sooner = np.diff(start, prepend=-np.inf) < 2 * rtt_s
         flags[sooner & ((flags & RESENT) > 0)] &= ~np.int8(RESENT)
-        # TCP small queues let into the device 2**-10 s of the pacing rate (`_queue_limit`,
-        # the rate 1.2 windows per RTT: the flight the sender keeps), and at least twice an
-        # skb's truesize: an skb holds a paced burst of at least two segments
-        # (tcp_min_tso_segs), and its truesize counts them with their buffers' overhead, so
-        # at least four segments.
+        # What TCP small queues let into the device (`_queue_limit`), at the rate 1.2 windows
+        # per RTT: the flight the sender keeps.
         flight = direction.flight["flight_bytes"].to_numpy()
         window = float(np.median(flight)) if flight.size else 0.0
-        queue = max(_queue_limit(window, mss, rtt_s), 2 * MIN_BURST_SEGMENTS * mss)
+        queue = _queue_limit(window, mss, rtt_s)
         return Bursts(start, size, flags, line, release, queue)
 
     return direction.memo(f"pacer_bursts:{mss}:{rtt_s!r}", compute)
@@ -1136,6 +1135,39 @@ def _censored_means(
     return np.where(exact, x, expected)
 
 
+# RFC 6298's gain for the smoothed RTT (alpha, 1/8), which Linux keeps (tcp_rtt_estimator).
+SRTT_GAIN = 0.125
+
+
+def smoothed_rtt_at(
+    direction: Direction, at_s: npt.NDArray[np.float64], least_s: float
+) -> npt.NDArray[np.float64]:
+    """The sender's smoothed RTT as of each time in `at_s` (RFC 6298: each sample moves it by
+    SRTT_GAIN), from the direction's RTT samples in time order; never below `least_s`, and that
+    before the first sample.
+
+    Linux sets its pacing rate from the smoothed RTT, not the least one (tcp_update_pacing_rate:
+    1.2 windows per SRTT), so the bytes it sends a turn (tcp_tso_autosize) and lets into the
+    device (tcp_small_queue_check) shrink as a standing queue lengthens the round trip: behind a
+    buffer many times the BDP, a path's RTT of 2 ms reads 50."""
+    samples = direction.rtt
+    out = np.full(at_s.size, float(least_s))
+    if samples.empty or at_s.size == 0:
+        return out
+    order = np.argsort(samples["t_s"].to_numpy(), kind="stable")
+    sample_t = samples["t_s"].to_numpy()[order]
+    srtt = (
+        pd.Series(samples["rtt_s"].to_numpy()[order])
+        .ewm(alpha=SRTT_GAIN, adjust=False)
+        .mean()
+        .to_numpy()
+    )
+    k = search_sorted(sample_t, at_s, side="right") - 1
+    has = k >= 0
+    out[has] = np.maximum(srtt[k[has]], least_s)
+    return out
+
+
 def state_seconds(
     start_s: npt.NDArray[np.float64], end_s: npt.NDArray[np.float64], state: npt.NDArray[np.int8]
 ) -> npt.NDArray[np.float64]:
@@ -1160,6 +1192,7 @@ def _limit_runs(
     release: float,
     mss: float,
     rtt: float,
+    ack_rtt: np.ndarray,
     turnaround: float,
     known: bool,
     from_handshake: bool,
@@ -1198,11 +1231,14 @@ def _limit_runs(
     q = -1
     sent_q = np.int64(-1)
     flight_before = np.int64(0)  # the flight after the event before
+    # The smoothed RTT Linux paces by as of the last ACK, the least before the first.
+    smoothed = rtt
     idle_since = 0.0  # when the flight last fell to nothing
     for k in range(size - 1):
         is_ack = j >= n_data or (i < n_ack and ack_frame[i] < data_frame[j])
         if is_ack:
             t = ack_t[i]
+            smoothed = ack_rtt[i]
             una = max(una, ack_line[i])
             # Unscaled, only a zero window is a byte count: the right edge is then SND.UNA.
             right = np.float64(edge[i]) if known else (np.inf if win[i] > 0 else np.float64(una))
@@ -1243,7 +1279,7 @@ def _limit_runs(
             idle_since = t
         # A segment that does not fit waits on the window (tcp_snd_wnd_test: its first MSS
         # must fit); a window with room for one is shut only to a sender that waits for more.
-        closed = usable_q < max(mss, _burst(window_q, mss, rtt))
+        closed = usable_q < max(mss, _burst(window_q, mss, smoothed))
         if (flight <= 0 or flight_q <= 0) and not (flight <= 0 and usable < mss):
             # Nothing in flight: the application's time, unless the sender went on within its
             # turnaround (then its queue was not empty, as far as the wire can tell). That
@@ -1262,7 +1298,7 @@ def _limit_runs(
         elif closed:
             # The window's, once the answer to the last ACK is in the sender's queues; until
             # then TCP small queues hold what passes their limit, and the sender is busy.
-            s = 2 if sent_q - nxt > _queue_limit(window_q, mss, rtt) else 1
+            s = 2 if sent_q - nxt > _queue_limit(window_q, mss, smoothed) else 1
             if s == 1 and una <= opening and window_q >= INITIAL_WINDOW_SEGMENTS * mss:
                 # The first round's flight is the sender's initial window, all of its
                 # congestion window, and Linux asks the congestion window before the receive
@@ -1318,13 +1354,16 @@ def _flight(sent: np.int64, una: np.int64) -> np.int64:  # pragma: no cover - co
 
 @jit
 def _queue_limit(window: float, mss: float, rtt: float) -> float:  # pragma: no cover - compiled
-    """The bytes TCP small queues let a socket have in its qdisc and device: 2**-10 s of its
-    pacing rate, at least two segments (tcp_small_queue_check: sk_pacing_rate >>
-    sk_pacing_shift, and twice an skb's truesize). What an ACK releases past that leaves only
-    as the device drains the rest, the kernel's time busy, not the window's."""
+    """The bytes TCP small queues let a socket have in its qdisc and device
+    (tcp_small_queue_check): 2**-10 s of its pacing rate (sk_pacing_rate >> sk_pacing_shift),
+    or twice an skb's truesize where that is more. An skb holds what the sender lets go a turn,
+    2**-10 s of the same rate and at least two segments (tcp_tso_autosize, tcp_min_tso_segs),
+    and its truesize counts them with their buffers' overhead: twice that, at the least. What
+    an ACK releases past it leaves only as the device drains the rest, the kernel's time busy,
+    not the window's."""
     if rtt <= 0:
         return np.inf
-    return max(PACING_RATIO * window / rtt * BURST_S, MIN_BURST_SEGMENTS * mss)
+    return 2 * max(PACING_RATIO * window / rtt * BURST_S, MIN_BURST_SEGMENTS * mss)
 
 
 @jit
