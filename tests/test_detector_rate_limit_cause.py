@@ -24,6 +24,7 @@ from tests.helpers.independent import tshark_initial_rtt_s
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
+from tracekit.detectors._limits import smoothed_rtt_at
 from tracekit.detectors._measure import (
     data_directions,
     rtt_phases,
@@ -147,7 +148,8 @@ def test_the_starts_the_window_held_follow_the_kernels_account(name: str) -> Non
     rtt = float(rtt_phases(ctx, d).rtt_s.min())
     t, ack_t = d.data["t_s"].to_numpy(), d.acks["t_s"].to_numpy()
     after, _, _ = _burst_starts(t, ack_t, 2 * (serialisation_s(t) or 0.0))
-    opened = _opened_by_ack(t, ack_t, after, _window_edges(d.data, d.acks, mss, rtt))
+    smoothed = smoothed_rtt_at(d, ack_t, rtt)
+    opened = _opened_by_ack(t, ack_t, after, _window_edges(d.data, d.acks, mss, smoothed))
     assert opened.mean() == pytest.approx(limits["rwnd_limited_share"], abs=0.15)
 
 

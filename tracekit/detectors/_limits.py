@@ -1374,9 +1374,13 @@ def _burst(window: float, mss: float, rtt: float) -> float:  # pragma: no cover 
     return min(max(burst, MIN_BURST_SEGMENTS * mss), GSO_MAX_BYTES, window / TSO_WIN_DIVISOR)
 
 
-def shut_below(window: npt.NDArray[np.float64], mss: float, rtt: float) -> npt.NDArray[np.float64]:
-    """Per window offered (bytes), the room below which it held the sender, as `limit_states`
-    reads a window shut: less than a segment, or than the burst Linux waits for (`_burst`)."""
-    burst = PACING_RATIO * window / rtt * BURST_S if rtt > 0 else np.full(window.size, np.inf)
+def shut_below(
+    window: npt.NDArray[np.float64], mss: float, rtt: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Per window offered (bytes) and the smoothed RTT then (`smoothed_rtt_at`), the room below
+    which it held the sender, as `limit_states` reads a window shut: less than a segment, or
+    than the burst Linux waits for (`_burst`)."""
+    pace = np.divide(window, rtt, out=np.full(window.size, np.inf), where=rtt > 0)
+    burst = PACING_RATIO * pace * BURST_S
     burst = np.minimum(np.maximum(burst, MIN_BURST_SEGMENTS * mss), GSO_MAX_BYTES)
     return np.maximum(np.minimum(burst, window / TSO_WIN_DIVISOR), mss)

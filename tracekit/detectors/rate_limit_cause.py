@@ -59,6 +59,7 @@ from tracekit.detectors._limits import (
     pacer_held,
     queued_pauses,
     shut_below,
+    smoothed_rtt_at,
     state_seconds,
     timer_waits,
     turnaround_s,
@@ -704,18 +705,25 @@ class RateLimitCause(Detector):
         # The padding between path phases is a window of no time, and carries nothing.
         rate = np.divide(delivered * 8, width, out=np.zeros(n), where=width > 0)
         growth = np.r_[np.inf, flight_max[1:] / np.maximum(flight_max[:-1], 1)]
+        # The window's room is read shut as `limit_states` reads it: at the smoothed RTT.
+        least = float(phases.rtt_s.min())
+        edges = (
+            _window_edges(data, d.acks, mss, smoothed_rtt_at(d, d.acks["t_s"].to_numpy(), least))
+            if known
+            else None
+        )
         paced, judged, held_share, window_held = _paced_windows(
             dt,
             ack_t,
             t0,
             length,
             n,
-            (float(phases.rtt_s[0]), float(phases.rtt_s.min())),
+            (float(phases.rtt_s[0]), least),
             turnaround_s(d),
             cfg.paced_answered_fraction,
             from_empty_queue(d),
             (delivered / length, float(mss)),
-            _window_edges(data, d.acks, mss, float(phases.rtt_s.min())) if known else None,
+            edges,
         )
         # Each window's time no full receive window held the sender (`_paced_windows`), nor
         # the end of the data: the time a pacer can have held it at all.
@@ -1231,7 +1239,7 @@ class WindowEdges(NamedTuple):
     edge: npt.NDArray[np.int64]
     window: npt.NDArray[np.int64]
     mss: float
-    rtt: float
+    rtt: npt.NDArray[np.float64]
 
 
 # Bursts that start after an ACK that a judgment of the sender's clock rests on: a share
@@ -1483,7 +1491,9 @@ def _paced_windows(
     return paced[group], enough[group], held[group], not_timer
 
 
-def _window_edges(data: pd.DataFrame, acks: pd.DataFrame, mss: int, rtt: float) -> WindowEdges:
+def _window_edges(
+    data: pd.DataFrame, acks: pd.DataFrame, mss: int, rtt: npt.NDArray[np.float64]
+) -> WindowEdges:
     """The columns `_opened_by_ack` reads: the farthest right edge offered up to each ACK (a
     window's edge does not move back, RFC 9293 3.8.6), the rest as the tables hold them."""
     edge = acks["edge_rel"].to_numpy()
@@ -1519,7 +1529,7 @@ def _opened_by_ack(
     k = np.maximum(k, 0)
     length = edges.length[at]
     room = edges.edge[k] - (edges.end[at] - length)
-    shut = shut_below(edges.window[k].astype(np.float64), edges.mss, edges.rtt)
+    shut = shut_below(edges.window[k].astype(np.float64), edges.mss, edges.rtt[k])
     return np.asarray(first & (room < np.maximum(length, shut)))
 
 
