@@ -18,6 +18,7 @@ import pandas as pd
 from tracekit import physics, units
 from tracekit.core.kernels import jit
 from tracekit.core.quantile import BLOCK_ROWS, percentile_in_blocks
+from tracekit.core.search import search_sorted
 from tracekit.detectors._measure import (
     ETHERNET_HEADER_BYTES,
     AckLine,
@@ -292,9 +293,11 @@ class LineRateBurst(Detector):
         # from an empty bottleneck, where each period begins by construction, on any path.
         # Only what left with no ACK between is one release: an ACK that comes back in a gap
         # clocks out what follows it (slow start's pairs keep a bottleneck busy for rounds).
-        ack_t = np.sort(ser.acks["t_s"].to_numpy())
+        # ACKs before each departure, counted once: more than before the one before, and one
+        # came in the gap.
+        before = search_sorted(np.sort(acks.t_s), t)
         clocked = np.zeros(t.size, dtype=np.bool_)
-        clocked[1:] = np.searchsorted(ack_t, t[1:]) > np.searchsorted(ack_t, t[:-1])
+        clocked[1:] = before[1:] > before[:-1]
         first, last = _busy_spans(t, length, overhead, bottleneck, clocked, first, last)
         # Trains of one period are one burst; the first's peak is sought over all of them.
         first, keep = np.unique(first, return_index=True)
