@@ -24,7 +24,7 @@ from tests.helpers.independent import tshark_initial_rtt_s
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors._limits import smoothed_rtt_at
+from tracekit.detectors._limits import _queue_limit, smoothed_rtt_at
 from tracekit.detectors._measure import (
     data_directions,
     rtt_phases,
@@ -1364,6 +1364,27 @@ def test_a_pacing_rate_is_read_within_two_round_trips_of_each_burst() -> None:
     assert rates[:3] == pytest.approx([early] * 3)
     assert np.isnan(rates[3:5]).all()
     assert rates[5:] == pytest.approx([late] * 3)
+
+
+@pytest.mark.parametrize(
+    ("least_us", "allowance"),
+    # gso_max_size >> (min_rtt_us >> tcp_tso_rtt_log), by hand: 300 >> 9 = 0, 1300 >> 9 = 2,
+    # 2200 >> 9 = 4, 3500 >> 9 = 6; from 16384 us the shift passes 31 and adds nothing.
+    [(300, 65536), (1300, 16384), (2200, 4096), (3500, 1024), (16400, 0), (600_000, 0)],
+)
+def test_tcp_small_queues_count_the_short_paths_share_of_a_gso_burst(
+    least_us: int, allowance: int
+) -> None:
+    # Linux sizes each skb as 2**-10 s of its pacing rate (1.2 windows per smoothed RTT) plus
+    # gso_max_size (64 KiB) >> (min_rtt_us >> tcp_tso_rtt_log, 9 by default), at most one
+    # GSO burst (tcp_tso_autosize, Linux 5.18 on), and TCP small queues let a socket hold
+    # twice an skb's truesize (tcp_small_queue_check): the limit is twice that turn.
+    window, mss, smoothed = 60_000.0, 1448, 0.01
+    paced = 1.2 * window / smoothed / 1024
+    turn = min(paced + allowance, max(paced, 65536))
+    assert _queue_limit(window, mss, smoothed, least_us * 1e-6) == pytest.approx(
+        2 * max(turn, 2 * mss)
+    )
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,12 @@ GSO_MAX_BYTES = 65536.0
 # (tcp_tso_should_defer, sysctl tcp_tso_win_divisor, 3 by default): a window's room past that
 # is not the window's doing whatever the burst, as on a short path with a small window.
 TSO_WIN_DIVISOR = 3.0
+# And to each turn Linux adds a share of a GSO burst that halves for every 2**9 us of the
+# path's least RTT (tcp_tso_autosize: gso_max_size >> (min_rtt_us >> tcp_tso_rtt_log), the
+# sysctl 9 by default, since Linux 5.18): a whole 64 KiB burst on a LAN's round trip of under
+# 512 us, 16 KiB at 1 ms, less than a segment from 3.5 ms, nothing past 16 ms. On short paths
+# the skbs TCP small queues count (`_queue_limit`) hold that much more.
+TSO_RTT_UNIT_S = 2.0**9 * 1e-6
 STATES = ("application", "receive_window", "network")
 
 
@@ -731,7 +737,7 @@ def pacer_bursts(direction: Direction, mss: int, rtt_s: float) -> Bursts | None:
         # per RTT: the flight the sender keeps.
         flight = direction.flight["flight_bytes"].to_numpy()
         window = float(np.median(flight)) if flight.size else 0.0
-        queue = _queue_limit(window, mss, rtt_s)
+        queue = _queue_limit(window, mss, rtt_s, rtt_s)
         return Bursts(start, size, flags, line, release, queue)
 
     return direction.memo(f"pacer_bursts:{mss}:{rtt_s!r}", compute)
@@ -1298,7 +1304,7 @@ def _limit_runs(
         elif closed:
             # The window's, once the answer to the last ACK is in the sender's queues; until
             # then TCP small queues hold what passes their limit, and the sender is busy.
-            s = 2 if sent_q - nxt > _queue_limit(window_q, mss, smoothed) else 1
+            s = 2 if sent_q - nxt > _queue_limit(window_q, mss, smoothed, rtt) else 1
             if s == 1 and una <= opening and window_q >= INITIAL_WINDOW_SEGMENTS * mss:
                 # The first round's flight is the sender's initial window, all of its
                 # congestion window, and Linux asks the congestion window before the receive
@@ -1353,17 +1359,35 @@ def _flight(sent: np.int64, una: np.int64) -> np.int64:  # pragma: no cover - co
 
 
 @jit
-def _queue_limit(window: float, mss: float, rtt: float) -> float:  # pragma: no cover - compiled
+def _rtt_allowance(least_rtt: float) -> float:  # pragma: no cover - compiled
+    """The bytes Linux adds to each turn for a path whose least RTT is `least_rtt` seconds
+    (see TSO_RTT_UNIT_S)."""
+    shift = int(max(least_rtt, 0.0) / TSO_RTT_UNIT_S)
+    return GSO_MAX_BYTES / 2.0**shift if shift < 32 else 0.0
+
+
+@jit
+def _turn(window: float, rtt: float, least_rtt: float) -> float:  # pragma: no cover - compiled
+    """The bytes Linux lets go a turn, before its least of two segments: 2**-10 s of its
+    pacing rate (BURST_S) and the short path's allowance (TSO_RTT_UNIT_S), the allowance at
+    most up to one GSO burst."""
+    paced = PACING_RATIO * window / rtt * BURST_S if rtt > 0 else GSO_MAX_BYTES
+    return paced + min(_rtt_allowance(least_rtt), max(GSO_MAX_BYTES - paced, 0.0))
+
+
+@jit
+def _queue_limit(
+    window: float, mss: float, rtt: float, least_rtt: float
+) -> float:  # pragma: no cover - compiled
     """The bytes TCP small queues let a socket have in its qdisc and device
     (tcp_small_queue_check): 2**-10 s of its pacing rate (sk_pacing_rate >> sk_pacing_shift),
-    or twice an skb's truesize where that is more. An skb holds what the sender lets go a turn,
-    2**-10 s of the same rate and at least two segments (tcp_tso_autosize, tcp_min_tso_segs),
-    and its truesize counts them with their buffers' overhead: twice that, at the least. What
-    an ACK releases past it leaves only as the device drains the rest, the kernel's time busy,
-    not the window's."""
+    or twice an skb's truesize where that is more. An skb holds what the sender lets go a turn
+    (`_turn`), at least two segments (tcp_min_tso_segs), and its truesize counts them with
+    their buffers' overhead: twice that, at the least. What an ACK releases past it leaves
+    only as the device drains the rest, the kernel's time busy, not the window's."""
     if rtt <= 0:
         return np.inf
-    return 2 * max(PACING_RATIO * window / rtt * BURST_S, MIN_BURST_SEGMENTS * mss)
+    return 2 * max(_turn(window, rtt, least_rtt), MIN_BURST_SEGMENTS * mss)
 
 
 @jit
