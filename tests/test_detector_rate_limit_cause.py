@@ -24,7 +24,7 @@ from tests.helpers.independent import tshark_initial_rtt_s
 from tests.helpers.lab_captures import CAPTURES, context, lab_findings, truth
 from tracekit.capture import read_capture
 from tracekit.detectors import run_detectors
-from tracekit.detectors._limits import _queue_limit, smoothed_rtt_at
+from tracekit.detectors._limits import _longest_holds, _queue_limit, smoothed_rtt_at
 from tracekit.detectors._measure import (
     data_directions,
     rtt_phases,
@@ -1364,6 +1364,52 @@ def test_a_pacing_rate_is_read_within_two_round_trips_of_each_burst() -> None:
     assert rates[:3] == pytest.approx([early] * 3)
     assert np.isnan(rates[3:5]).all()
     assert rates[5:] == pytest.approx([late] * 3)
+
+
+def test_a_long_paths_slow_start_without_a_pacer_is_slow_start() -> None:
+    # Reno with no pacer (the lab's configuration: no SO_MAX_PACING_RATE, no fq, Reno never
+    # asks for pacing) over 545 ms: each round of its slow start sends its flight in answer to
+    # a train of ACKs and waits the rest of the round trip for the next, and the NIC's shaper
+    # delays some answers past the host's turnaround. A wait of a round trip after a train of
+    # segments is no pacer's hold, and no phase is the pacer's.
+    name = "slow_start_reno_52m_545ms"
+    truth = json.loads((SWEEP_DIR / name / "truth.json").read_text())
+    assert truth["scenario_config"]["congestion"] == "reno"
+    assert truth["scenario_config"]["pacing_bytes_per_s"] is None
+    found = _sweep_verdict(name)["evidence"]
+    codes = [LABELS[c] for c in found["phase_cause_codes"]]
+    assert codes[0] == "slow_start"
+    assert "pacing" not in codes
+    assert found["paced_departures_fraction"] < 0.5
+
+
+@pytest.mark.parametrize(
+    ("size_segments", "least_ms", "longest_ms"),
+    [
+        # On a 545 ms path a turn is 2**-10 s of the pacing rate: a burst of 30 segments left
+        # at once was a rate of at least 30 segments per 2**-10 s, held that long at most;
+        # twice that for a delivery rate read over bunched ACKs.
+        (30, 545.0, 2 * 1000 / 1024),
+        # At a least RTT of 1.4 ms (1.4 ms less a timestamp tick: 400 us >> 9 = 0) a turn adds
+        # 64 KiB, more than 16 segments: no bound from the burst's size.
+        (16, 1.4, np.inf),
+        # At 3.2 ms (2200 us >> 9 = 4: 4 KiB) a burst of 7 segments (10,136 bytes) was a rate
+        # of at least 6,040 bytes per 2**-10 s.
+        (7, 3.2, 2 * 10136 / 6040 * 1000 / 1024),
+        # Two segments are any pacer's least turn: no bound.
+        (2, 545.0, np.inf),
+    ],
+)
+def test_a_pacer_holds_the_sender_a_turn_s_time_at_most(
+    size_segments: int, least_ms: float, longest_ms: float
+) -> None:
+    # Linux lets go one turn at a time (tcp_tso_autosize: pacing rate >> 10, plus 64 KiB >>
+    # (min_rtt_us >> 9), at least two segments) and waits that turn's bytes at its rate after
+    # it (tcp_update_skb_after_send). With no delivery rate read, the burst's own size bounds
+    # the rate; the kernel's least RTT may read a timestamp tick (1 ms) short of the capture's.
+    size = np.array([size_segments * 1448.0])
+    longest = _longest_holds(size, np.zeros(1), 1448.0, least_ms / 1000)
+    assert longest[0] * 1000 == pytest.approx(longest_ms, rel=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,9 @@ SUBSET = (
     # BBR pacing at a slow reader's rate, its receiver acknowledging once per read: the timer
     # shows itself between two ACKs, and holds the sender where the window has room.
     "reader_16k_25ms_3ms",
+    # Reno with no pacer over 545 ms: its slow start waits out each round trip for its ACKs,
+    # which no pacer's hold after a train of segments lasts.
+    "slow_start_reno_52m_545ms",
     # A reader far slower than a path of a millisecond, whose receiver holds each reopened
     # window's ACK for its delayed-ACK timer: the flight stands while the path idles.
     "reader_6k_23ms_1ms",

@@ -138,6 +138,7 @@ LATER_SPECS: dict[str, dict[str, tuple[tuple[Spec, ...], ...]]] = {
         "_linux_schedule": (("f8[:]r", "f8[:]r", "f8[:]r"),),
         "_queue_limit": (("f8", "i8", "f8", "f8"),),
         "_rates_near": (("f8[:]r", "f8[:]r", "f8[:]r", "f8", "f8", "f8"),),
+        "_rtt_allowance": (("f8",),),
     },
     "tracekit.detectors._measure": {
         "_window_transitions": (

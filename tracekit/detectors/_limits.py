@@ -77,6 +77,10 @@ TSO_WIN_DIVISOR = 3.0
 # 512 us, 16 KiB at 1 ms, less than a segment from 3.5 ms, nothing past 16 ms. On short paths
 # the skbs TCP small queues count (`_queue_limit`) hold that much more.
 TSO_RTT_UNIT_S = 2.0**9 * 1e-6
+# The least RTT Linux keeps may read up to one tick of its TCP timestamp clock (1 ms, RFC 7323
+# 5.4's 1 ms to 1 s) short of the capture's: where retransmitted data is acknowledged, Karn's
+# rule leaves only the timestamp's echo to time it (tcp_rtt_tsopt_us).
+TS_TICK_S = 1e-3
 STATES = ("application", "receive_window", "network")
 
 
@@ -528,7 +532,7 @@ def pacer_holds(
         if bursts is None:
             return np.zeros(0), 0.0, 0.0
         rate = _delivery_rates(direction, bursts, rtt_s)
-        most = _longest_holds(bursts.size, rate)
+        most = _longest_holds(bursts.size, rate, mss, rtt_s)
         least = _least_bursts(rate, mss)
         holds = _expected_holds(
             bursts.start,
@@ -954,20 +958,31 @@ def _delivery_rates(direction: Direction, bursts: Bursts, rtt_s: float) -> npt.N
     return np.divide(delivered, span, out=np.zeros(span.size), where=span > 0)
 
 
-def _longest_holds(size: npt.NDArray[np.float64], rate: npt.NDArray[np.float64]) -> np.ndarray:
+def _longest_holds(
+    size: npt.NDArray[np.float64], rate: npt.NDArray[np.float64], segment: float, least_rtt: float
+) -> np.ndarray:
     """Per burst of `size` bytes, the longest a pacer can hold the sender after it: twice the
-    burst's time at the delivery rate before it (`_delivery_rates`), and at least twice
-    BURST_S, the least a Linux pacer's burst lasts (tcp_tso_autosize); infinite before any
-    byte was acknowledged.
+    burst's time at the least pacing rate it allows, and at least twice BURST_S, the least a
+    Linux pacer's burst lasts (tcp_tso_autosize); infinite where nothing bounds the rate.
 
     Linux paces at a rate set from the congestion window and the smoothed RTT, twice the
     window per RTT in slow start and 1.2 times after (tcp_update_pacing_rate), and BBR at
     gains of its bandwidth estimate, the delivery rate's maximum: a pacer runs at least as
-    fast as the data it delivered, and waits at most its burst's time at that rate. A longer
-    wait after a burst, on a path of any length, is a window's (the round trip for the ACK
-    of a full window) or the application's, not the timer's: the factor of two leaves room
-    for a delivery rate read over one round trip of ACKs that came in bunches."""
+    fast as the data it delivered (`_delivery_rates`). And it lets go one turn at a time: 2**-10
+    s of its rate and the short path's share of a GSO burst (`_rtt_allowance`), or two
+    segments where that is more (tcp_tso_autosize, tcp_min_tso_segs); the share is read at
+    the least RTT less a timestamp tick (TS_TICK_S), the least Linux's own can be. A burst of
+    more than two segments and more than that share, let go at once, was one turn of a rate at
+    least its bytes past the share per 2**-10 s, and the pacer holds the sender that turn's
+    time at most.
+    A longer wait after a burst, on a path of any length, is a window's (the round trip for
+    the ACKs of a full window, as each round of a long path's slow start waits) or the
+    application's, not the timer's: the factor of two leaves room for a delivery rate read
+    over one round trip of ACKs that came in bunches."""
     wait = np.divide(size, rate, out=np.full(rate.size, np.inf), where=rate > 0)
+    share = _rtt_allowance(least_rtt - TS_TICK_S)
+    turn = size > max(MIN_BURST_SEGMENTS * segment, share)
+    wait[turn] = np.minimum(wait[turn], size[turn] * BURST_S / (size[turn] - share))
     return 2 * np.maximum(wait, BURST_S)
 
 

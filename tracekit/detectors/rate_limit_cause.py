@@ -801,8 +801,14 @@ class RateLimitCause(Detector):
             woken = np.bincount(w[triggered], minlength=n)
             pinned |= (woken >= cfg.min_refills_count) & (2 * woken >= deep)
         label[pinned & (growth < cfg.growing_factor)] = L_SNDBUF
-        label[paced & below_path & (retrans == 0)] = L_PACE
-        label[slow & ~paced] = L_SLOW
+        # A window is the pacer's where its timer held the sender at least half its busy time
+        # (`held_share`, NaN: all of it), as the kernel's samples tell a pacer (the `paced`
+        # label's own measure): a window whose bursts kept no ACK's time but whose waits were
+        # the windows' (a long path's slow start, each round waiting on its ACKs, its answers
+        # delayed past the host's turnaround by a device's shaper) is not.
+        timer = paced & ~(held_share < 0.5)
+        label[timer & below_path & (retrans == 0)] = L_PACE
+        label[slow & ~timer] = L_SLOW
         label[busy] = L_BW
         label[retrans > 0] = L_CONG
         # Windows with nothing sent or acknowledged carry no evidence: they take the label
