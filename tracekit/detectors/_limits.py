@@ -974,11 +974,10 @@ def _longest_holds(
     the least RTT less a timestamp tick (TS_TICK_S), the least Linux's own can be. A burst of
     more than two segments and more than that share, let go at once, was one turn of a rate at
     least its bytes past the share per 2**-10 s, and the pacer holds the sender that turn's
-    time at most.
-    A longer wait after a burst, on a path of any length, is a window's (the round trip for
-    the ACKs of a full window, as each round of a long path's slow start waits) or the
-    application's, not the timer's: the factor of two leaves room for a delivery rate read
-    over one round trip of ACKs that came in bunches."""
+    time at most. A longer wait after a burst, on a path of any length, is a window's (the
+    round trip for the ACKs of a full window, as each round of a long path's slow start
+    waits) or the application's, not the timer's: the factor of two leaves room for a
+    delivery rate read over one round trip of ACKs that came in bunches."""
     wait = np.divide(size, rate, out=np.full(rate.size, np.inf), where=rate > 0)
     share = _rtt_allowance(least_rtt - TS_TICK_S)
     turn = size > max(MIN_BURST_SEGMENTS * segment, share)
