@@ -8,8 +8,8 @@ direction. Each TCP_INFO sample the lab took (every 50 ms or so) is placed on th
 time line where the capture's ACK line first reached the sample's `bytes_acked`: the same
 event in both accounts, with no clock to align. A sample counts for the phase it falls in
 when the sender was busy (something unacknowledged or unsent), and as held by its pacer when
-data waited under both windows' room (`fixtures.lab.sweep.pacer_held`, the rule the sweep's
-`paced` label is settled by).
+data waited under both windows' room (`fixtures.lab.sweep.sample_held_by_pacer`, the rule the
+sweep's `paced` label is settled by).
 
 It prints, per phase cause, how many phases were named so and in how many of them the
 kernel's pacer held most of the busy samples, and lists each phase named `pacing` where it
@@ -35,22 +35,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fixtures.lab.sweep import MSS_BYTES  # noqa: E402
+from fixtures.lab.sweep import sample_held_by_pacer  # noqa: E402
 
 # A phase's share is judged on this many busy samples at least (2.5 s at the lab's 50 ms).
 MIN_SAMPLES = 8
-
-
-def held_by_pacer(row: list[float], col: dict[str, int]) -> bool | None:
-    """None for a sample of an idle sender; else whether its pacer held it (data waiting with
-    room under the congestion window and a segment's room under the peer's), as
-    `fixtures.lab.sweep.pacer_held` counts it."""
-    unacked, unsent = row[col["unacked"]], row[col["notsent_bytes"]]
-    if unacked == 0 and unsent == 0:
-        return None
-    room = row[col["snd_wnd"]] - unacked * MSS_BYTES >= MSS_BYTES
-    waiting = unsent >= MSS_BYTES or (unsent > 0 and unacked == 0)
-    return bool(waiting and unacked < row[col["snd_cwnd"]] and room)
 
 
 def phases_of(folder: Path) -> list[tuple[str, float, int, int]] | None:
@@ -89,7 +77,7 @@ def phases_of(folder: Path) -> list[tuple[str, float, int, int]] | None:
     # Each busy sample's place on the capture's time line, and whether the pacer held it.
     at, held = [], []
     for row in samples["rows"]:
-        pacer = held_by_pacer(row, col)
+        pacer = sample_held_by_pacer(row, col)
         k = int(np.searchsorted(line, row[col["bytes_acked"]], side="left"))
         if pacer is None or k >= line.size:
             continue
