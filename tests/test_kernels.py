@@ -7,6 +7,7 @@ through numba instead, which is the independent path these tests compare with.
 from __future__ import annotations
 
 import importlib
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -217,6 +218,26 @@ def test_a_build_from_other_sources_is_not_used(monkeypatch: pytest.MonkeyPatch)
         assert kernels._load_aot() is None
     monkeypatch.setenv("TRACEKIT_JIT", "1")
     assert kernels._load_aot() is None
+
+
+def test_an_installed_copy_has_the_digest_of_the_tree_its_build_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip installs cli/ into the package as tracekit.cli (pyproject.toml's package-dir); the
+    # build that records the later stages' digest reads the tree, where tracekit/ has no cli/.
+    # Laid out as site-packages lays it out, the copy must still match that digest.
+    tree = kernels._PACKAGE
+    installed = tmp_path / "tracekit"
+    shutil.copytree(tree, installed, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(ROOT / "cli", installed / "cli", ignore=shutil.ignore_patterns("__pycache__"))
+    digest = kernels.later_digest.__wrapped__
+    monkeypatch.setattr(kernels, "_PACKAGE", tree)
+    from_tree = digest()
+    monkeypatch.setattr(kernels, "_PACKAGE", installed)
+    assert digest() == from_tree
+    # ... and any change to the package's own modules still shows.
+    (installed / "units.py").write_text((tree / "units.py").read_text() + "\n# changed\n")
+    assert digest() != from_tree
 
 
 def test_every_kernel_in_specs_is_bound_to_compiled_code() -> None:

@@ -527,10 +527,18 @@ def source_digest() -> int:
 @functools.cache
 def later_digest() -> int:
     """A 63-bit digest of every module of tracekit: a later stage's loop reads constants from
-    any of them, and the ahead-of-time module records the digest it was built from."""
+    any of them, and the ahead-of-time module records the digest it was built from.
+
+    The command line is not counted: it is built from cli/ beside the package and installed
+    into it as tracekit.cli, so an installed copy holds it where the tree the build read does
+    not, and no loop reads it. Counted, every installed copy (not an editable one) would find
+    its build stale and compile the later stages' loops with numba."""
     h = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*.py")):
-        h.update(str(path.relative_to(_PACKAGE)).encode())
+        name = path.relative_to(_PACKAGE)
+        if name.parts[0] == "cli":
+            continue
+        h.update(str(name).encode())
         h.update(path.read_bytes())
     return int.from_bytes(h.digest()[:8], "little") >> 1
 
