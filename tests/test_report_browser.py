@@ -20,6 +20,7 @@ from tests.helpers.simulated_series import Scenario, simulate, simulated_report,
 from tests.test_report_html import HOSTILE, small_report
 from tracekit.capture import read_capture
 from tracekit.pipeline import analyze
+from tracekit.report import html as report_html
 from tracekit.report.build import build_report
 from tracekit.report.html import Budget, write
 from tracekit.report.model import ConnectionView, Kind, Plot, Report, Table, Trace
@@ -455,6 +456,31 @@ def test_a_10_ms_zoom_draws_every_data_segment_in_it(browser: Browser, tmp_path:
     assert in_view > 50
     assert drawn == in_view  # ... and the zoom shows every segment tshark counts there
     assert note == "Every point in view is drawn."
+
+
+def test_columns_shuffled_in_small_pieces_draw_the_capture_s_segments(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The page's columns are shuffled a piece at a time; with pieces of 997 values, every
+    # column of the TSG spans several, none aligned to anything. The page (report.js, not
+    # Python) must still decode each data segment at tshark's time and sequence number.
+    monkeypatch.setattr(report_html, "PIECE", 997)
+    sender = OVERRUN / "sender.pcap"
+    segments = _tshark_data(sender)
+    # A view budget the whole transfer fits in (6,301 segments at 10 line points each).
+    budget = Budget(view_cost=100_000)
+    path = write(build_report(analyze(read_capture(sender)), ("s",)), tmp_path / "s.html", budget)
+    bottoms = """JSON.stringify(document.getElementById('plot-0-0-sender').data
+      .filter(t => ['data', 'retransmitted', 'out of order'].includes(t.name))
+      .flatMap(t => Array.from(t.x).flatMap((x, i) =>
+        i % window.tracekitStatus.segmentStride === 0 ? [[x, t.y[i]]] : [])))"""
+    drawn = np.array(json.loads(load(browser, path, bottoms).value), dtype=np.float64)
+    assert len(drawn) == len(segments) > 6000  # the whole view draws every segment
+    drawn = drawn[np.lexsort((drawn[:, 1], drawn[:, 0]))]
+    truth = np.array(sorted((t, seq) for t, _, seq, _ in segments), dtype=np.float64)
+    # Times to the page's microsecond; sequence numbers exactly.
+    assert np.abs(drawn[:, 0] - truth[:, 0]).max() <= 0.5e-6 + 1e-9
+    assert np.array_equal(np.sort(drawn[:, 1]), np.sort(truth[:, 1]))
 
 
 def test_scrolling_paints_every_plot_and_records_its_time(

@@ -95,9 +95,19 @@ def embedded_data(page: str) -> dict[str, Any]:
 
 def decode(enc: dict[str, Any]) -> np.ndarray:
     """A column as the page's format defines it, decoded with numpy (not report.js)."""
-    size = np.dtype("<" + enc["dtype"]).itemsize
+    size, n = np.dtype("<" + enc["dtype"]).itemsize, enc["n"]
     planes = np.frombuffer(zlib.decompress(base64.b64decode(enc["b64"])), np.uint8)
-    raw = planes.reshape(size, enc["n"]).T.copy().view("<" + enc["dtype"]).ravel()
+    # Shuffled a piece of enc["piece"] values at a time: each piece's first bytes, then its
+    # second bytes, and so on.
+    pieces = [
+        planes[a * size : b * size].reshape(size, b - a).T
+        for a, b in ((a, min(a + enc["piece"], n)) for a in range(0, n, enc["piece"]))
+    ]
+    raw = (
+        np.concatenate(pieces).copy().view("<" + enc["dtype"]).ravel()
+        if pieces
+        else np.empty(0, "<" + enc["dtype"])
+    )
     if enc["delta"]:
         z = raw.astype(np.int64)
         raw = np.cumsum((z >> 1) ^ -(z & 1))
@@ -500,8 +510,8 @@ def tshark_segments(path: Path) -> dict[str, np.ndarray]:
 def test_columns_encoded_in_pieces_decode_to_the_capture_s_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A capture's columns, encoded in many pieces (none of them aligned to anything), give the
-    page the one-piece encoding gives, and decode to tshark's values."""
+    """A capture's columns, encoded in one piece and in many (none of them aligned to
+    anything), decode to tshark's values."""
     capture = ROOT / "fixtures" / "captures" / "slow_start_overrun" / "sender.pcap"
     seg = tshark_segments(capture)
     n = len(seg["t_s"])
@@ -522,20 +532,20 @@ def test_columns_encoded_in_pieces_decode_to_the_capture_s_values(
     )
     view = ConnectionView("c", (), (plot,))
     report = replace(small_report(), connections=(view,), overview_plot=None)
-    whole = render(report)
-    monkeypatch.setattr(report_html, "PIECE", 997)
-    assert render(report) == whole
-    data = embedded_data(whole)["plots"][0]
-    traces = {t["name"]: t for t in data["traces"]}
-    bars = arrays(data, traces["data"])
-    # Times to the page's microsecond, every other value exactly.
-    assert np.abs(bars["x"] - seg["t_s"]).max() <= 0.5e-6 + 1e-9
-    assert np.array_equal(bars["y"], seq) and np.array_equal(bars["y_end"], end)
-    frames = decode(data["columns"][traces["data"]["frame"]])
-    assert np.array_equal(frames, seg["frame"])
-    assert np.allclose(arrays(data, traces["kB"])["y"], seq / 1e3, rtol=1e-12, atol=0)
-    rate = seg["len"] / (seg["t_s"] + np.pi)
-    assert np.array_equal(arrays(data, traces["rate"])["y"], rate.astype(np.float32))
+    for piece in (report_html.PIECE, 997):
+        monkeypatch.setattr(report_html, "PIECE", piece)
+        data = embedded_data(render(report))["plots"][0]
+        assert {c["piece"] for c in data["columns"]} == {piece}
+        traces = {t["name"]: t for t in data["traces"]}
+        bars = arrays(data, traces["data"])
+        # Times to the page's microsecond, every other value exactly.
+        assert np.abs(bars["x"] - seg["t_s"]).max() <= 0.5e-6 + 1e-9
+        assert np.array_equal(bars["y"], seq) and np.array_equal(bars["y_end"], end)
+        frames = decode(data["columns"][traces["data"]["frame"]])
+        assert np.array_equal(frames, seg["frame"])
+        assert np.allclose(arrays(data, traces["kB"])["y"], seq / 1e3, rtol=1e-12, atol=0)
+        rate = seg["len"] / (seg["t_s"] + np.pi)
+        assert np.array_equal(arrays(data, traces["rate"])["y"], rate.astype(np.float32))
 
 
 @settings(max_examples=150, deadline=None)

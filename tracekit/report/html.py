@@ -937,13 +937,17 @@ class _Raw:
         self.values, self.n, self.dtype, self.level = values, n, dtype, level
 
     def shuffled(self) -> Iterator[bytes]:
-        """The column's little-endian bytes shuffled (every value's first byte, then every
-        second byte, ...), by pieces: each byte plane's piece is made from its values anew."""
+        """The column's little-endian bytes shuffled piece by piece: of each piece of `PIECE`
+        values, every value's first byte, then every second byte, and so on. Each piece's
+        values are made once (a gather through a thinning's positions, zigzag deltas), where
+        shuffling the whole column made them once per byte plane; deflate's 32 KiB window never
+        reaches across a megabyte's plane, so the pieces compress as the whole did."""
         size = np.dtype(self.dtype).itemsize
-        for plane in range(size):
-            for a, b in _bounds(self.n):
-                piece = np.ascontiguousarray(self.values(a, b), dtype="<" + self.dtype)
-                yield piece.view(np.uint8)[plane::size].tobytes()
+        for a, b in _bounds(self.n):
+            piece = np.ascontiguousarray(self.values(a, b), dtype="<" + self.dtype)
+            planes = piece.view(np.uint8)
+            for plane in range(size):
+                yield planes[plane::size].tobytes()
 
 
 def _deflated(raw: _Raw) -> str:
@@ -996,11 +1000,12 @@ def _typed(
     values: Values, n: int, dtype: str, base: float = 0.0, scale: float = 1.0
 ) -> dict[str, Any]:
     """n values of `dtype` ("u4", "f4", "f8"), made by pieces, to be carried little-endian, their
-    bytes shuffled (the high bytes of small numbers are runs of zeros), deflated and in base64
-    (`_Deflater`)."""
+    bytes shuffled a piece of "piece" values at a time (the high bytes of small numbers are runs
+    of zeros; `_Raw.shuffled`), deflated and in base64 (`_Deflater`)."""
     return {
         "dtype": dtype,
         "n": n,
+        "piece": PIECE,
         "b64": _Raw(values, n, dtype, 6 if n < 500_000 else 1),
         "base": base,
         "scale": scale,

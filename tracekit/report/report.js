@@ -57,27 +57,40 @@
   }
 
   // A column as the page carries it: value = base + v * scale, v the running sum of zigzag
-  // deltas when `delta` (sorted times and sequence numbers step by small amounts).
+  // deltas when `delta` (sorted times and sequence numbers step by small amounts). Its bytes
+  // are shuffled a piece of `enc.piece` values at a time: the piece's first bytes, then its
+  // second bytes, and so on.
   function decodeColumn(enc) {
     return columnText(enc).then(function (text) {
       return inflate(base64Bytes(text));
     }).then(function (buffer) {
       var size = SIZES[enc.dtype], n = enc.n, b = new Uint8Array(buffer);
-      var out = new Float64Array(n), base = enc.base, scale = enc.scale, i;
+      var out = new Float64Array(n), base = enc.base, scale = enc.scale, i, start, m, at;
+      var piece = enc.piece || n || 1;
       if (enc.delta) {
-        // u4 zigzag deltas, the four byte planes read side by side (the common, big case).
-        var acc = 0, n2 = 2 * n, n3 = 3 * n;
-        for (i = 0; i < n; i++) {
-          var z = (b[i] | (b[n + i] << 8) | (b[n2 + i] << 16) | (b[n3 + i] << 24)) >>> 0;
-          acc += (z & 1) ? -(z + 1) / 2 : z / 2;
-          out[i] = base + acc * scale;
+        // u4 zigzag deltas, the four byte planes of a piece read side by side (the common, big
+        // case).
+        var acc = 0;
+        for (start = 0; start < n; start += piece) {
+          m = Math.min(piece, n - start);
+          at = start * 4;
+          var m2 = at + 2 * m, m3 = at + 3 * m, m1 = at + m;
+          for (i = 0; i < m; i++) {
+            var z = (b[at + i] | (b[m1 + i] << 8) | (b[m2 + i] << 16) | (b[m3 + i] << 24)) >>> 0;
+            acc += (z & 1) ? -(z + 1) / 2 : z / 2;
+            out[start + i] = base + acc * scale;
+          }
         }
         return out;
       }
       var bytes = new Uint8Array(n * size);
-      for (var k = 0; k < size; k++) {
-        var from = k * n;
-        for (i = 0; i < n; i++) bytes[i * size + k] = b[from + i];
+      for (start = 0; start < n; start += piece) {
+        m = Math.min(piece, n - start);
+        at = start * size;
+        for (var k = 0; k < size; k++) {
+          var from = at + k * m;
+          for (i = 0; i < m; i++) bytes[at + i * size + k] = b[from + i];
+        }
       }
       var raw = new ARRAYS[enc.dtype](bytes.buffer);
       for (i = 0; i < n; i++) out[i] = base + raw[i] * scale;
